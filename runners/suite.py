@@ -1,0 +1,181 @@
+"""The benchmark registration API and the discovery of a suite in a checked-out repository.
+
+A suite is a package named ``kernels_under_test``; each module declares benchmarks with ``@benchmark``:
+
+    @benchmark(suite="softmax", params=grid(rows=[256], cols=[4096, 32768]))
+    def softmax(rows: int, cols: int) -> Case:
+        x = ...
+        return Case(fn=my_softmax, args=(x,), reference=lambda: numpy_softmax(x), flops=..., bytes_accessed=...)
+
+The decorator only attaches a spec to the function (no global registry), so loading the same suite from two
+checkouts in one process cannot mix them up.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import itertools
+import pkgutil
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+SUITE_PACKAGE = "kernels_under_test"
+ParamValue = str | int | float | bool
+Params = dict[str, ParamValue]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One instantiated benchmark: the function to time, its inputs, and how to check its answer.
+
+    ``reference`` returns the expected output as numpy arrays (computed independently of the kernel); the
+    harness compares with ``rtol``/``atol`` before it times anything, so a fast wrong kernel never gets a number.
+    """
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    reference: Callable[[], Any] | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    flops: float | None = None
+    bytes_accessed: float | None = None
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    suite: str
+    name: str
+    grid: tuple[Params, ...]
+    factory: Callable[..., Case]
+    unit: str = "s"
+    direction: str = "lower_is_better"
+
+
+@dataclass(frozen=True)
+class BenchmarkInstance:
+    """A spec bound to one point of its parameter grid."""
+
+    spec: BenchmarkSpec
+    params: Params = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.spec.suite}/{self.spec.name}[{format_params(self.params)}]"
+
+    def make_case(self) -> Case:
+        return self.spec.factory(**self.params)
+
+
+def format_params(params: Mapping[str, ParamValue]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def grid(**axes: Sequence[ParamValue]) -> tuple[Params, ...]:
+    """The cartesian product of the named axes, in a stable order."""
+    for name, values in axes.items():
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or not values:
+            raise ValueError(f"grid axis {name!r} needs a non-empty list of values")
+    names = list(axes)
+    return tuple(dict(zip(names, combo, strict=True)) for combo in itertools.product(*(axes[n] for n in names)))
+
+
+_SPEC_ATTR = "__kernelwatch_benchmark__"
+
+
+def benchmark(
+    *,
+    suite: str,
+    name: str | None = None,
+    params: Iterable[Params] | None = None,
+    unit: str = "s",
+    direction: str = "lower_is_better",
+) -> Callable[[Callable[..., Case]], Callable[..., Case]]:
+    """Declare a benchmark: the decorated function builds a Case for one point of ``params``."""
+
+    def decorate(factory: Callable[..., Case]) -> Callable[..., Case]:
+        points = tuple(dict(p) for p in (params if params is not None else ({},)))
+        spec = BenchmarkSpec(
+            suite=suite,
+            name=name or factory.__name__,
+            grid=points,
+            factory=factory,
+            unit=unit,
+            direction=direction,
+        )
+        setattr(factory, _SPEC_ATTR, spec)
+        return factory
+
+    return decorate
+
+
+def specs_in_module(module: ModuleType) -> list[BenchmarkSpec]:
+    found = []
+    for value in vars(module).values():
+        spec = getattr(value, _SPEC_ATTR, None)
+        if isinstance(spec, BenchmarkSpec) and getattr(value, "__module__", None) == module.__name__:
+            found.append(spec)
+    return found
+
+
+class SuiteNotFound(Exception):
+    pass
+
+
+def load_suite_package(root: Path) -> ModuleType:
+    """Import ``kernels_under_test`` from exactly ``root`` (a checkout), never from wherever else it is installed."""
+    package_dir = root / SUITE_PACKAGE
+    init = package_dir / "__init__.py"
+    if not init.is_file():
+        raise SuiteNotFound(f"no {SUITE_PACKAGE}/__init__.py under {root}")
+    for loaded in [m for m in sys.modules if m == SUITE_PACKAGE or m.startswith(SUITE_PACKAGE + ".")]:
+        del sys.modules[loaded]
+    spec = importlib.util.spec_from_file_location(SUITE_PACKAGE, init, submodule_search_locations=[str(package_dir)])
+    assert spec is not None and spec.loader is not None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[SUITE_PACKAGE] = package
+    spec.loader.exec_module(package)
+    return package
+
+
+def discover(root: Path) -> list[BenchmarkSpec]:
+    """Every benchmark declared in the suite at ``root``, in module then declaration order."""
+    package = load_suite_package(root)
+    specs: list[BenchmarkSpec] = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{SUITE_PACKAGE}.{info.name}")
+        specs.extend(specs_in_module(module))
+    return specs
+
+
+def parse_param_filter(text: str | None) -> dict[str, str]:
+    """``'seq=2048,dtype=bf16'`` → {"seq": "2048", "dtype": "bf16"}; values compare as text."""
+    if not text:
+        return {}
+    out = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"parameter filter {part!r} is not NAME=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def select(
+    specs: Iterable[BenchmarkSpec], pattern: str = "*", param_filter: Mapping[str, str] | None = None
+) -> Iterator[BenchmarkInstance]:
+    """Instances whose ``suite/name`` matches the glob and whose params match every NAME=VALUE given."""
+    wanted = dict(param_filter or {})
+    for spec in specs:
+        if not fnmatch.fnmatchcase(f"{spec.suite}/{spec.name}", pattern):
+            continue
+        for point in spec.grid:
+            if all(str(point.get(k)) == v for k, v in wanted.items()):
+                yield BenchmarkInstance(spec=spec, params=dict(point))
+

@@ -1,0 +1,41 @@
+"""The wiring of one process: settings → engine, sessions and task queue. Built by faces, never at import."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.detect.steps import StepDetector
+from service.detect.types import Detector
+from service.pipeline.queue import CeleryQueue, InProcessQueue, TaskQueue
+from service.settings import Settings
+from service.store.db import make_engine, make_session_factory
+
+
+@dataclass
+class Context:
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    queue: TaskQueue
+    detector: Detector
+
+    @classmethod
+    def create(cls, settings: Settings) -> Context:
+        settings.ensure_dirs()
+        engine = make_engine(settings.effective_database_url)
+        sessions = make_session_factory(engine)
+        detector: Detector = StepDetector()
+        queue: TaskQueue
+        if settings.redis_url:
+            from service.tasks import make_celery
+
+            queue = CeleryQueue(make_celery(settings))
+        else:
+            queue = InProcessQueue(sessions, detector)
+        return cls(settings=settings, engine=engine, sessions=sessions, queue=queue, detector=detector)
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,23 @@
+"""The runner → service manifest. Runners import this package and nothing else of the service."""
+
+from service.contract.manifest import (
+    FORMAT_VERSION,
+    BenchmarkResult,
+    CommitInfo,
+    EnvironmentInfo,
+    Manifest,
+    ManifestError,
+    RepositoryInfo,
+    parse_manifest,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "BenchmarkResult",
+    "CommitInfo",
+    "EnvironmentInfo",
+    "Manifest",
+    "ManifestError",
+    "RepositoryInfo",
+    "parse_manifest",
+]

@@ -1,0 +1,212 @@
+"""`kernelwatch demo`: a scratch repository, real commits, real runs, a real planted regression, detected.
+
+The repository holds a copy of the default suite. Most commits are ordinary edits; one rewrites softmax with
+a streaming (online) normaliser over column blocks, the way flash attention does it. That is a real change a
+kernel engineer might make, and on a CPU it is several times slower: a sequential scan over blocks with a
+second pass over the input, where XLA had fused the plain version into few passes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.progress import Progress
+
+import kernels_under_test
+from runners.local import RunRequest, run_at_commit
+from service.context import Context
+from service.pipeline.detection import detect_many
+from service.pipeline.submit import submit_manifest
+from service.store.db import unit_of_work
+from service.store.queries import FindingView, all_findings
+
+MARKER = ".kernelwatch-demo"
+AUTHORS = ["Ada Park <ada@example.com>", "Ben Ito <ben@example.com>", "Chen Wu <chen@example.com>"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    subject: str
+    path: str
+    old: str | None  # None: append ``new`` to the file (created if missing)
+    new: str
+    planted: bool = False
+
+
+_FUSED_SOFTMAX = '''    # Subtracting the row max keeps exp() in range;
+    # XLA fuses max, exp, sum and divide into few passes over the row.
+    row_max = jnp.max(x, axis=-1, keepdims=True)
+    e = jnp.exp(x - row_max)
+    return e / jnp.sum(e, axis=-1, keepdims=True)
+'''
+
+_STREAMING_SOFTMAX = '''    # Streaming normaliser over column blocks, as flash attention does it:
+    # one running max and one running sum per row.
+    rows, cols = x.shape
+    blocks = jnp.swapaxes(x.reshape(rows, cols // BLOCK, BLOCK), 0, 1)
+
+    def step(carry, block):
+        running_max, running_sum = carry
+        new_max = jnp.maximum(running_max, jnp.max(block, axis=-1))
+        rescaled = running_sum * jnp.exp(running_max - new_max)
+        block_sum = jnp.sum(jnp.exp(block - new_max[:, None]), axis=-1)
+        return (new_max, rescaled + block_sum), None
+
+    init = (jnp.full((rows,), -jnp.inf, x.dtype), jnp.zeros((rows,), x.dtype))
+    (row_max, row_sum), _ = lax.scan(step, init, blocks)
+    return jnp.exp(x - row_max[:, None]) / row_sum[:, None]
+'''
+
+EDITS: list[Edit] = [
+    Edit("matmul: say why the tolerance grows with k", "kernels_under_test/matmul.py",
+         "def matmul(a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:\n",
+         "def matmul(a: jnp.ndarray, b: jnp.ndarray) -> jnp.ndarray:\n"
+         "    # Accumulate in float32 whatever the input dtype, as the MXU does.\n"),
+    Edit("README: how to run the suite", "README.md", None,
+         "\nRun it with `kernelwatch run --repo . --commit HEAD`.\n"),
+    Edit("softmax: larger input scale in the benchmark", "kernels_under_test/softmax.py",
+         "* 4.0\n", "* 4.0  # logits of a trained model span a few units\n"),
+    Edit("matmul: document the FLOP model", "kernels_under_test/matmul.py",
+         "        flops=2.0 * m * n * k,\n",
+         "        flops=2.0 * m * n * k,  # one multiply and one add per term\n"),
+    Edit("softmax: streaming normaliser over column blocks, as in flash attention",
+         "kernels_under_test/softmax.py", _FUSED_SOFTMAX, _STREAMING_SOFTMAX, planted=True),
+    Edit("README: benchmark owners", "README.md", None, "\nOwners: kernels team.\n"),
+    Edit("matmul: note the decode shapes to add", "kernels_under_test/matmul.py",
+         '"""Dense matrix multiplication',
+         '"""Dense matrix multiplication (decode-like skinny shapes come next)'),
+    Edit("softmax: explain the block size", "kernels_under_test/softmax.py",
+         "BLOCK = 128\n", "BLOCK = 128  # columns per step of the streaming normaliser\n"),
+    Edit("add .gitattributes", ".gitattributes", None, "*.py text eol=lf\n"),
+]
+
+
+def planted_subject() -> str:
+    return next(e.subject for e in EDITS if e.planted)
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def _commit(repo: Path, subject: str, index: int) -> str:
+    name, email = AUTHORS[index % len(AUTHORS)].rstrip(">").split(" <")
+    # Fixed dates and authors: the same demo content always gives the same shas.
+    when = f"2026-01-{index + 1:02d}T10:00:00+00:00"
+    env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": when,
+           "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": when,
+           "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "--no-verify", "-m", subject, env=env)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _apply(repo: Path, edit: Edit) -> None:
+    path = repo / edit.path
+    if edit.old is None:
+        with path.open("a") as handle:
+            handle.write(edit.new)
+        return
+    text = path.read_text()
+    if text.count(edit.old) != 1:
+        raise RuntimeError(f"demo edit {edit.subject!r} does not apply to {edit.path}: the suite has changed")
+    path.write_text(text.replace(edit.old, edit.new))
+
+
+def _prepare_softmax_for_streaming(repo: Path) -> None:
+    """The planted commit needs lax and a block size; they arrive with it, as a real change would add them."""
+    path = repo / "kernels_under_test/softmax.py"
+    text = path.read_text()
+    text = text.replace("import jax.numpy as jnp\n", "import jax.numpy as jnp\nfrom jax import lax\n", 1)
+    text = text.replace("\n\ndef softmax(", "\n\nBLOCK = 128\n\n\ndef softmax(", 1)
+    path.write_text(text)
+
+
+def create_demo_repository(workdir: Path) -> tuple[Path, list[tuple[str, str, bool]]]:
+    """Build the scratch repository; returns it and (sha, subject, planted) for every commit, oldest first."""
+    if workdir.exists():
+        if any(workdir.iterdir()) and not (workdir / MARKER).exists():
+            raise FileExistsError(f"{workdir} is not empty and is not a KernelWatch demo directory")
+        shutil.rmtree(workdir)
+    repo = workdir / "kernels-demo"
+    repo.mkdir(parents=True)
+    (workdir / MARKER).write_text("scratch space of `kernelwatch demo`; deleted by the next demo\n")
+    _git(repo, "init", "-q", "-b", "main")
+    source = Path(kernels_under_test.__file__).parent
+    shutil.copytree(source, repo / "kernels_under_test", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (repo / "README.md").write_text("# kernels-demo\n\nA copy of the KernelWatch default suite.\n")
+    commits = [(_commit(repo, "Add the kernel suite: matmul and softmax", 0),
+                "Add the kernel suite: matmul and softmax", False)]
+    for index, edit in enumerate(EDITS, start=1):
+        if edit.planted:
+            _prepare_softmax_for_streaming(repo)
+        _apply(repo, edit)
+        commits.append((_commit(repo, edit.subject, index), edit.subject, edit.planted))
+    return repo, commits
+
+
+@dataclass(frozen=True)
+class DemoOutcome:
+    repository: Path
+    commits: list[tuple[str, str, bool]]
+    regressions: list[FindingView]
+
+    @property
+    def planted_sha(self) -> str:
+        return next(sha for sha, _, planted in self.commits if planted)
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"Ran the suite at {len(self.commits)} commits of {self.repository}."]
+        if not self.regressions:
+            lines.append("No regression detected.")
+            return lines
+        by_commit: dict[str, list[FindingView]] = {}
+        for finding in self.regressions:
+            by_commit.setdefault(finding.commit_sha, []).append(finding)
+        for sha, findings in by_commit.items():
+            lines.append(f"Regression at commit {sha[:10]} \"{findings[0].commit_subject}\":")
+            for f in findings:
+                lines.append(f"  {f.series_label}: {f.magnitude:+.1%} "
+                             f"({f.value_before * 1e3:.3g} ms -> {f.value_after * 1e3:.3g} ms, "
+                             f"{f.confidence:.1f}x its noise)")
+        planted_found = self.planted_sha in by_commit
+        lines.append(f"The planted commit {self.planted_sha[:10]} was "
+                     f"{'flagged' if planted_found else 'NOT flagged'}.")
+        return lines
+
+
+def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
+             progress: Progress | None = None) -> DemoOutcome:
+    """Create the repository, run the suite at every commit, store and detect; the dashboard reads the result.
+
+    Each commit is run ``rounds`` times, in separate processes and interleaved across commits (round 1 of every
+    commit, then round 2...), so that a slow minute of a shared machine lands on every commit a little rather
+    than on a few consecutive commits, where it would look like a step.
+    """
+    repo, commits = create_demo_repository(workdir)
+    series_ids: set[int] = set()
+    total = len(commits) * rounds
+    task = progress.add_task("runs", total=total) if progress else None
+    for round_index in range(rounds):
+        for index, (sha, subject, _) in enumerate(commits):
+            if progress is not None and task is not None:
+                progress.update(task, description=f"round {round_index + 1}/{rounds} · commit "
+                                                  f"{index + 1}/{len(commits)} {sha[:8]} {subject[:40]}")
+            request = RunRequest(repo=repo, rev=sha, samples=samples, branch="main", trigger="push")
+            manifest = run_at_commit(request, ctx.settings.worktree_dir)
+            outcome = submit_manifest(ctx.sessions, ctx.queue, manifest)
+            series_ids.update(outcome.series_ids)
+            if progress is not None and task is not None:
+                progress.advance(task)
+    # Detection already ran on write; running it once more here is idempotent and makes the summary complete
+    # even when the configured queue hands detection to remote workers.
+    with unit_of_work(ctx.sessions) as session:
+        detect_many(session, sorted(series_ids), ctx.detector)
+    shas = {sha for sha, _, _ in commits}
+    with ctx.sessions() as session:
+        regressions = [f for f in all_findings(session) if f.commit_sha in shas and f.direction == "regression"]
+    return DemoOutcome(repository=repo, commits=commits, regressions=regressions)

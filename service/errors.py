@@ -1,0 +1,38 @@
+"""The boundary vocabulary: what went wrong, sorted by whose fault it is and what an HTTP face returns.
+
+Only ``Transient`` is ever retried; ``InvalidInput`` is the caller's fault and retrying cannot help.
+"""
+
+from __future__ import annotations
+
+
+class KernelWatchError(Exception):
+    """Base of every error that crosses a boundary; ``http_status`` is what an API face answers."""
+
+    http_status = 500
+
+
+class InvalidInput(KernelWatchError):
+    http_status = 400
+
+
+class Unauthorized(KernelWatchError):
+    http_status = 401
+
+
+class NotFound(KernelWatchError):
+    http_status = 404
+
+
+class Conflict(KernelWatchError):
+    http_status = 409
+
+
+class Transient(KernelWatchError):
+    """A dependency (database, broker, runner host) is unavailable right now; the same call may succeed later."""
+
+    http_status = 503
+
+
+class ConfigurationError(KernelWatchError):
+    """Settings are missing or malformed; the message says which variable to set and how."""

@@ -1,0 +1,1 @@
+"""Orchestration: ingest, detect. Imports no Flask and no Celery; faces call these functions."""

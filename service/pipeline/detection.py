@@ -1,0 +1,72 @@
+"""Re-examine series after new results arrive, and store what the detector says as findings.
+
+Reads the series' default-branch history, runs the pure detector, and replaces this detector's findings on
+the series with the new set in one transaction: running it twice on the same data changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from service.detect.types import Detector, SeriesPoint
+from service.store.models import Commit, Finding, Repository, Result, Run, Series
+
+
+def default_branch_points(session: Session, series: Series) -> list[SeriesPoint]:
+    """Per commit on the repository's default branch, every ok sample of the series, pooled across runs."""
+    rows = session.execute(
+        select(Commit.id, Commit.position, Result.samples)
+        .join(Run, Run.id == Result.run_id)
+        .join(Commit, Commit.id == Run.commit_id)
+        .join(Repository, Repository.id == Commit.repository_id)
+        .where(Result.series_id == series.id, Result.status == "ok", Run.branch == Repository.default_branch)
+    ).all()
+    pooled: dict[tuple[int, int], list[float]] = defaultdict(list)
+    for commit_id, position, samples in rows:
+        pooled[(position, commit_id)].extend(samples)
+    return [SeriesPoint(position=pos, commit_id=cid, samples=s) for (pos, cid), s in sorted(pooled.items())]
+
+
+def detect_series(session: Session, series_id: int, detector: Detector) -> list[int]:
+    """Run ``detector`` on one series and make its stored findings match; returns the finding ids."""
+    series = session.get(Series, series_id)
+    if series is None:
+        return []
+    points = default_branch_points(session, series)
+    changes = detector.detect(points, series.benchmark.direction)  # type: ignore[arg-type]
+
+    existing = {
+        f.commit_id: f
+        for f in session.scalars(select(Finding).filter_by(series_id=series_id, detector=detector.name))
+    }
+    keep: set[int] = set()
+    now = datetime.now(UTC)
+    for change in changes:
+        finding = existing.get(change.commit_id)
+        if finding is None:
+            finding = Finding(series_id=series_id, commit_id=change.commit_id, detector=detector.name,
+                              kind="time", created_at=now, attribution={})
+            session.add(finding)
+        finding.previous_commit_id = change.previous_commit_id
+        finding.detector_version = detector.version
+        finding.direction = change.kind
+        finding.magnitude = change.magnitude
+        finding.confidence = change.noise_units
+        finding.value_before = change.before
+        finding.value_after = change.after
+        keep.add(change.commit_id)
+    stale = [cid for cid in existing if cid not in keep]
+    if stale:
+        session.execute(delete(Finding).where(Finding.series_id == series_id, Finding.detector == detector.name,
+                                              Finding.commit_id.in_(stale)))
+    session.flush()
+    return [f.id for f in session.scalars(select(Finding).filter_by(series_id=series_id, detector=detector.name))]
+
+
+def detect_many(session: Session, series_ids: Sequence[int], detector: Detector) -> int:
+    return sum(len(detect_series(session, sid, detector)) for sid in series_ids)

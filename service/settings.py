@@ -1,0 +1,89 @@
+"""Typed settings read once from the environment, validated at start, with messages that say what to set."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from service.errors import ConfigurationError
+
+ENV_PREFIX = "KERNELWATCH_"
+_DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
+_REDIS_SCHEMES = ("redis", "rediss")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service needs to know about its surroundings.
+
+    ``database_url`` None means the embedded default (a SQLite file under ``home``); ``redis_url`` None means
+    tasks run in-process, synchronously.
+    """
+
+    home: Path
+    database_url: str | None = None
+    redis_url: str | None = None
+    # Secrets never appear in repr: a Settings object ends up in logs and tracebacks.
+    secret_key: str = field(default="", repr=False)
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home / 'kernelwatch.db'}"
+
+    @property
+    def embedded(self) -> bool:
+        return self.redis_url is None
+
+    @property
+    def worktree_dir(self) -> Path:
+        return self.home / "worktrees"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.home / "runs"
+
+    def ensure_dirs(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+
+
+def _normalise_database_url(url: str) -> str:
+    scheme = urlsplit(url).scheme
+    if scheme not in _DB_SCHEMES:
+        raise ConfigurationError(
+            f"{ENV_PREFIX}DATABASE_URL has scheme {scheme!r}; use postgresql://user@host:5432/db "
+            "or sqlite:///path/to/file.db (or leave it unset for the embedded SQLite file)"
+        )
+    # psycopg 3 is the driver we ship; SQLAlchemy's bare "postgresql" would look for psycopg2.
+    if scheme == "postgresql":
+        return "postgresql+psycopg" + url[len("postgresql") :]
+    return url
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Read and validate settings; raise ConfigurationError naming the variable when one is wrong."""
+    env = os.environ if environ is None else environ
+    home_raw = env.get(f"{ENV_PREFIX}HOME", "").strip()
+    home = Path(home_raw).expanduser() if home_raw else Path.home() / ".kernelwatch"
+    if home.exists() and not home.is_dir():
+        raise ConfigurationError(f"{ENV_PREFIX}HOME={home} exists and is not a directory")
+
+    database_url = env.get(f"{ENV_PREFIX}DATABASE_URL", "").strip() or None
+    if database_url:
+        database_url = _normalise_database_url(database_url)
+
+    redis_url = env.get(f"{ENV_PREFIX}REDIS_URL", "").strip() or None
+    if redis_url and urlsplit(redis_url).scheme not in _REDIS_SCHEMES:
+        raise ConfigurationError(
+            f"{ENV_PREFIX}REDIS_URL must look like redis://127.0.0.1:6379/0 (or be unset to run tasks in-process)"
+        )
+    return Settings(
+        home=home,
+        database_url=database_url,
+        redis_url=redis_url,
+        secret_key=env.get(f"{ENV_PREFIX}SECRET_KEY", ""),
+    )

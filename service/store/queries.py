@@ -1,0 +1,149 @@
+"""Read-side queries for the faces, returning plain dataclasses (no ORM objects leak out of a session)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from service.store.models import Benchmark, Commit, Environment, Finding, Repository, Result, Run, Series
+
+
+@dataclass(frozen=True)
+class FindingView:
+    id: int
+    series_id: int
+    series_label: str
+    commit_sha: str
+    commit_subject: str
+    previous_sha: str | None
+    direction: str
+    magnitude: float
+    confidence: float
+    value_before: float
+    value_after: float
+    unit: str
+    detector: str
+    detector_version: int
+
+
+@dataclass(frozen=True)
+class CommitView:
+    repository: str
+    sha: str
+    subject: str
+    author: str
+    authored_at: datetime
+    position: int
+    runs: int
+    findings: list[FindingView] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SeriesPointView:
+    sha: str
+    subject: str
+    position: int
+    samples: list[float]
+    median: float
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    id: int
+    label: str
+    repository: str
+    metric: str
+    unit: str
+    direction: str
+    environment: str
+    points: list[SeriesPointView]
+    findings: list[FindingView]
+
+
+def series_label(benchmark: Benchmark) -> str:
+    params = ",".join(f"{k}={v}" for k, v in sorted(benchmark.params.items()))
+    return f"{benchmark.suite}/{benchmark.name}[{params}]" if params else f"{benchmark.suite}/{benchmark.name}"
+
+
+def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
+    prev = Commit.__table__.alias("prev")
+    rows = session.execute(
+        select(Finding, Series, Commit.sha, Commit.subject, prev.c.sha)
+        .join(Series, Series.id == Finding.series_id)
+        .join(Commit, Commit.id == Finding.commit_id)
+        .outerjoin(prev, prev.c.id == Finding.previous_commit_id)
+        .where(*conditions)  # type: ignore[arg-type]
+        .order_by(Finding.magnitude.desc())
+    ).all()
+    return [
+        FindingView(
+            id=f.id, series_id=s.id, series_label=series_label(s.benchmark), commit_sha=sha, commit_subject=subject,
+            previous_sha=prev_sha, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
+            value_before=f.value_before, value_after=f.value_after, unit=s.benchmark.unit, detector=f.detector,
+            detector_version=f.detector_version,
+        )
+        for f, s, sha, subject, prev_sha in rows
+    ]
+
+
+def all_findings(session: Session) -> list[FindingView]:
+    return _finding_views(session)
+
+
+def recent_commits(session: Session, limit: int = 100) -> list[CommitView]:
+    """Measured commits, newest first, each with its findings."""
+    rows = session.execute(
+        select(Commit, Repository.name, func.count(Run.id))
+        .join(Repository, Repository.id == Commit.repository_id)
+        .join(Run, Run.commit_id == Commit.id)
+        .group_by(Commit.id, Repository.name)
+        .order_by(Commit.authored_at.desc(), Commit.position.desc())
+        .limit(limit)
+    ).all()
+    ids = [c.id for c, _, _ in rows]
+    by_commit: dict[str, list[FindingView]] = defaultdict(list)
+    if ids:
+        for f in _finding_views(session, Finding.commit_id.in_(ids)):
+            by_commit[f.commit_sha].append(f)
+    return [
+        CommitView(repository=repo, sha=c.sha, subject=c.subject, author=c.author, authored_at=c.authored_at,
+                   position=c.position, runs=n, findings=by_commit.get(c.sha, []))
+        for c, repo, n in rows
+    ]
+
+
+def series_view(session: Session, series_id: int) -> SeriesView | None:
+    series = session.get(Series, series_id)
+    if series is None:
+        return None
+    rows = session.execute(
+        select(Commit.sha, Commit.subject, Commit.position, Result.samples)
+        .join(Run, Run.id == Result.run_id)
+        .join(Commit, Commit.id == Run.commit_id)
+        .join(Repository, Repository.id == Commit.repository_id)
+        .where(Result.series_id == series_id, Result.status == "ok", Run.branch == Repository.default_branch)
+        .order_by(Commit.position)
+    ).all()
+    pooled: dict[str, tuple[str, int, list[float]]] = {}
+    for sha, subject, position, samples in rows:
+        pooled.setdefault(sha, (subject, position, []))[2].extend(samples)
+    points = []
+    for sha, (subject, position, samples) in sorted(pooled.items(), key=lambda kv: kv[1][1]):
+        points.append(SeriesPointView(sha=sha, subject=subject, position=position, samples=samples,
+                                      median=statistics.median(samples)))
+    env: Environment = series.environment
+    return SeriesView(
+        id=series.id, label=series_label(series.benchmark), repository=series.repository.name,
+        metric=series.metric, unit=series.benchmark.unit, direction=series.benchmark.direction,
+        environment=f"{env.backend} · {env.device_kind} ×{env.device_count}",
+        points=points, findings=_finding_views(session, Finding.series_id == series_id),
+    )
+
+
+def result_count(session: Session) -> int:
+    return session.scalar(select(func.count(Result.id))) or 0

@@ -1,0 +1,1 @@
+"""Pure figure builders: stored views in, plotly figure dicts out."""
