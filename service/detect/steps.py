@@ -45,18 +45,34 @@ def _l1_cost(values: np.ndarray) -> float:
     return float(np.abs(values - np.median(values)).sum()) if values.size else 0.0
 
 
-def _best_split(levels: np.ndarray, lo: int, hi: int, min_side: int) -> tuple[int, float] | None:
-    """The split of levels[lo:hi] that most reduces the absolute deviation from segment medians.
+def _candidate_splits(levels: np.ndarray, lo: int, hi: int, min_side: int) -> list[tuple[int, float]]:
+    """Where levels[lo:hi] most likely changes: (index, delta of segment medians), best first.
 
-    An L1 cost locates a step well and is not pulled by a single outlying commit; returns (index, delta of
-    the segment medians) or None when the segment is too short to split.
+    Two candidates: the split that most reduces the absolute deviation from segment medians (locates a single
+    step well and is not pulled by one outlying commit), and the split with the largest size-weighted median
+    difference (still sees a step that later steps back, where every L1 split of the bump costs the same).
     """
-    best: tuple[int, float, float] | None = None
+    splits = []
     for k in range(lo + min_side, hi - min_side + 1):
+        delta = float(np.median(levels[k:hi]) - np.median(levels[lo:k]))
         cost = _l1_cost(levels[lo:k]) + _l1_cost(levels[k:hi])
-        if best is None or cost < best[2]:
-            best = (k, float(np.median(levels[k:hi]) - np.median(levels[lo:k])), cost)
-    return None if best is None else (best[0], best[1])
+        weight = math.sqrt((k - lo) * (hi - k) / (hi - lo))
+        splits.append((k, delta, cost, abs(delta) * weight))
+    if not splits:
+        return []
+    by_cost = min(splits, key=lambda s: (s[2], -abs(s[1])))
+    by_weighted_delta = max(splits, key=lambda s: s[3])
+    candidates = [by_cost] + ([by_weighted_delta] if by_weighted_delta[0] != by_cost[0] else [])
+    return [(k, delta) for k, delta, _, _ in candidates]
+
+
+def _sits_at_edge(levels: np.ndarray, lo: int, k: int, hi: int) -> bool:
+    """The commits either side of a split belong to their own sides: the split is not off by one or more."""
+    before, after = float(np.median(levels[lo:k])), float(np.median(levels[k:hi]))
+    first_after, last_before = levels[k], levels[k - 1]
+    return abs(first_after - after) <= abs(first_after - before) and abs(last_before - before) <= abs(
+        last_before - after
+    )
 
 
 def find_steps(levels: Sequence[float], params: StepParams) -> list[int]:
@@ -67,17 +83,14 @@ def find_steps(levels: Sequence[float], params: StepParams) -> list[int]:
     stack = [(0, y.size)]
     while stack:
         lo, hi = stack.pop()
-        split = _best_split(y, lo, hi, params.min_side)
-        if split is None:
-            continue
-        k, delta = split
-        n_before, n_after = k - lo, hi - k
-        standard_error = _MEDIAN_SE * sigma * math.sqrt(1 / n_before + 1 / n_after)
-        big_enough = abs(math.expm1(delta)) >= params.min_effect and abs(delta) >= params.k_noise * sigma
-        if big_enough and abs(delta) / standard_error >= params.z_min:
-            found.append(k)
-            stack.append((lo, k))
-            stack.append((k, hi))
+        for k, delta in _candidate_splits(y, lo, hi, params.min_side):
+            standard_error = _MEDIAN_SE * sigma * math.sqrt(1 / (k - lo) + 1 / (hi - k))
+            big_enough = abs(math.expm1(delta)) >= params.min_effect and abs(delta) >= params.k_noise * sigma
+            if big_enough and abs(delta) / standard_error >= params.z_min and _sits_at_edge(y, lo, k, hi):
+                found.append(k)
+                stack.append((lo, k))
+                stack.append((k, hi))
+                break
     return sorted(found)
 
 

@@ -22,11 +22,19 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # pysqlite starts transactions lazily and on its own terms, so a SAVEPOINT could open the outer
+            # transaction and its RELEASE commit it: take transaction control away from the driver...
+            dbapi_conn.isolation_level = None
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
             # WAL lets the dashboard read while a run is being ingested.
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _sqlite_begin(conn: Any) -> None:
+            # ...and begin every transaction explicitly, so a rollback undoes everything since BEGIN.
+            conn.exec_driver_sql("BEGIN")
 
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)

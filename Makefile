@@ -1,0 +1,38 @@
+# Two commands: `make demo` and `make test`. Each creates .venv when it is missing and installs what it needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint browser clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Stamps make a changed pyproject.toml reinstall, and an unchanged one cost nothing.
+$(VENV)/.runtime-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.runtime-installed
+
+# The browser tests drive Debian's chromium (never a downloaded browser); install it when it is missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "install Debian's chromium (sudo apt-get install chromium) for the browser tests"; exit 1; fi; }
+
+demo: $(VENV)/.runtime-installed
+	$(BIN)/kernelwatch demo
+
+test: $(VENV)/.dev-installed browser
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/python -m service.contract.export --check
+
+clean:
+	rm -rf $(VENV) test-output .pytest_cache

@@ -1,0 +1,80 @@
+"""Small composable builders of test data: a manifest, a result, a commit; override what a test cares about."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+
+def sha_for(label: str) -> str:
+    return hashlib.sha1(label.encode()).hexdigest()
+
+
+def environment(**overrides: Any) -> dict[str, Any]:
+    env = {
+        "backend": "cpu", "device_kind": "cpu", "device_count": 1, "jax_version": "0.10.2",
+        "jaxlib_version": "0.10.2", "xla_flags": "", "cpu_model": "Test CPU", "host_isa": "x86_64+avx2",
+        "python_version": "3.11.7", "extra": {"hostname": "test"},
+    }
+    env.update(overrides)
+    return env
+
+
+def result(suite: str = "softmax", name: str = "softmax_rows", samples: list[float] | None = None,
+           **overrides: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "suite": suite, "name": name, "params": {"rows": 256, "cols": 4096}, "metric": "wall_time", "unit": "s",
+        "direction": "lower_is_better", "status": "ok",
+        "samples": samples if samples is not None else [1e-3, 1.01e-3, 0.99e-3],
+        "compile_time_s": 0.05, "flops": 5.0 * 256 * 4096, "bytes_accessed": 8.0 * 256 * 4096, "max_abs_error": 1e-7,
+    }
+    r.update(overrides)
+    return r
+
+
+def commit(position: int, repo: str = "demo", **overrides: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "sha": sha_for(f"{repo}-{position}"),
+        "parents": [sha_for(f"{repo}-{position - 1}")] if position else [],
+        "author": "Ada Park <ada@example.com>",
+        "authored_at": (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=position)).isoformat(),
+        "subject": f"commit number {position}",
+        "position": position,
+    }
+    c.update(overrides)
+    return c
+
+
+def manifest(position: int = 0, results: list[dict[str, Any]] | None = None, repo: str = "demo",
+             **overrides: Any) -> dict[str, Any]:
+    started = datetime(2026, 2, 1, tzinfo=UTC) + timedelta(minutes=position)
+    m: dict[str, Any] = {
+        "format_version": 1,
+        "run_id": uuid.uuid4().hex,
+        "repository": {"name": repo, "url": f"file:///tmp/{repo}", "default_branch": "main"},
+        "commit": commit(position, repo),
+        "branch": "main",
+        "trigger": "push",
+        "environment": environment(),
+        "started_at": started.isoformat(),
+        "finished_at": (started + timedelta(seconds=30)).isoformat(),
+        "status": "complete",
+        "results": results if results is not None else [result()],
+    }
+    m.update(overrides)
+    return m
+
+
+def step_series_manifests(levels: list[float], noise: float = 0.01, seed: int = 0, repo: str = "demo",
+                          samples: int = 10) -> list[dict[str, Any]]:
+    """One manifest per commit whose single result's samples sit around ``levels[i]`` seconds."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for position, level in enumerate(levels):
+        values = [float(level * (1 + noise * rng.standard_normal())) for _ in range(samples)]
+        out.append(manifest(position, [result(samples=values)], repo=repo))
+    return out

@@ -1,0 +1,56 @@
+"""Shared fixtures: database URLs for the real PostgreSQL (a throwaway database per test session) and SQLite."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+PG_ADMIN_URL = os.environ.get("KERNELWATCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pg_url(database: str) -> str:
+    base = PG_ADMIN_URL.rsplit("/", 1)[0]
+    return f"{base}/{database}".replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """The admin URL of the real server; fails loudly (never skips) when PostgreSQL does not answer."""
+    try:
+        with psycopg.connect(PG_ADMIN_URL, connect_timeout=5) as conn:
+            conn.execute("select 1")
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is not answering at {PG_ADMIN_URL}: {exc}. Start it (see .ci/run).")
+    yield PG_ADMIN_URL
+
+
+@pytest.fixture
+def pg_database(pg_server: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards; yields its SQLAlchemy URL."""
+    name = f"kw_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _pg_url(name)
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_database(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'kernelwatch.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Runs a test on both backends the product supports."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_database")
+    return request.getfixturevalue("pg_database")

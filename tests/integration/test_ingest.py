@@ -1,0 +1,135 @@
+"""Ingest on the real databases: idempotent, atomic, refusing bad input, detecting on write."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.contract import ManifestError, parse_manifest
+from service.detect.steps import StepDetector
+from service.errors import Conflict
+from service.pipeline.ingest import ingest_manifest
+from service.pipeline.queue import InProcessQueue
+from service.pipeline.submit import submit_manifest
+from service.store.db import unit_of_work
+from service.store.models import Base, Benchmark, Commit, Finding, Result, Run, Series
+from service.store.queries import recent_commits, series_view
+from tests import builders
+
+
+def counts(sessions: sessionmaker[Session]) -> dict[str, int]:
+    with sessions() as s:
+        return {t.name: s.scalar(select(func.count()).select_from(t)) or 0 for t in Base.metadata.sorted_tables}
+
+
+def queue(sessions: sessionmaker[Session]) -> InProcessQueue:
+    return InProcessQueue(sessions, StepDetector())
+
+
+def test_a_manifest_is_stored_with_every_sample(sessions: sessionmaker[Session]) -> None:
+    doc = builders.manifest(results=[builders.result(samples=[3e-3, 1e-3, 2e-3]),
+                                     builders.result(suite="matmul", name="mm", params={"m": 8})])
+    outcome = submit_manifest(sessions, queue(sessions), doc)
+    assert outcome.created and len(outcome.series_ids) == 2
+    with sessions() as s:
+        r = s.scalars(select(Result).join(Series).join(Benchmark).where(Benchmark.suite == "softmax")).one()
+        assert r.samples == [3e-3, 1e-3, 2e-3] and r.median == pytest.approx(2e-3) and r.sample_count == 3
+        run = s.get(Run, outcome.run_id)
+        assert run is not None and run.branch == "main" and run.status == "complete"
+        commit = s.get(Commit, run.commit_id)
+        assert commit is not None and commit.sha == doc["commit"]["sha"] and commit.position == 0
+
+
+def test_submitting_the_same_run_twice_stores_it_once(sessions: sessionmaker[Session]) -> None:
+    doc = builders.manifest()
+    first = submit_manifest(sessions, queue(sessions), doc)
+    before = counts(sessions)
+    second = submit_manifest(sessions, queue(sessions), copy.deepcopy(doc))
+    assert (second.run_id, second.created) == (first.run_id, False)
+    assert counts(sessions) == before
+
+
+def test_same_run_id_with_other_content_is_a_conflict(sessions: sessionmaker[Session]) -> None:
+    doc = builders.manifest()
+    submit_manifest(sessions, queue(sessions), doc)
+    before = counts(sessions)
+    changed = copy.deepcopy(doc)
+    changed["results"][0]["samples"] = [9.0]
+    with pytest.raises(Conflict, match="different content"):
+        submit_manifest(sessions, queue(sessions), changed)
+    assert counts(sessions) == before
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d.update(format_version=2),
+    lambda d: d["commit"].pop("sha"),
+    lambda d: d["results"][0].update(samples=[1e-3, -5e-4]),
+])
+def test_bad_manifests_store_nothing(sessions: sessionmaker[Session], mutate) -> None:  # type: ignore[no-untyped-def]
+    doc = builders.manifest()
+    mutate(doc)
+    with pytest.raises(ManifestError):
+        submit_manifest(sessions, queue(sessions), doc)
+    assert all(n == 0 for n in counts(sessions).values())
+
+
+def test_a_failure_mid_ingest_leaves_nothing_half_written(sessions: sessionmaker[Session]) -> None:
+    submit_manifest(sessions, queue(sessions), builders.manifest(position=0))
+    before = counts(sessions)
+
+    class Interrupted(Exception):
+        pass
+
+    # Ingest writes a new commit, run, benchmark, series and result (some through savepoints), then the
+    # transaction dies before its commit: every one of those rows must be gone.
+    new_run = builders.manifest(position=1, results=[builders.result(suite="new", name="kernel")])
+    with pytest.raises(Interrupted), unit_of_work(sessions) as s:
+        ingest_manifest(s, parse_manifest(new_run))
+        raise Interrupted
+    assert counts(sessions) == before
+
+
+def test_detection_on_write_flags_the_step_commit(sessions: sessionmaker[Session]) -> None:
+    levels = [1e-3] * 5 + [2e-3] * 5
+    docs = builders.step_series_manifests(levels, noise=0.01)
+    for doc in docs:
+        submit_manifest(sessions, queue(sessions), doc)
+    with sessions() as s:
+        findings = s.scalars(select(Finding)).all()
+        assert len(findings) == 1
+        f = findings[0]
+        commit = s.get(Commit, f.commit_id)
+        assert commit is not None and commit.sha == docs[5]["commit"]["sha"]
+        assert f.direction == "regression" and f.detector == "median-steps" and f.detector_version == 1
+        assert f.magnitude == pytest.approx(1.0, rel=0.05)
+        view = series_view(s, f.series_id)
+        assert view is not None and len(view.points) == 10 and view.findings[0].commit_sha == commit.sha
+        flagged = [c for c in recent_commits(s) if c.findings]
+        assert [c.sha for c in flagged] == [commit.sha]
+
+
+def test_runs_off_the_default_branch_do_not_enter_the_history(sessions: sessionmaker[Session]) -> None:
+    docs = builders.step_series_manifests([1e-3] * 10, noise=0.01)
+    for doc in docs:
+        submit_manifest(sessions, queue(sessions), doc)
+    pr = builders.manifest(position=10, results=[builders.result(samples=[5e-3] * 5)], branch="feature",
+                           trigger="pr", pr_number=7)
+    submit_manifest(sessions, queue(sessions), pr)
+    with sessions() as s:
+        assert s.scalar(select(func.count(Finding.id))) == 0
+        view = series_view(s, s.scalars(select(Series.id)).one())
+        assert view is not None and len(view.points) == 10
+
+
+def test_detection_is_idempotent(sessions: sessionmaker[Session]) -> None:
+    docs = builders.step_series_manifests([1e-3] * 5 + [3e-3] * 5)
+    for doc in docs:
+        submit_manifest(sessions, queue(sessions), doc)
+    before = counts(sessions)
+    with sessions() as s:
+        series_ids = list(s.scalars(select(Series.id)))
+    queue(sessions).enqueue_detect(series_ids)
+    assert counts(sessions) == before

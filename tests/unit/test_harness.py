@@ -1,0 +1,49 @@
+"""The harness on real (tiny) JAX functions on the CPU."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from runners.harness import TimingPlan, measure
+from runners.suite import BenchmarkInstance, BenchmarkSpec, Case
+
+PLAN = TimingPlan(samples=5, warmup=1)
+
+
+def instance(factory, **params) -> BenchmarkInstance:  # type: ignore[no-untyped-def]
+    spec = BenchmarkSpec(suite="t", name=factory.__name__, grid=(params,), factory=factory)
+    return BenchmarkInstance(spec=spec, params=params)
+
+
+def good(n: int) -> Case:
+    x = np.arange(n, dtype=np.float32)
+    return Case(fn=lambda v: jnp.sin(v) * 2, args=(x,), reference=lambda: np.sin(x.astype(np.float64)) * 2,
+                flops=2.0 * n, bytes_accessed=8.0 * n)
+
+
+def wrong(n: int) -> Case:
+    x = np.ones(n, dtype=np.float32)
+    return Case(fn=lambda v: v + 1, args=(x,), reference=lambda: x * 3)
+
+
+def broken(n: int) -> Case:
+    x = np.ones(n, dtype=np.float32)
+    return Case(fn=lambda v: v @ jnp.ones((n + 1, 2)), args=(x,))
+
+
+def test_good_kernel_gets_every_sample_and_compile_time() -> None:
+    m = measure(instance(good, n=1024), PLAN)
+    assert m.status == "ok" and len(m.samples) == 5 and all(s > 0 for s in m.samples)
+    assert m.compile_time_s is not None and m.compile_time_s > 0
+    assert m.max_abs_error is not None and m.max_abs_error < 1e-5
+    assert m.flops == 2048.0 and m.key == "t/good[n=1024]"
+
+
+def test_wrong_answer_is_failed_and_never_timed() -> None:
+    m = measure(instance(wrong, n=8), PLAN)
+    assert m.status == "failed" and m.samples == []
+    assert "differs from the reference" in (m.message or "")
+
+
+def test_an_exception_in_the_kernel_becomes_a_failed_result() -> None:
+    m = measure(instance(broken, n=8), PLAN)
+    assert m.status == "failed" and m.message and "TypeError" in m.message
