@@ -21,6 +21,7 @@ from service.detect.types import ChangePoint, Direction, SeriesPoint
 _MAD_TO_SIGMA = 1.4826
 # The standard error of a median of n normal values is about sqrt(pi/2) * sigma / sqrt(n).
 _MEDIAN_SE = math.sqrt(math.pi / 2)
+_PAIR_SEARCH_LIMIT = 64
 
 
 @dataclass(frozen=True)
@@ -66,31 +67,71 @@ def _candidate_splits(levels: np.ndarray, lo: int, hi: int, min_side: int) -> li
     return [(k, delta) for k, delta, _, _ in candidates]
 
 
-def _sits_at_edge(levels: np.ndarray, lo: int, k: int, hi: int) -> bool:
-    """The commits either side of a split belong to their own sides: the split is not off by one or more."""
+def _sides_agree(levels: np.ndarray, lo: int, k: int, hi: int, share: float = 0.75) -> bool:
+    """Most commits of each side sit nearer their own level than the other's, the two at the edge included.
+
+    This keeps a split from being off by one, and keeps one outlying commit in a short segment (whose median
+    it drags halfway) from passing for a new level.
+    """
     before, after = float(np.median(levels[lo:k])), float(np.median(levels[k:hi]))
-    first_after, last_before = levels[k], levels[k - 1]
-    return abs(first_after - after) <= abs(first_after - before) and abs(last_before - before) <= abs(
-        last_before - after
-    )
+    near_before = np.abs(levels - before) <= np.abs(levels - after)
+    if not near_before[k - 1] or near_before[k]:
+        return False
+    return bool(near_before[lo:k].mean() >= share and (~near_before[k:hi]).mean() >= share)
 
 
-def find_steps(levels: Sequence[float], params: StepParams) -> list[int]:
-    """Indices where a new level starts, by recursive splitting of the log-levels."""
+def _best_pair(levels: np.ndarray, lo: int, hi: int, min_side: int) -> tuple[int, int] | None:
+    """The two splits (i, j) that best cut levels[lo:hi] into three levels, for a step that later steps back.
+
+    Quadratic in the segment's length, so only short segments are searched; the full engine replaces this.
+    """
+    # A level that comes and goes must last twice as long as a lasting step needs on a side: shorter
+    # excursions are what a few outlying commits look like.
+    middle = 2 * min_side
+    if hi - lo > _PAIR_SEARCH_LIMIT or hi - lo < 2 * min_side + middle:
+        return None
+    best: tuple[float, int, int] | None = None
+    for i in range(lo + min_side, hi - min_side - middle + 1):
+        head = _l1_cost(levels[lo:i])
+        for j in range(i + middle, hi - min_side + 1):
+            cost = head + _l1_cost(levels[i:j]) + _l1_cost(levels[j:hi])
+            if best is None or cost < best[0]:
+                best = (cost, i, j)
+    return None if best is None else (best[1], best[2])
+
+
+def _passes(levels: np.ndarray, lo: int, k: int, hi: int, sigma: float, params: StepParams) -> bool:
+    delta = float(np.median(levels[k:hi]) - np.median(levels[lo:k]))
+    standard_error = _MEDIAN_SE * sigma * math.sqrt(1 / (k - lo) + 1 / (hi - k))
+    big_enough = abs(math.expm1(delta)) >= params.min_effect and abs(delta) >= params.k_noise * sigma
+    return big_enough and abs(delta) / standard_error >= params.z_min and _sides_agree(levels, lo, k, hi)
+
+
+def find_steps(levels: Sequence[float], params: StepParams) -> list[tuple[int, float]]:
+    """(index where a new level starts, noise sigma it was judged against), by recursive splitting.
+
+    Each segment is judged against its own noise (or the series', if larger): a quiet stretch after a change
+    must not make the noisy stretch before it look full of steps.
+    """
     y = np.asarray(levels, dtype=float)
-    sigma = robust_noise(y, params.noise_floor)
-    found: list[int] = []
+    overall = robust_noise(y, params.noise_floor)
+    found: list[tuple[int, float]] = []
     stack = [(0, y.size)]
     while stack:
         lo, hi = stack.pop()
-        for k, delta in _candidate_splits(y, lo, hi, params.min_side):
-            standard_error = _MEDIAN_SE * sigma * math.sqrt(1 / (k - lo) + 1 / (hi - k))
-            big_enough = abs(math.expm1(delta)) >= params.min_effect and abs(delta) >= params.k_noise * sigma
-            if big_enough and abs(delta) / standard_error >= params.z_min and _sits_at_edge(y, lo, k, hi):
-                found.append(k)
-                stack.append((lo, k))
-                stack.append((k, hi))
-                break
+        # Never below the whole series' noise: a few quiet commits are weak evidence of a quiet stretch.
+        sigma = max(overall, robust_noise(y[lo:hi], params.noise_floor))
+        split = next((k for k, _ in _candidate_splits(y, lo, hi, params.min_side)
+                      if _passes(y, lo, k, hi, sigma, params)), None)
+        if split is None:
+            # No single split explains the segment; a step that steps back again needs two.
+            pair = _best_pair(y, lo, hi, params.min_side)
+            if pair is not None and _passes(y, lo, pair[0], pair[1], sigma, params):
+                split = pair[0]
+        if split is not None:
+            found.append((split, sigma))
+            stack.append((lo, split))
+            stack.append((split, hi))
     return sorted(found)
 
 
@@ -109,11 +150,10 @@ class StepDetector:
         if any(m <= 0 for m in medians):
             return []  # a zero time is a broken measurement, not a level: refuse to reason about it
         levels = np.log(np.asarray(medians))
-        sigma = robust_noise(levels, self.params.noise_floor)
-        steps = find_steps(levels, self.params)
-        bounds = [0, *steps, len(usable)]
+        found = find_steps(levels, self.params)
+        bounds = [0, *(k for k, _ in found), len(usable)]
         changes = []
-        for i, k in enumerate(steps):
+        for i, (k, sigma) in enumerate(found):
             before = math.exp(float(np.median(levels[bounds[i] : k])))
             after = math.exp(float(np.median(levels[k : bounds[i + 2]])))
             worse = after > before if direction == "lower_is_better" else after < before

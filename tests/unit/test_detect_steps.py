@@ -61,7 +61,7 @@ def test_too_few_commits_after_a_step_waits() -> None:
 
 def test_two_steps_are_both_found() -> None:
     found = find_steps(np.log([1.0] * 5 + [2.0] * 5 + [1.0] * 5), StepParams())
-    assert found == [5, 10]
+    assert [k for k, _ in found] == [5, 10]
 
 
 def test_points_are_ordered_by_position_not_by_arrival() -> None:
@@ -77,3 +77,11 @@ def test_noise_estimate_ignores_a_single_step() -> None:
 
 def test_zero_times_are_refused_rather_than_logged() -> None:
     assert StepDetector().detect([SeriesPoint(i, i, [0.0]) for i in range(6)], "lower_is_better") == []
+
+
+def test_a_noisy_stretch_is_judged_by_its_own_noise() -> None:
+    # Seen in a demo run: a noisy first half, a very quiet second half after a real 4x step. The quiet half
+    # must not make a wobble of the noisy half look like a second step.
+    medians = [1.769, 0.894, 0.896, 1.430, 1.056, 4.745, 4.679, 4.758, 4.786, 4.810]
+    pts = [SeriesPoint(i, i, [m]) for i, m in enumerate(medians)]
+    assert [c.index for c in StepDetector().detect(pts, "lower_is_better")] == [5]

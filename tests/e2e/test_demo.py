@@ -1,0 +1,98 @@
+"""The demo end to end: real commits, real JAX runs, the planted regression flagged and shown in Chromium."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from service.store.db import make_engine, make_session_factory
+from service.store.queries import all_findings
+from tests.e2e.conftest import SCREENSHOTS, clean_env, serve
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    base = tmp_path_factory.mktemp("demo")
+    env = clean_env(base / "home")
+    workdir = base / "work"
+    proc = subprocess.run(
+        [sys.executable, "-m", "service.cli", "demo", "--no-serve", "--workdir", str(workdir),
+         "--samples", "10", "--rounds", "3"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    repo = workdir / "kernels-demo"
+    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%H %s", "--reverse"], check=True,
+                         capture_output=True, text=True).stdout.splitlines()
+    planted = next(line.split()[0] for line in log if "streaming normaliser" in line)
+    return {"env": env, "stdout": proc.stdout, "planted": planted, "commits": [line.split()[0] for line in log],
+            "db": f"sqlite:///{base / 'home' / 'kernelwatch.db'}"}
+
+
+def test_demo_makes_enough_real_commits(demo: dict) -> None:  # type: ignore[type-arg]
+    assert len(demo["commits"]) >= 8
+
+
+def test_summary_names_the_planted_commit(demo: dict) -> None:  # type: ignore[type-arg]
+    out = demo["stdout"]
+    planted = demo["planted"]
+    assert f"Regression at commit {planted[:10]}" in out
+    assert "softmax/softmax_rows" in out
+    assert f"The planted commit {planted[:10]} was flagged." in out
+
+
+def test_the_planted_commit_is_the_one_flagged(demo: dict) -> None:  # type: ignore[type-arg]
+    engine = make_engine(demo["db"])
+    with make_session_factory(engine)() as s:
+        regressions = [f for f in all_findings(s) if f.direction == "regression"]
+    engine.dispose()
+    assert regressions, "no regression stored"
+    assert {f.commit_sha for f in regressions} == {demo["planted"]}
+    assert all(f.series_label.startswith("softmax/") for f in regressions)
+    assert all(f.magnitude > 0.5 for f in regressions)
+
+
+@pytest.fixture(scope="module")
+def dashboard(demo: dict) -> Iterator[str]:  # type: ignore[type-arg]
+    yield from serve(demo["env"])
+
+
+@pytest.mark.browser
+def test_dashboard_shows_the_regression_and_its_chart(demo: dict, dashboard: str, browser) -> None:  # type: ignore[no-untyped-def,type-arg]
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    planted = demo["planted"]
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    blocked: list[str] = []
+    page.on("request", lambda r: blocked.append(r.url) if not r.url.startswith(dashboard) else None)
+    page.goto(f"{dashboard}/")
+    row = page.locator(f'tr[data-sha="{planted}"]')
+    assert "flagged" in (row.get_attribute("class") or "")
+    assert page.locator("tr.flagged").count() == 1
+    assert "1 flagged with a regression" in page.locator("#summary").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "index.png"), full_page=True)
+
+    row.locator("a.finding").first.click()
+    page.wait_for_selector("#chart .main-svg")
+    assert re.match(r"softmax/softmax_rows\[", page.locator("#series-title").inner_text())
+    # The plotly annotation marking the finding names the culprit commit.
+    annotation = page.locator("#chart .annotation-text").first.text_content() or ""
+    assert planted[:8] in annotation and "+" in annotation
+    assert page.locator("#findings td.sha").first.inner_text() == planted[:10]
+    page.screenshot(path=str(SCREENSHOTS / "series.png"), full_page=True)
+    assert blocked == [], f"the dashboard asked for outside resources: {blocked}"
+    page.close()
+
+
+def test_unknown_series_is_a_404(dashboard: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(f"{dashboard}/series/999999")
+    assert info.value.code == 404

@@ -1,0 +1,103 @@
+"""`kernelwatch run` and `kernelwatch ingest` as a user types them: real git, real JAX child, real database."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from service.store.db import make_engine, make_session_factory
+from service.store.models import Commit, Result, Run
+from tests import builders
+from tests.conftest import REPO_ROOT
+
+KERNELWATCH = [sys.executable, "-m", "service.cli"]
+
+
+def kernelwatch(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*KERNELWATCH, *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def suite_repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "kernels"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "Test")
+    shutil.copytree(REPO_ROOT / "kernels_under_test", repo / "kernels_under_test",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "suite")
+    (repo / "README.md").write_text("second commit\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "docs: a readme")
+    return repo
+
+
+def env_for(tmp_path: Path, database_url: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    env["KERNELWATCH_HOME"] = str(tmp_path / "home")
+    if database_url:
+        env["KERNELWATCH_DATABASE_URL"] = database_url
+    return env
+
+
+def test_run_at_a_commit_stores_its_results(tmp_path: Path, suite_repo: Path, pg_database: str) -> None:
+    env = env_for(tmp_path, pg_database)
+    assert kernelwatch(["db", "upgrade"], env).returncode == 0
+    out = tmp_path / "manifest.json"
+    proc = kernelwatch(["run", "--repo", str(suite_repo), "--commit", "HEAD~1", "--samples", "3",
+                        "--suite", "softmax/*", "--params", "rows=256", "--output", str(out)], env)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 ok, 0 failed (complete)" in proc.stdout
+    manifest = json.loads(out.read_text())
+    first_sha = git(suite_repo, "rev-parse", "HEAD~1")
+    assert manifest["commit"]["sha"] == first_sha and manifest["commit"]["position"] == 0
+    assert manifest["branch"] == "main" and manifest["environment"]["backend"] == "cpu"
+    assert len(manifest["results"][0]["samples"]) == 3
+
+    engine = make_engine(pg_database)
+    with make_session_factory(engine)() as s:
+        assert s.scalar(select(Commit.sha)) == first_sha
+        assert s.scalar(select(func.count(Result.id))) == 1
+    # The same manifest again is one run, not two.
+    again = kernelwatch(["ingest", str(out)], env)
+    assert again.returncode == 0 and "already stored" in again.stdout
+    with make_session_factory(engine)() as s:
+        assert s.scalar(select(func.count(Run.id))) == 1
+    engine.dispose()
+
+
+def test_ingest_refuses_a_bad_manifest_with_exit_2(tmp_path: Path) -> None:
+    env = env_for(tmp_path, None)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(builders.manifest(results=[builders.result(samples=[-1.0])])))
+    proc = kernelwatch(["ingest", str(bad)], env)
+    assert proc.returncode == 2
+    assert "negative" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unapplied_schema_is_reported_not_crashed(tmp_path: Path, pg_database: str) -> None:
+    env = env_for(tmp_path, pg_database)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(builders.manifest()))
+    proc = kernelwatch(["ingest", str(good)], env)
+    assert proc.returncode == 2 and "kernelwatch db upgrade" in proc.stderr
+
+
+def test_bad_settings_are_reported_with_the_variable(tmp_path: Path) -> None:
+    env = env_for(tmp_path, None)
+    env["KERNELWATCH_DATABASE_URL"] = "mysql://nope"
+    proc = kernelwatch(["db", "upgrade"], env)
+    assert proc.returncode == 2 and "KERNELWATCH_DATABASE_URL" in proc.stderr
