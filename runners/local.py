@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,8 +54,23 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _report_progress(out: Path, already: int, progress: ProgressFn) -> int:
+    """Tell ``progress`` about measurements written since the last call; returns how many are written now."""
+    records = _read_lines(out)
+    if not records:
+        return already
+    done = [r["measurement"]["key"] for r in records[1:] if "measurement" in r]
+    if len(done) > already:
+        progress(len(done), int(records[0].get("planned", 0)), done[-1])
+    return max(already, len(done))
+
+
 def run_child(root: Path, out: Path, request: RunRequest, progress: ProgressFn | None = None) -> list[dict[str, Any]]:
-    """Run the suite at ``root`` in a fresh interpreter; a crash or hang of a kernel cannot reach this process."""
+    """Run the suite at ``root`` in a fresh interpreter; a crash or hang of a kernel cannot reach this process.
+
+    Returns the records the child wrote before it finished, crashed or was killed at the time limit; a run
+    with fewer measurements than planned becomes ``partial`` in the manifest.
+    """
     cmd = [
         sys.executable, "-m", "runners.child", "--root", str(root), "--out", str(out),
         "--samples", str(request.samples), "--warmup", str(request.warmup), "--suite", request.suite,
@@ -62,39 +78,32 @@ def run_child(root: Path, out: Path, request: RunRequest, progress: ProgressFn |
     if request.params:
         cmd += ["--params", request.params]
     env = dict(os.environ)
-    # The suite must be the one in the checkout, and the child must not write bytecode into it.
+    # The child must not write bytecode into the checkout it runs.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = datetime.now(UTC).timestamp() + request.timeout_s
-    seen = 0
-    while True:
-        try:
-            proc.wait(timeout=0.5)
-            break
-        except subprocess.TimeoutExpired:
-            if datetime.now(UTC).timestamp() > deadline:
-                proc.kill()
-                proc.wait()
+    stderr_path = out.with_suffix(".stderr")
+    # stderr goes to a file, not a pipe: a chatty child must never block on a full pipe nobody reads.
+    with stderr_path.open("w") as stderr:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + request.timeout_s
+        seen = 0
+        while True:
+            try:
+                proc.wait(timeout=0.5)
                 break
-        if progress is not None:
-            records = _read_lines(out)
-            planned = records[0].get("planned", 0) if records else 0
-            done = [r["measurement"]["key"] for r in records[1:] if "measurement" in r]
-            if len(done) > seen:
-                seen = len(done)
-                progress(seen, planned, done[-1])
-    stderr = proc.stderr.read() if proc.stderr else ""
+            except subprocess.TimeoutExpired:
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    break
+            if progress is not None:
+                seen = _report_progress(out, seen, progress)
+    if progress is not None:
+        _report_progress(out, seen, progress)
+    tail = stderr_path.read_text(errors="replace")[-2000:].strip()
+    stderr_path.unlink(missing_ok=True)
     records = _read_lines(out)
     if not records:
-        raise SuiteCrashed(f"the suite process exited with {proc.returncode} before writing anything: "
-                           f"{stderr.strip()[-2000:]}")
-    if progress is not None:
-        planned = records[0].get("planned", 0)
-        done = [r["measurement"]["key"] for r in records[1:] if "measurement" in r]
-        if len(done) > seen:
-            progress(len(done), planned, done[-1] if done else "")
-    if proc.returncode != 0:
-        records.append({"crash": f"suite process exited with {proc.returncode}: {stderr.strip()[-2000:]}"})
+        raise SuiteCrashed(f"the suite process exited with {proc.returncode} before writing anything: {tail}")
     return records
 
 

@@ -144,6 +144,3 @@ def series_view(session: Session, series_id: int) -> SeriesView | None:
         points=points, findings=_finding_views(session, Finding.series_id == series_id),
     )
 
-
-def result_count(session: Session) -> int:
-    return session.scalar(select(func.count(Result.id))) or 0
