@@ -110,26 +110,20 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
 def measure(instance: BenchmarkInstance, plan: TimingPlan) -> Measurement:
     """Run one benchmark instance; any exception becomes a failed measurement that says why."""
     spec = instance.spec
-    common = dict(
-        key=instance.key,
-        suite=spec.suite,
-        name=spec.name,
-        params=dict(instance.params),
-        unit=spec.unit,
-        direction=spec.direction,
-    )
+
+    def result(status: str, samples: list[float], case: Case | None = None, compile_time: float | None = None,
+               error: float | None = None, message: str | None = None) -> Measurement:
+        return Measurement(
+            key=instance.key, suite=spec.suite, name=spec.name, params=dict(instance.params), unit=spec.unit,
+            direction=spec.direction, status=status, samples=samples, compile_time_s=compile_time,
+            flops=case.flops if case else None, bytes_accessed=case.bytes_accessed if case else None,
+            max_abs_error=error, message=message,
+        )
+
     try:
         case = instance.make_case()
         compile_time, samples, error = time_case(case, plan)
     except Exception as exc:  # a broken kernel is a result, not a crash of the suite
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return Measurement(status="failed", samples=[], message=detail[:5000], **common)
-    return Measurement(
-        status="ok",
-        samples=samples,
-        compile_time_s=compile_time,
-        flops=case.flops,
-        bytes_accessed=case.bytes_accessed,
-        max_abs_error=error,
-        **common,
-    )
+        return result("failed", [], message=detail[:5000])
+    return result("ok", samples, case, compile_time, error)

@@ -43,7 +43,7 @@ def repository_name(repo: Path) -> str:
 
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
-    records = []
+    records: list[dict[str, Any]] = []
     if not path.exists():
         return records
     for line in path.read_text().splitlines():

@@ -126,11 +126,18 @@ def cmd_ingest(settings: Settings, path: Path) -> int:
 
 
 def _serve(settings: Settings, host: str, port: int, ctx=None) -> None:  # type: ignore[no-untyped-def]
+    from werkzeug.serving import make_server
+
     from service.app import create_app
 
     app = create_app(settings, context=ctx or _context(settings))
+    # A threaded WSGI server is plenty for one machine's dashboard; the distributed form runs gunicorn.
+    server = make_server(host, port, app, threaded=True)
     print(f"KernelWatch dashboard on http://{host}:{port}/  (Ctrl-C stops it)", flush=True)
-    app.run(host=host, port=port, threaded=True, use_reloader=False)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.contract import Manifest
+from service.contract import BenchmarkResult, Manifest
 from service.detect.summary import summarize
 from service.errors import Conflict
 from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key
@@ -44,6 +45,15 @@ def _get_or_create(session: Session, model: type[T], lookup: dict[str, Any], bui
         return obj
     except IntegrityError:
         return session.scalars(stmt).one()
+
+
+def _benchmark_for(session: Session, r: BenchmarkResult) -> Benchmark:
+    params_key = r.params_key()
+    return _get_or_create(
+        session, Benchmark, {"suite": r.suite, "name": r.name, "params_key": params_key},
+        partial(Benchmark, suite=r.suite, name=r.name, params_key=params_key, params=dict(r.params), unit=r.unit,
+                direction=r.direction),
+    )
 
 
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
@@ -83,18 +93,12 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
 
     touched: list[int] = []
     for r in manifest.results:
-        params_key = r.params_key()
-        benchmark = _get_or_create(
-            session, Benchmark, {"suite": r.suite, "name": r.name, "params_key": params_key},
-            lambda r=r, params_key=params_key: Benchmark(suite=r.suite, name=r.name, params_key=params_key,
-                                                         params=dict(r.params), unit=r.unit, direction=r.direction),
-        )
-        key = series_key(repository.name, r.suite, r.name, params_key, r.metric, fingerprint)
+        benchmark = _benchmark_for(session, r)
+        key = series_key(repository.name, r.suite, r.name, r.params_key(), r.metric, fingerprint)
         series = _get_or_create(
             session, Series, {"key": key},
-            lambda r=r, key=key, benchmark=benchmark: Series(
-                key=key, repository_id=repository.id, benchmark_id=benchmark.id,
-                environment_id=environment.id, metric=r.metric),
+            partial(Series, key=key, repository_id=repository.id, benchmark_id=benchmark.id,
+                    environment_id=environment.id, metric=r.metric),
         )
         stats = summarize(r.samples)
         session.add(Result(
