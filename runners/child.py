@@ -1,7 +1,12 @@
-"""Entry point of the child process that runs a suite: ``python -m runners.child --root DIR --out FILE``.
+"""The process that runs benchmarks: ``python -m runners.child --root DIR [--suite GLOB] [--params F] [--quick]``.
 
-It writes JSON lines to FILE as it goes: first the environment, then one line per measurement, flushed each
-time, so a kernel that takes the process down still leaves every earlier result behind for the parent.
+It speaks JSON lines with the parent (runners/session.py). On start it discovers the suite and announces
+``{"ready": {"environment": ..., "benchmarks": [{"key", "devices", "timeout_s"}]}}``; then, per line read from
+stdin, ``{"run": KEY, "samples": N, "warmup": W}`` is answered by ``{"started": KEY}`` and then
+``{"measurements": [...]}``; ``{"exit": true}`` or end of input ends it.
+
+A kernel that crashes the interpreter or hangs takes only this process down; the parent records that
+benchmark as failed and starts a fresh process for the rest.
 """
 
 from __future__ import annotations
@@ -9,38 +14,70 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
+from typing import IO, Any
 
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
-from runners.suite import discover, parse_param_filter, select
+from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="runners.child")
     parser.add_argument("--root", type=Path, required=True, help="checkout holding kernels_under_test/")
-    parser.add_argument("--out", type=Path, required=True, help="JSON-lines file to write")
-    parser.add_argument("--samples", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'softmax/*'")
+    parser.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'softmax/*' (comma: several)")
     parser.add_argument("--params", default="", help="NAME=VALUE[,NAME=VALUE]")
+    parser.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
     return parser.parse_args(argv)
 
 
+def _protocol_stream() -> IO[str]:
+    """The real stdout, kept for the protocol; fd 1 is pointed at stderr so a kernel's print() cannot
+    corrupt a message."""
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return protocol
+
+
+def _send(stream: IO[str], message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message) + "\n")
+    stream.flush()
+
+
+def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
+    instances: dict[str, BenchmarkInstance] = {
+        i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
+                                 quick=args.quick)
+    }
+    _send(outbox, {"ready": {
+        "environment": environment_info(dirty=args.dirty),
+        "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
+                        "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
+                        "timeout_s": i.spec.timeout_s} for k, i in instances.items()],
+    }})
+    for line in inbox:
+        command = json.loads(line)
+        if command.get("exit"):
+            break
+        key = command["run"]
+        _send(outbox, {"started": key})
+        instance = instances.get(key)
+        if instance is None:
+            _send(outbox, {"error": f"no benchmark {key} in this suite"})
+            continue
+        plan = TimingPlan(samples=int(command.get("samples", 20)), warmup=int(command.get("warmup", 3)))
+        _send(outbox, {"measurements": [dataclasses.asdict(m) for m in measure(instance, plan)]})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    plan = TimingPlan(samples=args.samples, warmup=args.warmup)
-    specs = discover(args.root.resolve())
-    instances = list(select(specs, args.suite, parse_param_filter(args.params)))
-    with args.out.open("w") as out:
-        out.write(json.dumps({"environment": environment_info(dirty=args.dirty), "planned": len(instances)}) + "\n")
-        out.flush()
-        for instance in instances:
-            out.write(json.dumps({"measurement": dataclasses.asdict(measure(instance, plan))}) + "\n")
-            out.flush()
-    return 0
+    outbox = _protocol_stream()
+    return serve(args, sys.stdin, outbox)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from runners.suite import BenchmarkInstance, Case
+from runners.suite import BenchmarkInstance, Case, QualityMetric
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class TimingPlan:
 
 @dataclass(frozen=True)
 class Measurement:
+    """One result of one benchmark instance: its time, or one of its quality or bandwidth metrics."""
+
     key: str
     suite: str
     name: str
@@ -37,6 +39,7 @@ class Measurement:
     direction: str
     status: str  # "ok" | "failed"
     samples: list[float]
+    metric: str = "wall_time"
     compile_time_s: float | None = None
     flops: float | None = None
     bytes_accessed: float | None = None
@@ -79,10 +82,16 @@ def check_against_reference(case: Case, output: Any) -> float | None:
     return worst
 
 
-def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf_counter_ns) -> tuple[
-    float, list[float], float | None
-]:
-    """Compile, check, warm up and sample one case; returns (compile seconds, samples in seconds, error)."""
+@dataclass(frozen=True)
+class Timing:
+    compile_time_s: float
+    samples: list[float]
+    max_abs_error: float | None
+    quality: list[QualityMetric]
+
+
+def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
+    """Compile, check, warm up and sample one case."""
     import jax
 
     args = jax.device_put(case.args)
@@ -91,39 +100,54 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
     compiled = jitted.lower(*args).compile()
     compile_time = (clock() - start) / 1e9
 
-    error = check_against_reference(case, _block(compiled(*args)))
+    output = _block(compiled(*args))
+    error = check_against_reference(case, output)
+    if case.check is not None:
+        try:
+            case.check(output)
+        except AssertionError as exc:
+            raise WrongAnswer(f"output fails its check: {exc}") from None
     for _ in range(plan.warmup):
         _block(compiled(*args))
 
     samples: list[float] = []
     budget_ns = plan.max_seconds * 1e9
     spent = 0
-    while len(samples) < plan.samples and (spent < budget_ns or len(samples) < 3):
+    # At least 10 samples (or all asked for, if fewer) even past the time budget: fewer decide nothing.
+    floor = min(plan.samples, 10)
+    while len(samples) < plan.samples and (spent < budget_ns or len(samples) < floor):
         start = clock()
         _block(compiled(*args))
         elapsed = clock() - start
         spent += elapsed
         samples.append(elapsed / 1e9)
-    return compile_time, samples, error
+    quality = case.quality(output) if case.quality is not None else []
+    return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality)
 
 
-def measure(instance: BenchmarkInstance, plan: TimingPlan) -> Measurement:
-    """Run one benchmark instance; any exception becomes a failed measurement that says why."""
+def measure(instance: BenchmarkInstance, plan: TimingPlan) -> list[Measurement]:
+    """Run one benchmark instance: its time first, then any quality and bandwidth metrics.
+
+    Any exception becomes one failed measurement that says why; the suite goes on.
+    """
     spec = instance.spec
 
-    def result(status: str, samples: list[float], case: Case | None = None, compile_time: float | None = None,
-               error: float | None = None, message: str | None = None) -> Measurement:
-        return Measurement(
-            key=instance.key, suite=spec.suite, name=spec.name, params=dict(instance.params), unit=spec.unit,
-            direction=spec.direction, status=status, samples=samples, compile_time_s=compile_time,
-            flops=case.flops if case else None, bytes_accessed=case.bytes_accessed if case else None,
-            max_abs_error=error, message=message,
-        )
+    def result(status: str, samples: list[float], metric: str = "wall_time", unit: str = spec.unit,
+               direction: str = spec.direction, **extra: Any) -> Measurement:
+        return Measurement(key=instance.key, suite=spec.suite, name=spec.name, params=dict(instance.params),
+                           unit=unit, direction=direction, status=status, samples=samples, metric=metric, **extra)
 
     try:
         case = instance.make_case()
-        compile_time, samples, error = time_case(case, plan)
+        timing = time_case(case, plan)
     except Exception as exc:  # a broken kernel is a result, not a crash of the suite
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return result("failed", [], message=detail[:5000])
-    return result("ok", samples, case, compile_time, error)
+        return [result("failed", [], message=detail[:5000])]
+    out = [result("ok", timing.samples, compile_time_s=timing.compile_time_s, flops=case.flops,
+                  bytes_accessed=case.bytes_accessed, max_abs_error=timing.max_abs_error)]
+    if case.bytes_moved:
+        gbps = [case.bytes_moved / t / 1e9 for t in timing.samples if t > 0]
+        out.append(result("ok", gbps, metric="algbw", unit="GB/s", direction="higher_is_better"))
+    for q in timing.quality:
+        out.append(result("ok", [q.value], metric=q.name, unit=q.unit, direction=q.direction))
+    return out

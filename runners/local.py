@@ -1,23 +1,25 @@
-"""Run a suite at one commit on this host: check out, execute in a child process, assemble the manifest."""
+"""Run a suite at one commit (or two, interleaved) on this host, and assemble the manifests.
+
+A commit's suite may need more than one environment: benchmarks that need N devices run, on a CPU host, in a
+process that simulates N devices (which would slow every single-device kernel if it were the default). Each
+environment becomes a run of its own, so each manifest has exactly one environment.
+"""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor
+from runners.session import Announced, BenchmarkProcess, ChildConfig, ProcessFailed
 from service.contract import FORMAT_VERSION
 
 ProgressFn = Callable[[int, int, str], None]
+CPU_DEVICE_FLAG = "--xla_force_host_platform_device_count"
 
 
 @dataclass(frozen=True)
@@ -28,111 +30,135 @@ class RunRequest:
     warmup: int = 3
     suite: str = "*"
     params: str = ""
+    quick: bool = False
     branch: str | None = None  # None: the repository's checked-out branch when the commit is on it
     trigger: str = "push"
-    timeout_s: float = 1800.0
+    max_benchmark_s: float = 600.0  # a cap on every benchmark's own limit
 
 
-class SuiteCrashed(Exception):
-    pass
+@dataclass
+class EnvironmentRun:
+    """What one commit produced in one environment."""
+
+    environment: dict[str, Any]
+    devices: int
+    planned: list[str] = field(default_factory=list)
+    measurements: list[dict[str, Any]] = field(default_factory=list)
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
 
 
-def repository_name(repo: Path) -> str:
-    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in repo.resolve().name)
-    return name or "repository"
+class SuiteRunner:
+    """Runs the selected benchmarks of one checkout, one at a time, in as many processes as it takes."""
 
+    def __init__(self, root: Path, request: RunRequest) -> None:
+        self.request = request
+        self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick)
+        self._processes: dict[int, BenchmarkProcess] = {}
+        primary = self._start(0)
+        self.primary_devices = int(primary.environment["device_count"])
+        self.backend = str(primary.environment["backend"])
+        self.announced: dict[str, Announced] = {b.key: b for b in primary.benchmarks}
+        self.runs: dict[int, EnvironmentRun] = {}
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    if not path.exists():
-        return records
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            break  # the last line of a child killed mid-write
-    return records
+    def _group(self, devices: int) -> int:
+        """0 is the default process; N > 0 a process simulating N devices on a CPU host."""
+        return 0 if devices <= self.primary_devices else devices
 
+    def _start(self, group: int) -> BenchmarkProcess:
+        config = self._config
+        if group:
+            config = ChildConfig(root=config.root, suite=config.suite, params=config.params, quick=config.quick,
+                                 extra_env={"XLA_FLAGS": _with_device_count(group)})
+        process = BenchmarkProcess(config)
+        self._processes[group] = process
+        return process
 
-def _report_progress(out: Path, already: int, progress: ProgressFn) -> int:
-    """Tell ``progress`` about measurements written since the last call; returns how many are written now."""
-    records = _read_lines(out)
-    if not records:
-        return already
-    done = [r["measurement"]["key"] for r in records[1:] if "measurement" in r]
-    if len(done) > already:
-        progress(len(done), int(records[0].get("planned", 0)), done[-1])
-    return max(already, len(done))
+    def _process(self, group: int) -> BenchmarkProcess:
+        process = self._processes.get(group)
+        if process is None or not process.alive:
+            if process is not None:
+                process.close()
+            process = self._start(group)
+        return process
 
+    def keys(self) -> list[str]:
+        return list(self.announced)
 
-def run_child(root: Path, out: Path, request: RunRequest, progress: ProgressFn | None = None) -> list[dict[str, Any]]:
-    """Run the suite at ``root`` in a fresh interpreter; a crash or hang of a kernel cannot reach this process.
-
-    Returns the records the child wrote before it finished, crashed or was killed at the time limit; a run
-    with fewer measurements than planned becomes ``partial`` in the manifest.
-    """
-    cmd = [
-        sys.executable, "-m", "runners.child", "--root", str(root), "--out", str(out),
-        "--samples", str(request.samples), "--warmup", str(request.warmup), "--suite", request.suite,
-    ]
-    if request.params:
-        cmd += ["--params", request.params]
-    env = dict(os.environ)
-    # The child must not write bytecode into the checkout it runs.
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    stderr_path = out.with_suffix(".stderr")
-    # stderr goes to a file, not a pipe: a chatty child must never block on a full pipe nobody reads.
-    with stderr_path.open("w") as stderr:
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-        deadline = time.monotonic() + request.timeout_s
-        seen = 0
-        while True:
+    def run_one(self, key: str) -> list[dict[str, Any]]:
+        bench = self.announced[key]
+        group = self._group(bench.devices)
+        if group and self.backend != "cpu":
+            measurements = [bench.failed(f"needs {bench.devices} devices; this {self.backend} host has "
+                                         f"{self.primary_devices}")]
+            process = None
+        else:
             try:
-                proc.wait(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    proc.wait()
-                    break
-            if progress is not None:
-                seen = _report_progress(out, seen, progress)
-    if progress is not None:
-        _report_progress(out, seen, progress)
-    tail = stderr_path.read_text(errors="replace")[-2000:].strip()
-    stderr_path.unlink(missing_ok=True)
-    records = _read_lines(out)
-    if not records:
-        raise SuiteCrashed(f"the suite process exited with {proc.returncode} before writing anything: {tail}")
-    return records
+                process = self._process(group)
+                limit = min(bench.timeout_s, self.request.max_benchmark_s)
+                measurements = process.run(key, self.request.samples, self.request.warmup, limit)
+            except ProcessFailed as exc:
+                process = self._processes.get(group)
+                measurements = [bench.failed(str(exc))]
+        environment = process.environment if process is not None else self._processes[0].environment
+        run = self.runs.setdefault(group, EnvironmentRun(environment=environment, devices=group or 1))
+        run.planned.append(key)
+        run.measurements.extend(measurements)
+        run.finished_at = datetime.now(UTC)
+        return measurements
+
+    def close(self) -> None:
+        for process in self._processes.values():
+            process.close()
+        self._processes.clear()
+
+
+def _with_device_count(count: int) -> str:
+    import os
+
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(CPU_DEVICE_FLAG)]
+    return " ".join([*flags, f"{CPU_DEVICE_FLAG}={count}"])
+
+
+def interleave(runners: Sequence[SuiteRunner], progress: ProgressFn | None = None) -> None:
+    """Run every benchmark on every runner, alternating the order per benchmark (AB, BA, AB...), so that a
+    machine that drifts during the run slows both sides alike."""
+    keys = list(dict.fromkeys(k for r in runners for k in r.keys()))
+    total = sum(len(r.keys()) for r in runners)
+    done = 0
+    for index, key in enumerate(keys):
+        order = list(runners) if index % 2 == 0 else list(reversed(runners))
+        for runner in order:
+            if key in runner.announced:
+                runner.run_one(key)
+                done += 1
+                if progress is not None:
+                    progress(done, total, key)
+
+
+def _manifest_status(planned: int, results: list[dict[str, Any]]) -> str:
+    failed = sum(1 for r in results if r["status"] != "ok")
+    if not results or failed == len(results):
+        return "failed"
+    if failed or len(results) < planned:
+        return "partial"
+    return "complete"
+
+
+_RESULT_FIELDS = ("suite", "name", "params", "metric", "unit", "direction", "status", "samples", "compile_time_s",
+                  "flops", "bytes_accessed", "max_abs_error", "message")
 
 
 def build_manifest(
     request: RunRequest,
-    records: list[dict[str, Any]],
+    run: EnvironmentRun,
     commit: dict[str, Any],
     repository: dict[str, Any],
     branch: str | None,
-    started_at: datetime,
-    finished_at: datetime,
     run_id: str,
 ) -> dict[str, Any]:
-    environment = records[0]["environment"]
-    measurements = [r["measurement"] for r in records[1:] if "measurement" in r]
-    planned = int(records[0].get("planned", len(measurements)))
-    results = []
-    for m in measurements:
-        result = {k: m[k] for k in ("suite", "name", "params", "unit", "direction", "status", "samples",
-                                    "compile_time_s", "flops", "bytes_accessed", "max_abs_error", "message")}
-        result["metric"] = "wall_time"
-        results.append(result)
-    failed = sum(1 for r in results if r["status"] != "ok")
-    if not results or failed == len(results):
-        status = "failed"
-    elif failed or len(results) < planned:
-        status = "partial"
-    else:
-        status = "complete"
+    results = [{k: m.get(k) for k in _RESULT_FIELDS} for m in run.measurements]
+    finished = run.finished_at or datetime.now(UTC)
     return {
         "format_version": FORMAT_VERSION,
         "run_id": run_id,
@@ -140,33 +166,67 @@ def build_manifest(
         "commit": commit,
         "branch": branch,
         "trigger": request.trigger,
-        "environment": environment,
-        "started_at": started_at.isoformat(),
-        "finished_at": finished_at.isoformat(),
-        "status": status,
+        "environment": run.environment,
+        "started_at": run.started_at.isoformat(),
+        "finished_at": finished.isoformat(),
+        "status": _manifest_status(len(run.planned), [r for r in results if r["metric"] == "wall_time"]),
         "results": results,
     }
 
 
-def run_at_commit(request: RunRequest, cache_dir: Path, progress: ProgressFn | None = None) -> dict[str, Any]:
-    """Check the commit out, run the suite in a child process, and return the manifest (a JSON-ready dict)."""
+def repository_name(repo: Path) -> str:
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in repo.resolve().name)
+    return name or "repository"
+
+
+@dataclass
+class _Prepared:
+    request: RunRequest
+    commit: dict[str, Any]
+    repository: dict[str, Any]
+    branch: str | None
+    worktree: Path
+
+
+def _prepare(request: RunRequest, cache_dir: Path) -> _Prepared:
     repo = request.repo.resolve()
     facts = commit_facts(repo, request.rev)
+    head_branch = current_branch(repo)
     branch = request.branch
-    if branch is None:
-        head_branch = current_branch(repo)
-        if head_branch and is_ancestor(repo, facts.sha, head_branch):
-            branch = head_branch
-    default_branch = current_branch(repo) or "main"
+    if branch is None and head_branch and is_ancestor(repo, facts.sha, head_branch):
+        branch = head_branch
     worktree = checkout(repo, facts.sha, cache_dir / repository_name(repo))
-    started = datetime.now(UTC)
-    out = worktree.parent / f"{facts.sha}.{uuid.uuid4().hex[:8]}.jsonl"
-    try:
-        records = run_child(worktree, out, request, progress)
-    finally:
-        out.unlink(missing_ok=True)
-    finished = datetime.now(UTC)
-    repository = {"name": repository_name(repo), "url": repo.as_uri(), "default_branch": default_branch}
-    return build_manifest(request, records, facts.as_manifest(), repository, branch, started, finished,
-                          run_id=uuid.uuid4().hex)
+    repository = {"name": repository_name(repo), "url": repo.as_uri(), "default_branch": head_branch or "main"}
+    return _Prepared(request, facts.as_manifest(), repository, branch, worktree)
 
+
+def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str) -> list[dict[str, Any]]:
+    out = []
+    for group, run in sorted(runner.runs.items()):
+        # A stable id per environment: a redelivered task re-running the same commit maps to the same runs.
+        rid = run_id if group == 0 else f"{run_id}-d{group}"
+        out.append(build_manifest(prepared.request, run, prepared.commit, prepared.repository, prepared.branch, rid))
+    return out
+
+
+def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: ProgressFn | None = None,
+                run_ids: Sequence[str] | None = None) -> list[list[dict[str, Any]]]:
+    """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, and
+    return each commit's manifests (one per environment)."""
+    prepared = [_prepare(r, cache_dir) for r in requests]
+    ids = list(run_ids) if run_ids is not None else [uuid.uuid4().hex for _ in requests]
+    runners: list[SuiteRunner] = []
+    try:
+        for p in prepared:
+            runners.append(SuiteRunner(p.worktree, p.request))
+        interleave(runners, progress)
+        return [_manifests(p, r, rid) for p, r, rid in zip(prepared, runners, ids, strict=True)]
+    finally:
+        for r in runners:
+            r.close()
+
+
+def run_at_commit(request: RunRequest, cache_dir: Path, progress: ProgressFn | None = None,
+                  run_id: str | None = None) -> list[dict[str, Any]]:
+    """Check the commit out, run the suite in child processes, and return its manifests (JSON-ready dicts)."""
+    return run_commits([request], cache_dir, progress, [run_id] if run_id else None)[0]

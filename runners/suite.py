@@ -30,11 +30,25 @@ Params = dict[str, ParamValue]
 
 
 @dataclass(frozen=True)
+class QualityMetric:
+    """A number about the answer rather than the speed (error against an f32 reference, recall of an
+    approximate top-k...), stored as a series of its own so that it can regress too."""
+
+    name: str
+    value: float
+    unit: str = "1"
+    direction: str = "lower_is_better"
+
+
+@dataclass(frozen=True)
 class Case:
     """One instantiated benchmark: the function to time, its inputs, and how to check its answer.
 
     ``reference`` returns the expected output as numpy arrays (computed independently of the kernel); the
     harness compares with ``rtol``/``atol`` before it times anything, so a fast wrong kernel never gets a number.
+    ``check`` is for answers a tolerance cannot judge (a sampled token must lie in the nucleus): it receives the
+    output and raises AssertionError when it is wrong. ``quality`` turns the output into quality metrics.
+    ``bytes_moved`` (collectives) makes the harness report algorithm bandwidth, bytes_moved / time, in GB/s.
     """
 
     fn: Callable[..., Any]
@@ -42,8 +56,11 @@ class Case:
     reference: Callable[[], Any] | None = None
     rtol: float = 1e-5
     atol: float = 1e-5
+    check: Callable[[Any], None] | None = None
+    quality: Callable[[Any], list[QualityMetric]] | None = None
     flops: float | None = None
     bytes_accessed: float | None = None
+    bytes_moved: float | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +71,12 @@ class BenchmarkSpec:
     factory: Callable[..., Case]
     unit: str = "s"
     direction: str = "lower_is_better"
+    # The points `--quick` runs; None means the whole grid is quick enough.
+    quick: tuple[Params, ...] | None = None
+    # Devices the benchmark needs; on a CPU host, that many are simulated in a child process of their own.
+    devices: int = 1
+    # Past this, the benchmark is stopped and recorded as failed; the rest of the suite goes on.
+    timeout_s: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -92,13 +115,25 @@ def benchmark(
     suite: str,
     name: str | None = None,
     params: Iterable[Params] | None = None,
+    quick: Iterable[Params] | None = None,
+    devices: int = 1,
+    timeout_s: float = 300.0,
     unit: str = "s",
     direction: str = "lower_is_better",
 ) -> Callable[[Callable[..., Case]], Callable[..., Case]]:
-    """Declare a benchmark: the decorated function builds a Case for one point of ``params``."""
+    """Declare a benchmark: the decorated function builds a Case for one point of ``params``.
+
+    ``quick`` names the points that `--quick` runs (each must be a point of ``params``).
+    """
 
     def decorate(factory: Callable[..., Case]) -> Callable[..., Case]:
         points = tuple(dict(p) for p in (params if params is not None else ({},)))
+        quick_points = tuple(dict(p) for p in quick) if quick is not None else None
+        for point in quick_points or ():
+            if point not in points:
+                raise ValueError(f"{suite}/{name or factory.__name__}: quick point {point} is not in its grid")
+        if devices < 1:
+            raise ValueError(f"{suite}/{name or factory.__name__}: devices must be at least 1")
         spec = BenchmarkSpec(
             suite=suite,
             name=name or factory.__name__,
@@ -106,6 +141,9 @@ def benchmark(
             factory=factory,
             unit=unit,
             direction=direction,
+            quick=quick_points,
+            devices=devices,
+            timeout_s=timeout_s,
         )
         setattr(factory, _SPEC_ATTR, spec)
         return factory
@@ -168,14 +206,20 @@ def parse_param_filter(text: str | None) -> dict[str, str]:
 
 
 def select(
-    specs: Iterable[BenchmarkSpec], pattern: str = "*", param_filter: Mapping[str, str] | None = None
+    specs: Iterable[BenchmarkSpec],
+    pattern: str = "*",
+    param_filter: Mapping[str, str] | None = None,
+    quick: bool = False,
 ) -> Iterator[BenchmarkInstance]:
-    """Instances whose ``suite/name`` matches the glob and whose params match every NAME=VALUE given."""
+    """Instances whose ``suite/name`` matches the glob (several globs: comma-separated) and whose params match
+    every NAME=VALUE given; with ``quick``, only each benchmark's quick points."""
     wanted = dict(param_filter or {})
+    patterns = [p.strip() for p in pattern.split(",") if p.strip()] or ["*"]
     for spec in specs:
-        if not fnmatch.fnmatchcase(f"{spec.suite}/{spec.name}", pattern):
+        if not any(fnmatch.fnmatchcase(f"{spec.suite}/{spec.name}", p) for p in patterns):
             continue
-        for point in spec.grid:
+        points = spec.quick if quick and spec.quick is not None else spec.grid
+        for point in points:
             if all(str(point.get(k)) == v for k, v in wanted.items()):
                 yield BenchmarkInstance(spec=spec, params=dict(point))
 

@@ -4,12 +4,11 @@ errors become exit codes in one place (`main`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from service.errors import ConfigurationError, KernelWatchError
+from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -26,12 +25,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the suite of a repository at a commit and store the results")
     run.add_argument("--repo", type=Path, required=True, help="path of a git repository holding kernels_under_test/")
-    run.add_argument("--commit", default="HEAD", help="revision to run (sha, branch, tag...)")
+    run.add_argument("--commit", action="append", default=None, metavar="REV",
+                     help="revision to run (sha, branch, tag...); give it twice to interleave two commits "
+                          "benchmark by benchmark (ABBA...). Default HEAD")
     run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark (default 20)")
-    run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'softmax/*'")
+    run.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
+    run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
+    run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
-    run.add_argument("--output", type=Path, default=None, help="also write the manifest to this file")
+    run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
+    run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
     run.add_argument("--no-ingest", action="store_true", help="do not store; use with --output")
 
     ingest = sub.add_parser("ingest", help="store a manifest file produced by a runner")
@@ -84,31 +88,41 @@ def cmd_db_upgrade(settings: Settings, revision: str) -> int:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from runners.local import RunRequest, run_at_commit
+    from runners.local import RunRequest, run_commits
     from service.contract import parse_manifest
 
-    request = RunRequest(repo=args.repo, rev=args.commit, samples=args.samples, suite=args.suite,
-                         params=args.params, branch=args.branch)
+    revs = args.commit or ["HEAD"]
+    if len(revs) > 2:
+        raise InvalidInput("give --commit at most twice (two commits are interleaved)")
+    requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
+                           params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger)
+                for rev in revs]
 
     def progress(done: int, planned: int, key: str) -> None:
         print(f"  [{done}/{planned}] {key}", file=sys.stderr)
 
     settings.ensure_dirs()
-    manifest_dict = run_at_commit(request, settings.worktree_dir, progress)
-    manifest = parse_manifest(manifest_dict)  # validate here too: never write a file the service would refuse
+    per_commit = run_commits(requests, settings.worktree_dir, progress)
+    # Validate here too: never write a file, or report a run, that the service would refuse.
+    manifests = [parse_manifest(m) for commit_manifests in per_commit for m in commit_manifests]
     if args.output:
-        args.output.write_text(json.dumps(manifest_dict, indent=2))
-    failed = [r for r in manifest.results if r.status != "ok"]
-    for r in failed:
-        print(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}", file=sys.stderr)
-    print(f"{manifest.commit.sha[:10]}: {len(manifest.results) - len(failed)} ok, {len(failed)} failed "
-          f"({manifest.status})")
+        args.output.mkdir(parents=True, exist_ok=True)
+        for m in manifests:
+            (args.output / f"{m.commit.sha[:12]}-{m.run_id}.json").write_text(m.model_dump_json(indent=2))
+    for m in manifests:
+        timed = [r for r in m.results if r.metric == "wall_time"]
+        failed = [r for r in timed if r.status != "ok"]
+        for r in failed:
+            print(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}", file=sys.stderr)
+        print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
+              f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
     if not args.no_ingest:
         from service.pipeline.submit import submit_manifest
 
         ctx = _context(settings)
-        outcome = submit_manifest(ctx.sessions, ctx.queue, manifest)
-        print(f"stored as run {outcome.run_id}")
+        for m in manifests:
+            outcome = submit_manifest(ctx.sessions, ctx.queue, m)
+            print(f"stored as run {outcome.run_id}")
     return EXIT_OK
 
 

@@ -56,12 +56,13 @@ def env_for(tmp_path: Path, database_url: str | None) -> dict[str, str]:
 def test_run_at_a_commit_stores_its_results(tmp_path: Path, suite_repo: Path, pg_database: str) -> None:
     env = env_for(tmp_path, pg_database)
     assert kernelwatch(["db", "upgrade"], env).returncode == 0
-    out = tmp_path / "manifest.json"
+    out = tmp_path / "manifests"
     proc = kernelwatch(["run", "--repo", str(suite_repo), "--commit", "HEAD~1", "--samples", "3",
                         "--suite", "softmax/*", "--params", "rows=256", "--output", str(out)], env)
     assert proc.returncode == 0, proc.stderr
     assert "1 ok, 0 failed (complete)" in proc.stdout
-    manifest = json.loads(out.read_text())
+    [written] = list(out.iterdir())
+    manifest = json.loads(written.read_text())
     first_sha = git(suite_repo, "rev-parse", "HEAD~1")
     assert manifest["commit"]["sha"] == first_sha and manifest["commit"]["position"] == 0
     assert manifest["branch"] == "main" and manifest["environment"]["backend"] == "cpu"
@@ -72,7 +73,7 @@ def test_run_at_a_commit_stores_its_results(tmp_path: Path, suite_repo: Path, pg
         assert s.scalar(select(Commit.sha)) == first_sha
         assert s.scalar(select(func.count(Result.id))) == 1
     # The same manifest again is one run, not two.
-    again = kernelwatch(["ingest", str(out)], env)
+    again = kernelwatch(["ingest", str(written)], env)
     assert again.returncode == 0 and "already stored" in again.stdout
     with make_session_factory(engine)() as s:
         assert s.scalar(select(func.count(Run.id))) == 1

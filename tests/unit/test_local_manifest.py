@@ -1,48 +1,47 @@
-"""The runner's manifest assembly from what its child process wrote."""
+"""The runner's manifest assembly from what its benchmark processes measured."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
-from runners.local import RunRequest, build_manifest
+from runners.local import EnvironmentRun, RunRequest, build_manifest
 from service.contract import parse_manifest
 from tests import builders
 
 
-def measurement(name: str, status: str = "ok") -> dict:  # type: ignore[type-arg]
+def measurement(name: str, status: str = "ok", metric: str = "wall_time") -> dict:  # type: ignore[type-arg]
     ok = status == "ok"
-    return {"measurement": {
+    return {
         "key": f"s/{name}[]", "suite": "s", "name": name, "params": {}, "unit": "s", "direction": "lower_is_better",
-        "status": status, "samples": [1e-3, 2e-3] if ok else [], "compile_time_s": 0.1 if ok else None,
-        "flops": None, "bytes_accessed": None, "max_abs_error": None, "message": None if ok else "boom",
-    }}
+        "status": status, "samples": [1e-3, 2e-3] if ok else [], "metric": metric,
+        "compile_time_s": 0.1 if ok else None, "flops": None, "bytes_accessed": None, "max_abs_error": None,
+        "message": None if ok else "boom",
+    }
 
 
-def assemble(records: list[dict]) -> dict:  # type: ignore[type-arg]
-    now = datetime(2026, 3, 1, tzinfo=UTC)
-    return build_manifest(RunRequest(repo=Path("."), rev="HEAD"), records,
-                          builders.commit(3), {"name": "r", "url": "file:///r", "default_branch": "main"}, "main",
-                          now, now + timedelta(seconds=5), run_id="abcdef0123456789")
-
-
-def header(planned: int) -> dict:  # type: ignore[type-arg]
-    return {"environment": builders.environment(), "planned": planned}
+def assemble(planned: list[str], measurements: list[dict]) -> dict:  # type: ignore[type-arg]
+    run = EnvironmentRun(environment=builders.environment(), devices=1, planned=planned, measurements=measurements,
+                         started_at=datetime(2026, 3, 1, tzinfo=UTC), finished_at=datetime(2026, 3, 1, 0, 1, tzinfo=UTC))
+    return build_manifest(RunRequest(repo=Path("."), rev="HEAD"), run, builders.commit(3),
+                          {"name": "r", "url": "file:///r", "default_branch": "main"}, "main",
+                          run_id="abcdef0123456789")
 
 
 def test_all_ok_is_complete_and_valid() -> None:
-    doc = assemble([header(2), measurement("a"), measurement("b")])
+    doc = assemble(["a", "b"], [measurement("a"), measurement("b")])
     assert doc["status"] == "complete"
     assert parse_manifest(doc).results[0].samples == [1e-3, 2e-3]
 
 
+def test_quality_metrics_travel_as_results_of_their_own() -> None:
+    doc = assemble(["a"], [measurement("a"), measurement("a", metric="rel_error")])
+    assert doc["status"] == "complete"
+    assert [r.metric for r in parse_manifest(doc).results] == ["wall_time", "rel_error"]
+
+
 def test_a_failed_kernel_makes_the_run_partial_and_keeps_the_others() -> None:
-    doc = assemble([header(2), measurement("a"), measurement("b", "failed")])
-    m = parse_manifest(doc)
+    m = parse_manifest(assemble(["a", "b"], [measurement("a"), measurement("b", "failed")]))
     assert m.status == "partial" and [r.status for r in m.results] == ["ok", "failed"]
 
 
-def test_a_child_that_died_early_leaves_a_partial_run() -> None:
-    assert assemble([header(3), measurement("a")])["status"] == "partial"
-
-
 def test_nothing_measured_is_a_failed_run() -> None:
-    assert assemble([header(1), measurement("a", "failed")])["status"] == "failed"
+    assert assemble(["a"], [measurement("a", "failed")])["status"] == "failed"
