@@ -6,6 +6,7 @@ import os
 import platform
 import socket
 from pathlib import Path
+from typing import Any
 
 
 def cpu_model() -> str:
@@ -37,12 +38,34 @@ def host_isa() -> str:
     return arch
 
 
+def _package_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return ""
+
+
+def topology(devices: list[object], process_count: int) -> str:
+    """Processes x devices, plus the physical extent of the device grid where devices report coordinates (TPU)."""
+    text = f"{process_count}x{len(devices) // max(process_count, 1)}"
+    coords: list[Any] = [getattr(d, "coords", None) for d in devices]
+    if coords and all(c is not None for c in coords):
+        extent = [max(c[i] for c in coords) + 1 for i in range(len(coords[0]))]
+        text += " grid " + "x".join(str(e) for e in extent)
+    return text
+
+
 def environment_info(dirty: bool = False) -> dict[str, object]:
     """Fingerprint of the running process's JAX backend; shaped as the manifest's ``environment``."""
     import jax
+    import jax.extend
     import jaxlib
 
     devices = jax.devices()
+    backend = jax.extend.backend.get_backend()
+    platform_version = str(getattr(backend, "platform_version", ""))
     return {
         "backend": jax.default_backend(),
         "device_kind": devices[0].device_kind if devices else "none",
@@ -53,5 +76,9 @@ def environment_info(dirty: bool = False) -> dict[str, object]:
         "cpu_model": cpu_model(),
         "host_isa": host_isa(),
         "python_version": platform.python_version(),
+        "topology": topology(list(devices), jax.process_count()),
+        "platform_version": "" if platform_version == jax.default_backend() else platform_version,
+        "libtpu_version": _package_version("libtpu") or _package_version("libtpu-nightly"),
+        "libtpu_init_args": os.environ.get("LIBTPU_INIT_ARGS", ""),
         "extra": {"hostname": socket.gethostname(), "dirty": str(dirty).lower()},
     }

@@ -90,3 +90,26 @@ def checkout(repo: Path, sha: str, cache_dir: Path) -> Path:
     git(repo, "worktree", "prune")
     git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
     return path
+
+
+def ensure_repository(location: str, cache_dir: Path, rev: str) -> Path:
+    """A local repository holding ``rev``: the path itself when ``location`` is a local repository, else a
+    clone of the URL kept under ``cache_dir`` and fetched when the revision is not there yet."""
+    local = Path(location).expanduser()
+    if local.is_dir():
+        return local.resolve()
+    import hashlib
+
+    digest = hashlib.sha256(location.encode()).hexdigest()[:16]
+    tail = location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"
+    path = cache_dir / f"{tail}-{digest}"
+    if not (path / ".git").is_dir():
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["git", "clone", "--quiet", location, str(path)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise GitError(f"cannot clone {location}: {proc.stderr.strip()}")
+    try:
+        resolve(path, rev)
+    except GitError:
+        git(path, "fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*")
+    return path

@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
@@ -53,9 +54,24 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)
 
+    submit = sub.add_parser("submit", help="enqueue a suite run at a commit on a hardware queue")
+    submit.add_argument("--repo", required=True, help="repository URL or local path")
+    submit.add_argument("--commit", required=True, help="revision (a local path's is pinned to its sha now)")
+    submit.add_argument("--hardware", default="cpu", help="runner queue: runner.<hardware> (default cpu)")
+    submit.add_argument("--suite", default="*")
+    submit.add_argument("--params", default="")
+    submit.add_argument("--quick", action="store_true")
+    submit.add_argument("--samples", type=int, default=20)
+    submit.add_argument("--trigger", default="push", choices=["push", "pr", "manual", "bisect", "confirm"])
+    submit.add_argument("--branch", default=None)
+
     worker = sub.add_parser("worker", help="start a Celery worker (needs KERNELWATCH_REDIS_URL)")
-    worker.add_argument("--queues", default="detect")
+    worker.add_argument("--queues", default="detect", help="comma-separated: detect, runner.cpu, runner.h200...")
     worker.add_argument("--concurrency", type=int, default=1)
+    worker.add_argument("--pool", default=None, choices=["prefork", "solo", "threads"],
+                        help="default: solo for runner queues (one suite at a time, in child processes of its "
+                             "own), prefork otherwise")
+    worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@HOST)")
     return parser
 
 
@@ -173,13 +189,50 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_worker(settings: Settings, queues: str, concurrency: int) -> int:
+def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
+    import uuid
+
+    from runners.gitrepo import resolve
+    from service.tasks import RUN_SUITE_TASK, runner_queue
+
+    commit = args.commit
+    if Path(args.repo).expanduser().is_dir():
+        commit = resolve(Path(args.repo).expanduser(), args.commit)  # pin: a branch moves, the run must not
+    task = {"repo": args.repo, "commit": commit, "suite": args.suite, "params": args.params, "quick": args.quick,
+            "samples": args.samples, "trigger": args.trigger, "branch": args.branch}
+    if settings.redis_url:
+        from service.tasks import make_celery
+
+        result = make_celery(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(args.hardware))
+        print(f"queued {commit[:12]} on {runner_queue(args.hardware)} as task {result.id}")
+        return EXIT_OK
+    # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.
+    from runners.worker import SuiteTask, execute
+    from service.pipeline.submit import submit_manifest
+
+    ctx = _context(settings)
+
+    def upload(manifest: dict[str, Any]) -> None:
+        submit_manifest(ctx.sessions, ctx.queue, manifest)
+
+    run_ids = execute(SuiteTask.from_kwargs(task), str(uuid.uuid4()), settings.home, upload)
+    print(f"ran {commit[:12]} in-process: runs {', '.join(run_ids)}")
+    return EXIT_OK
+
+
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise ConfigurationError("kernelwatch worker needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
     from service.tasks import make_celery
 
-    app = make_celery(settings)
-    app.worker_main(["worker", "--queues", queues, "--concurrency", str(concurrency), "--loglevel", "INFO"])
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    pool = args.pool or ("solo" if all(q.startswith("runner.") for q in queues) else "prefork")
+    argv = ["worker", "--queues", ",".join(queues), "--pool", pool, "--loglevel", "INFO"]
+    if pool != "solo":
+        argv += ["--concurrency", str(args.concurrency)]
+    if args.hostname:
+        argv += ["--hostname", args.hostname]
+    make_celery(settings).worker_main(argv)
     return EXIT_OK
 
 
@@ -195,8 +248,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     if args.command == "demo":
         return cmd_demo(settings, args)
+    if args.command == "submit":
+        return cmd_submit(settings, args)
     if args.command == "worker":
-        return cmd_worker(settings, args.queues, args.concurrency)
+        return cmd_worker(settings, args)
     raise AssertionError(f"unhandled command {args.command}")
 
 

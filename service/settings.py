@@ -28,6 +28,9 @@ class Settings:
     redis_url: str | None = None
     # Secrets never appear in repr: a Settings object ends up in logs and tracebacks.
     secret_key: str = field(default="", repr=False)
+    # How long a task taken by a worker that then vanished (killed, host lost) waits before another worker
+    # gets it. Longer than the longest suite run, or a slow run would be handed out twice.
+    task_visibility_timeout_s: int = 3600
 
     @property
     def effective_database_url(self) -> str:
@@ -44,8 +47,8 @@ class Settings:
         return self.home / "worktrees"
 
     @property
-    def runs_dir(self) -> Path:
-        return self.home / "runs"
+    def repos_dir(self) -> Path:
+        return self.home / "repos"
 
     def ensure_dirs(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
@@ -81,8 +84,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise ConfigurationError(
             f"{ENV_PREFIX}REDIS_URL must look like redis://127.0.0.1:6379/0 (or be unset to run tasks in-process)"
         )
+    raw_timeout = env.get(f"{ENV_PREFIX}TASK_VISIBILITY_TIMEOUT", "").strip() or "3600"
+    if not raw_timeout.isdigit() or int(raw_timeout) < 1:
+        raise ConfigurationError(f"{ENV_PREFIX}TASK_VISIBILITY_TIMEOUT must be a whole number of seconds, "
+                                 f"got {raw_timeout!r}")
     return Settings(
         home=home,
+        task_visibility_timeout_s=int(raw_timeout),
         database_url=database_url,
         redis_url=redis_url,
         secret_key=env.get(f"{ENV_PREFIX}SECRET_KEY", ""),

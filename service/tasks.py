@@ -14,6 +14,12 @@ from celery import Celery
 from service.errors import Transient
 from service.settings import Settings, load_settings
 
+RUN_SUITE_TASK = "kernelwatch.run_suite"
+
+
+def runner_queue(hardware: str) -> str:
+    return f"runner.{hardware}"
+
 
 @lru_cache(maxsize=1)
 def _worker_context() -> Any:
@@ -28,12 +34,36 @@ def make_celery(settings: Settings) -> Celery:
     app.conf.update(
         task_acks_late=True,  # a worker killed mid-task leaves the task for another worker
         task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,
+        worker_prefetch_multiplier=1,  # a runner takes one suite at a time and leaves the rest to others
         task_default_queue="detect",
         broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": settings.task_visibility_timeout_s,
+            # Sweep for tasks of vanished workers a few times per visibility timeout (kombu's default is one
+            # real sweep per 100 s, far behind a short timeout).
+            "unacked_restore_interval": max(1, min(10, settings.task_visibility_timeout_s // 4)),
+            "unacked_restore_throttle": 1,
+        },
+        result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],
     )
+
+    @app.task(name=RUN_SUITE_TASK, bind=True)
+    def run_suite(self: Any, **kwargs: Any) -> list[str]:
+        from runners.worker import SuiteTask, execute
+        from service.errors import Conflict
+        from service.pipeline.submit import submit_manifest
+
+        ctx = _worker_context()
+
+        def upload(manifest: dict[str, Any]) -> None:
+            try:
+                submit_manifest(ctx.sessions, ctx.queue, manifest)
+            except Conflict:
+                pass  # another delivery of this same task stored its own measurement first; keep that one
+
+        return execute(SuiteTask.from_kwargs(kwargs), self.request.id, ctx.settings.home, upload)
 
     @app.task(name="kernelwatch.detect_series", bind=True, max_retries=5)
     def detect_series(self: Any, series_ids: list[int]) -> int:

@@ -69,6 +69,11 @@ class EnvironmentInfo(_Strict):
     cpu_model: str = Field(default="", max_length=500)
     host_isa: str = Field(default="", max_length=200)
     python_version: str = Field(default="", max_length=64)
+    # Optional facts of accelerator hosts (empty where they do not apply), all part of the identity.
+    topology: str = Field(default="", max_length=500)
+    platform_version: str = Field(default="", max_length=500)  # the runtime's own: CUDA driver, libtpu build
+    libtpu_version: str = Field(default="", max_length=64)
+    libtpu_init_args: str = Field(default="", max_length=10000)
     # Facts recorded for people but not part of the identity of an environment (hostname, dirty checkout...).
     extra: dict[str, str] = Field(default_factory=dict)
 

@@ -22,3 +22,4 @@ def submit_manifest(
     if outcome.created and outcome.series_ids:
         queue.enqueue_detect(outcome.series_ids)
     return outcome
+

@@ -1,0 +1,58 @@
+"""The runner side of a `run_suite` task: get the repository, run the suite, hand over the manifests.
+
+Kept apart from Celery and from the service: the task wrapper (service/tasks.py) passes in where the
+manifests go (ingest in-process in the embedded default; the HTTP API once runners upload remotely) and the
+task id, which becomes the run id, so that a task delivered twice (its first worker was killed) produces the
+same run ids and is stored once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runners.gitrepo import ensure_repository
+from runners.local import RunRequest, run_at_commit
+
+Upload = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    """The arguments of a run_suite task: plain JSON types only, as they travel over the broker."""
+
+    repo: str
+    commit: str
+    suite: str = "*"
+    params: str = ""
+    quick: bool = False
+    samples: int = 20
+    trigger: str = "push"
+    branch: str | None = None
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> SuiteTask:
+        return cls(**{k: v for k, v in kwargs.items() if k in cls.__dataclass_fields__})
+
+
+def run_id_for(task_id: str) -> str:
+    return task_id.replace("-", "")
+
+
+def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[str]:
+    """Run one task; returns the run ids handed to ``upload``.
+
+    A redelivered task runs again rather than trusting what an earlier delivery stored: that delivery may have
+    died between two of its environments' uploads. The upload of a run id already stored is refused by ingest
+    (same id, other samples) and ``upload`` treats that as done.
+    """
+    run_id = run_id_for(task_id)
+    repo = ensure_repository(task.repo, home / "repos", task.commit)
+    request = RunRequest(repo=repo, rev=task.commit, samples=task.samples, suite=task.suite, params=task.params,
+                         quick=task.quick, branch=task.branch, trigger=task.trigger)
+    manifests = run_at_commit(request, home / "worktrees", run_id=run_id)
+    for manifest in manifests:
+        upload(manifest)
+    return [m["run_id"] for m in manifests]

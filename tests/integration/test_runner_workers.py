@@ -1,0 +1,160 @@
+"""Runner workers on the real broker: a run submitted is run and stored; a runner SIGKILLed mid-run loses
+nothing, because another runner takes the task over, and nothing is stored twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import func, select
+
+from service.store.db import make_engine, make_session_factory, upgrade
+from service.store.models import Commit, Result, Run
+
+REDIS_URL = "redis://127.0.0.1:6379/10"
+
+SUITE = '''
+import os, time
+import numpy as np
+from runners.suite import Case, benchmark, grid
+
+@benchmark(suite="toy", params=grid(n=[256, 512]))
+def scale(n):
+    marker = os.environ.get("KW_TEST_MARKER")
+    if marker and n == 512:
+        with open(marker, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        time.sleep(4)  # long enough for the test to kill the runner in the middle of the run
+    x = np.arange(n, dtype=np.float32)
+    return Case(fn=lambda v: v * 3, args=(x,), reference=lambda: x * 3)
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "kernels"
+    (root / "kernels_under_test").mkdir(parents=True)
+    (root / "kernels_under_test" / "__init__.py").write_text("")
+    (root / "kernels_under_test" / "toy.py").write_text(SUITE)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    (root / "README").write_text("x")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "second")
+    return root
+
+
+@pytest.fixture
+def broker() -> str:
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.flushdb()
+    except redis.exceptions.ConnectionError as exc:
+        pytest.fail(f"Redis is not answering at {REDIS_URL}: {exc}. Start it (see .ci/run).")
+    return REDIS_URL
+
+
+def service_env(home: Path, database_url: str, broker: str, marker: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    env.update(KERNELWATCH_HOME=str(home), KERNELWATCH_DATABASE_URL=database_url, KERNELWATCH_REDIS_URL=broker,
+               KERNELWATCH_TASK_VISIBILITY_TIMEOUT="6", KW_TEST_MARKER=str(marker))
+    return env
+
+
+class Worker:
+    def __init__(self, name: str, env: dict[str, str]) -> None:
+        self.log = Path(env["KERNELWATCH_HOME"]) / f"{name}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "service.cli", "worker", "--queues", "runner.cpu", "--hostname", f"{name}@%h"],
+            env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Worker]]:
+    started: list[Worker] = []
+    yield started
+    for w in started:
+        w.stop()
+
+
+def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    start = time.monotonic()
+    deadline = start + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.3)
+    print(f"{what}: {time.monotonic() - start:.1f} s")
+
+
+def test_a_killed_runner_loses_nothing_and_duplicates_nothing(
+    tmp_path: Path, repo: Path, pg_database: str, broker: str, workers: list[Worker]
+) -> None:
+    upgrade(pg_database)
+    marker = tmp_path / "marker"
+    env_a = service_env(tmp_path / "host-a", pg_database, broker, marker)
+    env_b = service_env(tmp_path / "host-b", pg_database, broker, marker)
+    engine = make_engine(pg_database)
+    sessions = make_session_factory(engine)
+
+    def runs_of(sha: str) -> list[Run]:
+        with sessions() as s:
+            return list(s.scalars(select(Run).join(Commit).where(Commit.sha == sha)))
+
+    first = git(repo, "rev-parse", "HEAD~1")
+    workers.append(Worker("a", env_a))
+    queued = subprocess.run([sys.executable, "-m", "service.cli", "submit", "--repo", str(repo), "--commit", "HEAD~1",
+                             "--hardware", "cpu", "--samples", "3"], env=env_a, capture_output=True, text=True)
+    assert queued.returncode == 0, queued.stderr
+    task_id = queued.stdout.strip().rsplit(" ", 1)[-1]
+
+    # Runner A reaches the slow benchmark: kill it, its benchmark process included, without warning.
+    wait_for(lambda: marker.exists(), 120, "runner A to start the run")
+    workers[0].kill()
+    assert runs_of(first) == []
+
+    workers.append(Worker("b", env_b))
+    wait_for(lambda: len(runs_of(first)) > 0, 120, "runner B to take the task over and store the run")
+    time.sleep(2)  # a duplicate, if any, would land now
+    [run] = runs_of(first)
+    assert run.run_uid == task_id.replace("-", "") and run.status == "complete"
+    assert len(marker.read_text().split()) == 2, "the task should have been started by A, then by B"
+
+    # B keeps serving: the next commit, queued while it runs, is stored once too.
+    second = git(repo, "rev-parse", "HEAD")
+    marker.unlink()
+    env_b.pop("KW_TEST_MARKER")
+    queued = subprocess.run([sys.executable, "-m", "service.cli", "submit", "--repo", str(repo), "--commit", second,
+                             "--hardware", "cpu", "--samples", "3"], env=env_b, capture_output=True, text=True)
+    assert queued.returncode == 0, queued.stderr
+    wait_for(lambda: len(runs_of(second)) > 0, 120, "the second run")
+    with sessions() as s:
+        assert s.scalar(select(func.count(Run.id))) == 2
+        assert s.scalar(select(func.count(Result.id))) == 4
+    engine.dispose()
