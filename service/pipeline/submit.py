@@ -22,4 +22,3 @@ def submit_manifest(
     if outcome.created and outcome.series_ids:
         queue.enqueue_detect(outcome.series_ids)
     return outcome
-
