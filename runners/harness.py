@@ -4,18 +4,24 @@ Methodology: inputs are placed on the device first; the function is lowered and 
 compile time recorded apart; its output is checked against the reference before anything is timed; a few
 warm-up calls absorb first-touch effects; then every sample is one call followed by ``block_until_ready()``,
 so the clock covers the device work and not only the asynchronous dispatch. All samples are kept.
+
+On an accelerator a second pass of as many calls runs under the profiler, and each call's device time is read
+from the trace (runners/parsers/xplane_to_execution_times.py): the primary time there, with wall time beside it.
 """
 
 from __future__ import annotations
 
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from runners.parsers.xplane_to_execution_times import Executions, TraceError, per_call, xplane_to_executions
 from runners.suite import BenchmarkInstance, Case, QualityMetric
 
 
@@ -25,6 +31,9 @@ class TimingPlan:
     warmup: int = 3
     # Stop taking samples past this many seconds of timed work, so one slow shape cannot stall a suite.
     max_seconds: float = 30.0
+    # A second, profiled pass whose per-call execution times come from the trace. None: on accelerators only,
+    # where the trace holds device time free of host dispatch; on a CPU it would only add run time.
+    trace: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,23 @@ class Timing:
     samples: list[float]
     max_abs_error: float | None
     quality: list[QualityMetric]
+    traced: Executions | None = None  # per-call times from the profiler trace, when a traced pass ran
+
+
+def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> Executions:
+    """Run ``calls`` calls under ``jax.profiler.trace`` and read each call's execution time from the trace."""
+    import jax
+    from jax.profiler import ProfileData
+
+    with tempfile.TemporaryDirectory(prefix="kw-trace-") as directory:
+        with jax.profiler.trace(directory):
+            for _ in range(calls):
+                _block(compiled(*args))
+        paths = sorted(Path(directory).glob("plugins/profile/*/*.xplane.pb"))
+        if not paths:
+            raise TraceError("the profiler wrote no .xplane.pb")
+        executions = xplane_to_executions(ProfileData.from_file(str(paths[0])))
+    return Executions(executions.source, per_call(executions.seconds, calls))
 
 
 def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
@@ -122,7 +148,9 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
         spent += elapsed
         samples.append(elapsed / 1e9)
     quality = case.quality(output) if case.quality is not None else []
-    return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality)
+    trace = plan.trace if plan.trace is not None else jax.default_backend() != "cpu"
+    traced = traced_pass(compiled, args, len(samples)) if trace else None
+    return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality, traced=traced)
 
 
 def measure(instance: BenchmarkInstance, plan: TimingPlan) -> list[Measurement]:
@@ -145,6 +173,11 @@ def measure(instance: BenchmarkInstance, plan: TimingPlan) -> list[Measurement]:
         return [result("failed", [], message=detail[:5000])]
     out = [result("ok", timing.samples, compile_time_s=timing.compile_time_s, flops=case.flops,
                   bytes_accessed=case.bytes_accessed, max_abs_error=timing.max_abs_error)]
+    if timing.traced is not None:
+        # Device time where the trace has a device plane (the number to trust on an accelerator); on a CPU
+        # host, the span of each execution's ops, which leaves out Python and dispatch.
+        metric = "device_time" if timing.traced.source == "device" else "execution_time"
+        out.append(result("ok", timing.traced.seconds, metric=metric))
     if case.bytes_moved:
         gbps = [case.bytes_moved / t / 1e9 for t in timing.samples if t > 0]
         out.append(result("ok", gbps, metric="algbw", unit="GB/s", direction="higher_is_better"))
