@@ -20,7 +20,7 @@ def app_services() -> dict[str, dict]:  # type: ignore[type-arg]
 
 
 def test_the_services_of_the_distributed_form_are_there() -> None:
-    assert {"postgres", "redis", "migrate", "web", "worker"} <= set(COMPOSE["services"])
+    assert {"postgres", "redis", "migrate", "web", "worker", "runner-cpu"} <= set(COMPOSE["services"])
     assert "healthcheck" in COMPOSE["services"]["postgres"] and "healthcheck" in COMPOSE["services"]["redis"]
     assert COMPOSE["services"]["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
