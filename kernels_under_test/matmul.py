@@ -28,3 +28,39 @@ def matmul_dense(m: int, n: int, k: int, dtype: str) -> Case:
         flops=2.0 * m * n * k,
         bytes_accessed=float((m * k + k * n) * itemsize + m * n * 4),
     )
+
+
+# bf16 matmul shapes: square (training-like), skinny M (decode: one or a few tokens against a weight matrix,
+# memory-bound) and a prefill-like M=1024 against a modest weight. K and N stay <= 1024 so that every point
+# runs in milliseconds on a CPU host (this module is also the demo's suite, run at ten commits).
+_BF16_SHAPES: tuple[dict[str, int | float | str | bool], ...] = (
+    {"m": 512, "n": 512, "k": 512},
+    {"m": 1024, "n": 1024, "k": 1024},
+    {"m": 1, "n": 1024, "k": 1024},
+    {"m": 16, "n": 1024, "k": 1024},
+    {"m": 1024, "n": 512, "k": 512},
+)
+
+
+@benchmark(
+    suite="matmul",
+    params=_BF16_SHAPES,
+    quick=[{"m": 512, "n": 512, "k": 512}, {"m": 1, "n": 1024, "k": 1024}, {"m": 1024, "n": 512, "k": 512}],
+)
+def matmul_bf16(m: int, n: int, k: int) -> Case:
+    rng = np.random.default_rng(2)
+    # Round the inputs to bf16 here, once: the reference then sees exactly the operands the kernel sees, and
+    # the only error left to tolerate is the kernel's float32 accumulation (bf16 products are exact in f32).
+    a = rng.standard_normal((m, k), dtype=np.float32).astype(jnp.bfloat16)
+    b = rng.standard_normal((k, n), dtype=np.float32).astype(jnp.bfloat16)
+    return Case(
+        fn=matmul,
+        args=(a, b),
+        reference=lambda: a.astype(np.float64) @ b.astype(np.float64),
+        # Same float32-accumulation bound as matmul_dense: sums of k unit-variance terms, error ~ sqrt(k) * eps.
+        rtol=1e-4,
+        atol=1e-3 * np.sqrt(k),
+        # 2*m*k*n: a multiply and an add per term; bytes: bf16 operands read once, f32 result written once.
+        flops=2.0 * m * k * n,
+        bytes_accessed=float((m * k + k * n) * 2 + m * n * 4),
+    )

@@ -20,7 +20,8 @@ def measurement(name: str, status: str = "ok", metric: str = "wall_time") -> dic
 
 def assemble(planned: list[str], measurements: list[dict]) -> dict:  # type: ignore[type-arg]
     run = EnvironmentRun(environment=builders.environment(), devices=1, planned=planned, measurements=measurements,
-                         started_at=datetime(2026, 3, 1, tzinfo=UTC), finished_at=datetime(2026, 3, 1, 0, 1, tzinfo=UTC))
+                         started_at=datetime(2026, 3, 1, tzinfo=UTC),
+                         finished_at=datetime(2026, 3, 1, 0, 1, tzinfo=UTC))
     return build_manifest(RunRequest(repo=Path("."), rev="HEAD"), run, builders.commit(3),
                           {"name": "r", "url": "file:///r", "default_branch": "main"}, "main",
                           run_id="abcdef0123456789")
