@@ -73,6 +73,11 @@ def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
     return proc.returncode == 0
 
 
+def is_dirty(worktree: Path) -> bool:
+    """Uncommitted changes in the checkout: its numbers would not be the commit's."""
+    return bool(git(worktree, "status", "--porcelain"))
+
+
 def checkout(repo: Path, sha: str, cache_dir: Path) -> Path:
     """A detached worktree of ``repo`` at ``sha`` under ``cache_dir``; reused when it is already there."""
     cache_dir.mkdir(parents=True, exist_ok=True)

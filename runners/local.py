@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor
+from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor, is_dirty
 from runners.session import Announced, BenchmarkProcess, ChildConfig, ProcessFailed
 from service.contract import FORMAT_VERSION
 
@@ -51,9 +51,10 @@ class EnvironmentRun:
 class SuiteRunner:
     """Runs the selected benchmarks of one checkout, one at a time, in as many processes as it takes."""
 
-    def __init__(self, root: Path, request: RunRequest) -> None:
+    def __init__(self, root: Path, request: RunRequest, dirty: bool = False) -> None:
         self.request = request
-        self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick)
+        self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick,
+                                   dirty=dirty)
         self._processes: dict[int, BenchmarkProcess] = {}
         primary = self._start(0)
         self.primary_devices = int(primary.environment["device_count"])
@@ -69,7 +70,7 @@ class SuiteRunner:
         config = self._config
         if group:
             config = ChildConfig(root=config.root, suite=config.suite, params=config.params, quick=config.quick,
-                                 extra_env={"XLA_FLAGS": _with_device_count(group)})
+                                 dirty=config.dirty, extra_env={"XLA_FLAGS": _with_device_count(group)})
         process = BenchmarkProcess(config)
         self._processes[group] = process
         return process
@@ -186,6 +187,7 @@ class _Prepared:
     repository: dict[str, Any]
     branch: str | None
     worktree: Path
+    dirty: bool
 
 
 def _prepare(request: RunRequest, cache_dir: Path) -> _Prepared:
@@ -197,7 +199,7 @@ def _prepare(request: RunRequest, cache_dir: Path) -> _Prepared:
         branch = head_branch
     worktree = checkout(repo, facts.sha, cache_dir / repository_name(repo))
     repository = {"name": repository_name(repo), "url": repo.as_uri(), "default_branch": head_branch or "main"}
-    return _Prepared(request, facts.as_manifest(), repository, branch, worktree)
+    return _Prepared(request, facts.as_manifest(), repository, branch, worktree, is_dirty(worktree))
 
 
 def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str) -> list[dict[str, Any]]:
@@ -218,7 +220,7 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     runners: list[SuiteRunner] = []
     try:
         for p in prepared:
-            runners.append(SuiteRunner(p.worktree, p.request))
+            runners.append(SuiteRunner(p.worktree, p.request, dirty=p.dirty))
         interleave(runners, progress)
         return [_manifests(p, r, rid) for p, r, rid in zip(prepared, runners, ids, strict=True)]
     finally:
