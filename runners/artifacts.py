@@ -1,0 +1,103 @@
+"""A content-addressed, write-once artifact store on the filesystem: raw captures (traces, HLO dumps, object
+files, disassembly) kept gzip-compressed under the sha256 of their uncompressed bytes.
+
+Runners write into one (their outbox) and the service keeps one (under KERNELWATCH_HOME); the same class serves
+both. Writes are atomic (a temporary file renamed into place), so a crash leaves either the whole artifact or
+nothing; a second write of the same content is a no-op. Reads stream through a size cap, so a compressed bomb
+is refused without ever being expanded in memory.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ArtifactError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    kind: str  # "xplane", "hlo", "x86-obj", "sass", "llo", "cost"...
+    name: str  # what it was called where it was captured (a dump file's name), for people
+    sha256: str
+    size: int  # uncompressed bytes
+
+
+class ArtifactStore:
+    def __init__(self, root: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+
+    def path_for(self, sha256: str) -> Path:
+        if not _SHA256.match(sha256):
+            raise ArtifactError(f"{sha256!r} is not a sha256 hex digest")
+        return self.root / sha256[:2] / f"{sha256}.gz"
+
+    def has(self, sha256: str) -> bool:
+        return self.path_for(sha256).is_file()
+
+    def put(self, data: bytes, kind: str, name: str) -> ArtifactRef:
+        if len(data) > self.max_bytes:
+            raise ArtifactError(f"artifact {name} is {len(data)} bytes, over the limit of {self.max_bytes}")
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.path_for(digest)
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+            try:
+                with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6,
+                                                               mtime=0) as gz:
+                    gz.write(data)
+                os.replace(tmp, path)  # atomic: readers see all of it or nothing
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        return ArtifactRef(kind=kind, name=name, sha256=digest, size=len(data))
+
+    def get(self, sha256: str, max_bytes: int | None = None) -> bytes:
+        """The artifact's bytes, verified against its digest; refuses to expand past ``max_bytes``."""
+        limit = self.max_bytes if max_bytes is None else max_bytes
+        path = self.path_for(sha256)
+        if not path.is_file():
+            raise ArtifactError(f"no artifact {sha256}")
+        out = io.BytesIO()
+        try:
+            with gzip.open(path, "rb") as gz:
+                while chunk := gz.read(1 << 20):
+                    if out.tell() + len(chunk) > limit:
+                        raise ArtifactError(f"artifact {sha256} expands past {limit} bytes")
+                    out.write(chunk)
+        except (OSError, EOFError) as exc:
+            raise ArtifactError(f"artifact {sha256} is damaged: {exc}") from None
+        data = out.getvalue()
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise ArtifactError(f"artifact {sha256} does not match its digest")
+        return data
+
+    def copy_to(self, other: ArtifactStore, sha256: str) -> None:
+        """Move one artifact between stores without expanding it (e.g. a runner's outbox into the service's)."""
+        target = other.path_for(sha256)
+        if target.is_file():
+            return
+        self.get(sha256, max_bytes=other.max_bytes)  # verify before trusting it
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+        try:
+            with os.fdopen(fd, "wb") as out, self.path_for(sha256).open("rb") as src:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
