@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
+from runners.artifacts import ArtifactStore
+from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
 from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
@@ -31,7 +33,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--params", default="", help="NAME=VALUE[,NAME=VALUE]")
     parser.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
+    parser.add_argument("--capture-dir", type=Path, default=None,
+                        help="artifact store to keep HLO, analyses, dump files and traces in (off when absent)")
     return parser.parse_args(argv)
+
+
+def dump_dir_from_flags(xla_flags: str) -> Path | None:
+    for flag in xla_flags.split():
+        if flag.startswith("--xla_dump_to="):
+            return Path(flag.split("=", 1)[1])
+    return None
 
 
 def _protocol_stream() -> IO[str]:
@@ -59,6 +70,9 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
                         "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
                         "timeout_s": i.spec.timeout_s} for k, i in instances.items()],
     }})
+    capturer = None
+    if args.capture_dir is not None:
+        capturer = Capturer(ArtifactStore(args.capture_dir), dump_dir_from_flags(os.environ.get("XLA_FLAGS", "")))
     for line in inbox:
         command = json.loads(line)
         if command.get("exit"):
@@ -70,7 +84,8 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
             _send(outbox, {"error": f"no benchmark {key} in this suite"})
             continue
         plan = TimingPlan(samples=int(command.get("samples", 20)), warmup=int(command.get("warmup", 3)))
-        _send(outbox, {"measurements": [dataclasses.asdict(m) for m in measure(instance, plan)]})
+        measurements = measure(instance, plan, capturer)
+        _send(outbox, {"measurements": [dataclasses.asdict(m) for m in measurements]})
     return 0
 
 

@@ -57,6 +57,11 @@ def topology(devices: list[object], process_count: int) -> str:
     return text
 
 
+def comparable_flags(xla_flags: str) -> str:
+    """XLA flags minus the dump options: where XLA writes its dumps does not change the code it generates."""
+    return " ".join(f for f in xla_flags.split() if not f.startswith("--xla_dump"))
+
+
 def environment_info(dirty: bool = False) -> dict[str, object]:
     """Fingerprint of the running process's JAX backend; shaped as the manifest's ``environment``."""
     import jax
@@ -72,7 +77,7 @@ def environment_info(dirty: bool = False) -> dict[str, object]:
         "device_count": max(1, len(devices)),
         "jax_version": jax.__version__,
         "jaxlib_version": getattr(jaxlib, "__version__", ""),
-        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "xla_flags": comparable_flags(os.environ.get("XLA_FLAGS", "")),
         "cpu_model": cpu_model(),
         "host_isa": host_isa(),
         "python_version": platform.python_version(),

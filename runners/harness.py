@@ -11,6 +11,7 @@ from the trace (runners/parsers/xplane_to_execution_times.py): the primary time 
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 import traceback
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from runners.capture import Capturer
 from runners.parsers.xplane_to_execution_times import Executions, TraceError, per_call, xplane_to_executions
 from runners.suite import BenchmarkInstance, Case, QualityMetric
 
@@ -54,6 +56,8 @@ class Measurement:
     bytes_accessed: float | None = None
     max_abs_error: float | None = None
     message: str | None = None
+    artifacts: list[dict[str, Any]] | None = None  # ArtifactRefs as dicts: what was captured, by digest
+    cost: dict[str, float] | None = None  # XLA's cost analysis of the compiled program
 
 
 class WrongAnswer(AssertionError):
@@ -100,8 +104,9 @@ class Timing:
     traced: Executions | None = None  # per-call times from the profiler trace, when a traced pass ran
 
 
-def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> Executions:
-    """Run ``calls`` calls under ``jax.profiler.trace`` and read each call's execution time from the trace."""
+def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Executions, bytes]:
+    """Run ``calls`` calls under ``jax.profiler.trace``; each call's execution time from the trace, and the
+    trace itself (the serialized XSpace)."""
     import jax
     from jax.profiler import ProfileData
 
@@ -112,19 +117,25 @@ def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> Executio
         paths = sorted(Path(directory).glob("plugins/profile/*/*.xplane.pb"))
         if not paths:
             raise TraceError("the profiler wrote no .xplane.pb")
-        executions = xplane_to_executions(ProfileData.from_file(str(paths[0])))
-    return Executions(executions.source, per_call(executions.seconds, calls))
+        raw = paths[0].read_bytes()
+    executions = xplane_to_executions(ProfileData.from_serialized_xspace(raw))
+    return Executions(executions.source, per_call(executions.seconds, calls)), raw
 
 
-def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
-    """Compile, check, warm up and sample one case."""
+def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf_counter_ns,
+              capturer: Capturer | None = None) -> Timing:
+    """Compile, check, warm up and sample one case; with a capturer, keep what the compile and a trace leave."""
     import jax
 
     args = jax.device_put(case.args)
     jitted = jax.jit(case.fn)
+    if capturer is not None:
+        capturer.start()
     start = clock()
     compiled = jitted.lower(*args).compile()
     compile_time = (clock() - start) / 1e9
+    if capturer is not None:
+        capturer.after_compile(compiled)
 
     output = _block(compiled(*args))
     error = check_against_reference(case, output)
@@ -148,12 +159,16 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
         spent += elapsed
         samples.append(elapsed / 1e9)
     quality = case.quality(output) if case.quality is not None else []
-    trace = plan.trace if plan.trace is not None else jax.default_backend() != "cpu"
-    traced = traced_pass(compiled, args, len(samples)) if trace else None
+    trace = plan.trace if plan.trace is not None else (jax.default_backend() != "cpu" or capturer is not None)
+    traced = None
+    if trace:
+        traced, xplane = traced_pass(compiled, args, len(samples))
+        if capturer is not None:
+            capturer.trace(xplane)
     return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality, traced=traced)
 
 
-def measure(instance: BenchmarkInstance, plan: TimingPlan) -> list[Measurement]:
+def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | None = None) -> list[Measurement]:
     """Run one benchmark instance: its time first, then any quality and bandwidth metrics.
 
     Any exception becomes one failed measurement that says why; the suite goes on.
@@ -167,12 +182,14 @@ def measure(instance: BenchmarkInstance, plan: TimingPlan) -> list[Measurement]:
 
     try:
         case = instance.make_case()
-        timing = time_case(case, plan)
+        timing = time_case(case, plan, capturer=capturer)
     except Exception as exc:  # a broken kernel is a result, not a crash of the suite
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return [result("failed", [], message=detail[:5000])]
     out = [result("ok", timing.samples, compile_time_s=timing.compile_time_s, flops=case.flops,
-                  bytes_accessed=case.bytes_accessed, max_abs_error=timing.max_abs_error)]
+                  bytes_accessed=case.bytes_accessed, max_abs_error=timing.max_abs_error,
+                  artifacts=[dataclasses.asdict(r) for r in capturer.refs] if capturer is not None else None,
+                  cost=dict(capturer.cost) if capturer is not None else None)]
     if timing.traced is not None:
         # Device time where the trace has a device plane (the number to trust on an accelerator); on a CPU
         # host, the span of each execution's ops, which leaves out Python and dispatch.

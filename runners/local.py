@@ -7,6 +7,7 @@ environment becomes a run of its own, so each manifest has exactly one environme
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ class RunRequest:
     branch: str | None = None  # None: the repository's checked-out branch when the commit is on it
     trigger: str = "push"
     max_benchmark_s: float = 600.0  # a cap on every benchmark's own limit
+    capture_dir: Path | None = None  # artifact store for HLO, analyses, dumps and traces; None: no capture
 
 
 @dataclass
@@ -54,7 +56,7 @@ class SuiteRunner:
     def __init__(self, root: Path, request: RunRequest, dirty: bool = False) -> None:
         self.request = request
         self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick,
-                                   dirty=dirty)
+                                   dirty=dirty, capture_dir=request.capture_dir)
         self._processes: dict[int, BenchmarkProcess] = {}
         primary = self._start(0)
         self.primary_devices = int(primary.environment["device_count"])
@@ -69,8 +71,7 @@ class SuiteRunner:
     def _start(self, group: int) -> BenchmarkProcess:
         config = self._config
         if group:
-            config = ChildConfig(root=config.root, suite=config.suite, params=config.params, quick=config.quick,
-                                 dirty=config.dirty, extra_env={"XLA_FLAGS": _with_device_count(group)})
+            config = dataclasses.replace(config, extra_env={"XLA_FLAGS": _with_device_count(group)})
         process = BenchmarkProcess(config)
         self._processes[group] = process
         return process
@@ -147,7 +148,7 @@ def _manifest_status(planned: int, results: list[dict[str, Any]]) -> str:
 
 
 _RESULT_FIELDS = ("suite", "name", "params", "metric", "unit", "direction", "status", "samples", "compile_time_s",
-                  "flops", "bytes_accessed", "max_abs_error", "message")
+                  "flops", "bytes_accessed", "max_abs_error", "message", "artifacts", "cost")
 
 
 def build_manifest(
@@ -158,7 +159,8 @@ def build_manifest(
     branch: str | None,
     run_id: str,
 ) -> dict[str, Any]:
-    results = [{k: m.get(k) for k in _RESULT_FIELDS} for m in run.measurements]
+    # Absent optional fields stay absent rather than null: the contract has defaults for them.
+    results = [{k: m[k] for k in _RESULT_FIELDS if m.get(k) is not None or k == "message"} for m in run.measurements]
     finished = run.finished_at or datetime.now(UTC)
     return {
         "format_version": FORMAT_VERSION,

@@ -52,6 +52,7 @@ class ChildConfig:
     params: str = ""
     quick: bool = False
     dirty: bool = False
+    capture_dir: Path | None = None  # an artifact store; None: capture nothing
     extra_env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 180.0
 
@@ -80,6 +81,13 @@ class BenchmarkProcess:
             cmd.append("--dirty")
         env = dict(os.environ)
         env.update(config.extra_env)
+        self._dump_dir: tempfile.TemporaryDirectory[str] | None = None
+        if config.capture_dir is not None:
+            cmd += ["--capture-dir", str(config.capture_dir)]
+            # XLA writes its dumps per process; the child files each benchmark's share into the store.
+            self._dump_dir = tempfile.TemporaryDirectory(prefix="kw-xla-dump-")
+            env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), f"--xla_dump_to={self._dump_dir.name}",
+                                         "--xla_dump_hlo_as_text"]).strip()
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # never write into the checkout being measured
         env["PYTHONUNBUFFERED"] = "1"
         # stderr to a file, never a pipe nobody reads: a chatty kernel must not block on a full pipe.
@@ -161,3 +169,5 @@ class BenchmarkProcess:
                 pass
         self.kill()
         self._stderr.close()
+        if self._dump_dir is not None:
+            self._dump_dir.cleanup()

@@ -31,6 +31,7 @@ class SuiteTask:
     samples: int = 20
     trigger: str = "push"
     branch: str | None = None
+    capture: bool = True
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SuiteTask:
@@ -51,7 +52,8 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     run_id = run_id_for(task_id)
     repo = ensure_repository(task.repo, home / "repos", task.commit)
     request = RunRequest(repo=repo, rev=task.commit, samples=task.samples, suite=task.suite, params=task.params,
-                         quick=task.quick, branch=task.branch, trigger=task.trigger)
+                         quick=task.quick, branch=task.branch, trigger=task.trigger,
+                         capture_dir=home / "artifacts" if task.capture else None)
     manifests = run_at_commit(request, home / "worktrees", run_id=run_id)
     for manifest in manifests:
         upload(manifest)

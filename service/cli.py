@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
+    run.add_argument("--no-capture", action="store_true",
+                     help="keep only times: no HLO, analyses, compiler dumps or profiler traces")
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
     run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
     run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--suite", default="*")
     submit.add_argument("--params", default="")
     submit.add_argument("--quick", action="store_true")
+    submit.add_argument("--no-capture", action="store_true")
     submit.add_argument("--samples", type=int, default=20)
     submit.add_argument("--trigger", default="push", choices=["push", "pr", "manual", "bisect", "confirm"])
     submit.add_argument("--branch", default=None)
@@ -110,8 +113,10 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     revs = args.commit or ["HEAD"]
     if len(revs) > 2:
         raise InvalidInput("give --commit at most twice (two commits are interleaved)")
+    capture_dir = None if args.no_capture else settings.artifacts_dir
     requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
-                           params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger)
+                           params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger,
+                           capture_dir=capture_dir)
                 for rev in revs]
 
     def progress(done: int, planned: int, key: str) -> None:
@@ -133,24 +138,22 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
               f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
     if not args.no_ingest:
-        from service.pipeline.submit import submit_manifest
 
         ctx = _context(settings)
         for m in manifests:
-            outcome = submit_manifest(ctx.sessions, ctx.queue, m)
+            outcome = ctx.submit(m)
             print(f"stored as run {outcome.run_id}")
     return EXIT_OK
 
 
 def cmd_ingest(settings: Settings, path: Path) -> int:
-    from service.pipeline.submit import submit_manifest
 
     try:
         payload = path.read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
     ctx = _context(settings)
-    outcome = submit_manifest(ctx.sessions, ctx.queue, payload)
+    outcome = ctx.submit(payload)
     print(f"run {outcome.run_id} {'stored' if outcome.created else 'already stored; nothing changed'}")
     return EXIT_OK
 
@@ -199,7 +202,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     if Path(args.repo).expanduser().is_dir():
         commit = resolve(Path(args.repo).expanduser(), args.commit)  # pin: a branch moves, the run must not
     task = {"repo": args.repo, "commit": commit, "suite": args.suite, "params": args.params, "quick": args.quick,
-            "samples": args.samples, "trigger": args.trigger, "branch": args.branch}
+            "samples": args.samples, "trigger": args.trigger, "branch": args.branch, "capture": not args.no_capture}
     if settings.redis_url:
         from service.tasks import make_celery
 
@@ -208,12 +211,11 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_OK
     # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.
     from runners.worker import SuiteTask, execute
-    from service.pipeline.submit import submit_manifest
 
     ctx = _context(settings)
 
     def upload(manifest: dict[str, Any]) -> None:
-        submit_manifest(ctx.sessions, ctx.queue, manifest)
+        ctx.submit(manifest)
 
     run_ids = execute(SuiteTask.from_kwargs(task), str(uuid.uuid4()), settings.home, upload)
     print(f"ran {commit[:12]} in-process: runs {', '.join(run_ids)}")

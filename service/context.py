@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from runners.artifacts import ArtifactStore
 from service.detect.steps import StepDetector
 from service.detect.types import Detector
+from service.pipeline.ingest import IngestOutcome
 from service.pipeline.queue import CeleryQueue, InProcessQueue, TaskQueue
+from service.pipeline.submit import submit_manifest
 from service.settings import Settings
 from service.store.db import make_engine, make_session_factory
 
@@ -21,6 +25,7 @@ class Context:
     sessions: sessionmaker[Session]
     queue: TaskQueue
     detector: Detector
+    artifacts: ArtifactStore
 
     @classmethod
     def create(cls, settings: Settings) -> Context:
@@ -35,7 +40,12 @@ class Context:
             queue = CeleryQueue(make_celery(settings))
         else:
             queue = InProcessQueue(sessions, detector)
-        return cls(settings=settings, engine=engine, sessions=sessions, queue=queue, detector=detector)
+        return cls(settings=settings, engine=engine, sessions=sessions, queue=queue, detector=detector,
+                   artifacts=ArtifactStore(settings.artifacts_dir))
+
+    def submit(self, payload: Any) -> IngestOutcome:
+        """A finished run into the store: its artifacts must be in this context's artifact store already."""
+        return submit_manifest(self.sessions, self.queue, payload, self.artifacts)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -19,7 +19,6 @@ import kernels_under_test
 from runners.local import RunRequest, run_at_commit
 from service.context import Context
 from service.pipeline.detection import detect_many
-from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.queries import FindingView, all_findings
 
@@ -205,7 +204,7 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
             request = RunRequest(repo=repo, rev=sha, samples=samples, suite=DEMO_SUITE, branch="main",
                                  trigger="push")
             for manifest in run_at_commit(request, ctx.settings.worktree_dir):
-                series_ids.update(submit_manifest(ctx.sessions, ctx.queue, manifest).series_ids)
+                series_ids.update(ctx.submit(manifest).series_ids)
             if progress is not None and task is not None:
                 progress.advance(task)
     # Detection already ran on write; running it once more here is idempotent and makes the summary complete

@@ -47,6 +47,10 @@ class Settings:
         return self.home / "worktrees"
 
     @property
+    def artifacts_dir(self) -> Path:
+        return self.home / "artifacts"
+
+    @property
     def repos_dir(self) -> Path:
         return self.home / "repos"
 

@@ -53,13 +53,12 @@ def make_celery(settings: Settings) -> Celery:
     def run_suite(self: Any, **kwargs: Any) -> list[str]:
         from runners.worker import SuiteTask, execute
         from service.errors import Conflict
-        from service.pipeline.submit import submit_manifest
 
         ctx = _worker_context()
 
         def upload(manifest: dict[str, Any]) -> None:
             try:
-                submit_manifest(ctx.sessions, ctx.queue, manifest)
+                ctx.submit(manifest)
             except Conflict:
                 pass  # another delivery of this same task stored its own measurement first; keep that one
 

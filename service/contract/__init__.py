@@ -2,6 +2,7 @@
 
 from service.contract.manifest import (
     FORMAT_VERSION,
+    ArtifactInfo,
     BenchmarkResult,
     CommitInfo,
     EnvironmentInfo,
@@ -13,6 +14,7 @@ from service.contract.manifest import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "ArtifactInfo",
     "BenchmarkResult",
     "CommitInfo",
     "EnvironmentInfo",

@@ -82,6 +82,16 @@ class EnvironmentInfo(_Strict):
         return self.model_dump(exclude={"extra"})
 
 
+class ArtifactInfo(_Strict):
+    """A captured file, by digest: the bytes travel apart from the manifest (content-addressed)."""
+
+    kind: str = Field(pattern=r"^[a-z0-9][a-z0-9\-]{0,31}$")
+    # Only a file name, never a path: it is shown to people and must not name a place to write to.
+    name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+
+
 class BenchmarkResult(_Strict):
     suite: str = Field(pattern=_NAME_PATTERN)
     name: str = Field(pattern=_NAME_PATTERN)
@@ -96,6 +106,17 @@ class BenchmarkResult(_Strict):
     flops: float | None = Field(default=None, ge=0)
     bytes_accessed: float | None = Field(default=None, ge=0)
     max_abs_error: float | None = Field(default=None, ge=0)
+    artifacts: list[ArtifactInfo] = Field(default_factory=list, max_length=10000)
+    # XLA's cost analysis of the compiled program ("flops", "bytes accessed", "transcendentals"...).
+    cost: dict[str, float] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("cost")
+    @classmethod
+    def _cost_is_finite(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, number in value.items():
+            if not math.isfinite(number) or number < 0:
+                raise ValueError(f"cost {key!r} is {number}, not a finite non-negative number")
+        return value
 
     @field_validator("samples")
     @classmethod

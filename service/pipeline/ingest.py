@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -16,11 +17,21 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from service.contract import BenchmarkResult, Manifest
+from service.contract import ArtifactInfo, BenchmarkResult, Manifest
 from service.detect.summary import summarize
 from service.errors import Conflict
 from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key
-from service.store.models import Benchmark, Commit, Environment, Repository, Result, Run, Series
+from service.store.models import (
+    Artifact,
+    Benchmark,
+    Commit,
+    Environment,
+    Repository,
+    Result,
+    ResultArtifact,
+    Run,
+    Series,
+)
 
 T = TypeVar("T")
 
@@ -54,6 +65,19 @@ def _benchmark_for(session: Session, r: BenchmarkResult) -> Benchmark:
         partial(Benchmark, suite=r.suite, name=r.name, params_key=params_key, params=dict(r.params), unit=r.unit,
                 direction=r.direction),
     )
+
+
+def _link_artifacts(session: Session, result: Result, artifacts: list[ArtifactInfo]) -> None:
+    now = datetime.now(UTC)
+    seen: set[tuple[int, str]] = set()
+    for info in artifacts:
+        artifact = _get_or_create(
+            session, Artifact, {"sha256": info.sha256},
+            partial(Artifact, sha256=info.sha256, kind=info.kind, size=info.size, created_at=now),
+        )
+        if (artifact.id, info.name) not in seen:  # the same bytes under the same name, listed twice
+            seen.add((artifact.id, info.name))
+            session.add(ResultArtifact(result_id=result.id, artifact_id=artifact.id, name=info.name))
 
 
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
@@ -101,12 +125,16 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
                     environment_id=environment.id, metric=r.metric),
         )
         stats = summarize(r.samples)
-        session.add(Result(
+        result = Result(
             run_id=run.id, series_id=series.id, status=r.status, message=r.message, samples=list(r.samples),
             sample_count=stats.count, median=stats.median, mean=stats.mean, stddev=stats.stddev,
             minimum=stats.minimum, maximum=stats.maximum, compile_time_s=r.compile_time_s, flops=r.flops,
-            bytes_accessed=r.bytes_accessed, max_abs_error=r.max_abs_error,
-        ))
+            bytes_accessed=r.bytes_accessed, max_abs_error=r.max_abs_error, cost=dict(r.cost),
+        )
+        session.add(result)
+        if r.artifacts:
+            session.flush()
+            _link_artifacts(session, result, r.artifacts)
         if r.status == "ok":
             touched.append(series.id)
     session.flush()

@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -131,6 +132,28 @@ class Result(Base):
     flops: Mapped[float | None] = mapped_column(Float, nullable=True)
     bytes_accessed: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_abs_error: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cost: Mapped[dict[str, float]] = mapped_column(JSON, default=dict, server_default=text("'{}'"))  # XLA's
+
+
+class Artifact(Base):
+    """A captured file, stored content-addressed (the bytes live in the artifact store, not in the database)."""
+
+    __tablename__ = "artifact"
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ResultArtifact(Base):
+    """Which artifacts a result captured, under the names they had where they were captured."""
+
+    __tablename__ = "result_artifact"
+    __table_args__ = (Index("ix_result_artifact_artifact", "artifact_id"),)
+    result_id: Mapped[int] = mapped_column(ForeignKey("result.id", ondelete="CASCADE"), primary_key=True)
+    artifact_id: Mapped[int] = mapped_column(ForeignKey("artifact.id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
 
 
 class Finding(Base):

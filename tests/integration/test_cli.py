@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from runners.artifacts import ArtifactStore
 from service.store.db import make_engine, make_session_factory
-from service.store.models import Commit, Result, Run
+from service.store.models import Artifact, Commit, Result, ResultArtifact, Run, Series
 from tests import builders
 from tests.conftest import REPO_ROOT
 
@@ -71,7 +72,14 @@ def test_run_at_a_commit_stores_its_results(tmp_path: Path, suite_repo: Path, pg
     engine = make_engine(pg_database)
     with make_session_factory(engine)() as s:
         assert s.scalar(select(Commit.sha)) == first_sha
-        assert s.scalar(select(func.count(Result.id))) == 1
+        # Wall time, and the execution time the captured trace gave.
+        assert sorted(s.scalars(select(Series.metric))) == ["execution_time", "wall_time"]
+        wall = s.scalars(select(Result).join(Series).where(Series.metric == "wall_time")).one()
+        assert wall.cost.get("flops", 0) > 0
+        kinds = set(s.scalars(select(Artifact.kind).join(ResultArtifact).where(ResultArtifact.result_id == wall.id)))
+        assert {"hlo", "xplane", "x86-obj", "analysis"} <= kinds
+        store = ArtifactStore(tmp_path / "home" / "artifacts")
+        assert all(store.has(sha) for sha in s.scalars(select(Artifact.sha256)))
     # The same manifest again is one run, not two.
     again = kernelwatch(["ingest", str(written)], env)
     assert again.returncode == 0 and "already stored" in again.stdout

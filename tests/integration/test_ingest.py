@@ -133,3 +133,26 @@ def test_detection_is_idempotent(sessions: sessionmaker[Session]) -> None:
         series_ids = list(s.scalars(select(Series.id)))
     queue(sessions).enqueue_detect(series_ids)
     assert counts(sessions) == before
+
+
+def test_artifacts_are_linked_and_must_exist(sessions: sessionmaker[Session], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from runners.artifacts import ArtifactStore
+    from service.errors import InvalidInput
+    from service.store.models import Artifact, ResultArtifact
+
+    store = ArtifactStore(tmp_path / "artifacts")
+    ref = store.put(b"HloModule jit_softmax\n", kind="hlo", name="module_0001.txt")
+    listed = {"kind": ref.kind, "name": ref.name, "sha256": ref.sha256, "size": ref.size}
+    missing = dict(listed, sha256="f" * 64, name="other.txt")
+    with pytest.raises(InvalidInput, match="not in the store"):
+        submit_manifest(sessions, queue(sessions), builders.manifest(results=[builders.result(artifacts=[missing])]),
+                        store)
+    assert all(n == 0 for n in counts(sessions).values())
+    # The same bytes under two names, and again in a second run: one artifact row, three links.
+    twice = [listed, dict(listed, name="as_text.txt")]
+    submit_manifest(sessions, queue(sessions), builders.manifest(results=[builders.result(artifacts=twice)]), store)
+    submit_manifest(sessions, queue(sessions), builders.manifest(1, results=[builders.result(artifacts=[listed])]),
+                    store)
+    with sessions() as s:
+        assert s.scalar(select(func.count(Artifact.id))) == 1
+        assert s.scalar(select(func.count()).select_from(ResultArtifact)) == 3

@@ -71,3 +71,15 @@ def test_bad_sha_is_refused() -> None:
 
 def test_checked_in_schema_is_current() -> None:
     assert SCHEMA_PATH.read_text() == render_schema(), "run `python -m service.contract.export`"
+
+
+@pytest.mark.parametrize("name", ["../etc/passwd", "/abs/path", "a/b", "x\0y", ".hidden", ""])
+def test_artifact_names_cannot_be_paths(name: str) -> None:
+    artifact = {"kind": "hlo", "name": name, "sha256": "0" * 64, "size": 1}
+    with pytest.raises(ManifestError, match="artifacts.0.name"):
+        parse_manifest(builders.manifest(results=[builders.result(artifacts=[artifact])]))
+
+
+def test_cost_figures_must_be_finite() -> None:
+    with pytest.raises(ManifestError, match="not a finite"):
+        parse_manifest(builders.manifest(results=[builders.result(cost={"flops": float("inf")})]))

@@ -1,0 +1,96 @@
+"""What a benchmark leaves behind besides its times: the optimized HLO, XLA's cost and memory analyses, the
+compiler's dump files (CPU object files per fusion, GPU PTX), and the profiler trace of timed calls.
+
+Everything goes into a content-addressed ArtifactStore (the runner's outbox) and is referenced from the
+manifest by digest. Dump files are attributed to a benchmark by what appeared in the process's dump directory
+while that benchmark compiled (benchmarks run one after another in a process).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runners.artifacts import ArtifactRef, ArtifactStore
+
+# Dump files worth keeping, by how their names end; the LLVM IR and the rest stay out of the store.
+DUMP_KINDS: tuple[tuple[str, str], ...] = (
+    ("after_optimizations.txt", "hlo"),
+    ("before_optimizations.txt", "hlo-before"),
+    ("buffer-assignment.txt", "buffer-assignment"),
+    (".o", "x86-obj"),
+    (".ptx", "ptx"),
+    (".sass", "sass"),
+    ("final_bundles.txt", "llo"),
+)
+MAX_DUMP_FILE_BYTES = 64 * 1024 * 1024
+COST_KEYS = ("flops", "transcendentals", "bytes accessed", "optimal_seconds")
+MEMORY_KEYS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
+               "generated_code_size_in_bytes", "peak_memory_in_bytes")
+
+
+def dump_kind(name: str) -> str | None:
+    for suffix, kind in DUMP_KINDS:
+        if name.endswith(suffix):
+            return kind
+    return None
+
+
+def cost_figures(compiled: Any) -> dict[str, float]:
+    """XLA's own FLOP and byte counts for the compiled program (some backends leave keys out)."""
+    try:
+        analysis = compiled.cost_analysis()
+    except Exception:  # not every backend implements it; its absence is not a failure of the kernel
+        return {}
+    if isinstance(analysis, list):
+        analysis = analysis[0] if analysis else {}
+    return {k: float(v) for k, v in (analysis or {}).items() if k in COST_KEYS}
+
+
+def memory_figures(compiled: Any) -> dict[str, int]:
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:
+        return {}
+    return {k: int(getattr(stats, k)) for k in MEMORY_KEYS if hasattr(stats, k)}
+
+
+@dataclass
+class Capturer:
+    """Collects one benchmark's artifacts; ``dump_dir`` is the process's --xla_dump_to directory, if set."""
+
+    store: ArtifactStore
+    dump_dir: Path | None = None
+    refs: list[ArtifactRef] = field(default_factory=list)
+    cost: dict[str, float] = field(default_factory=dict)
+    _before: set[str] = field(default_factory=set)
+
+    def start(self) -> None:
+        """Call right before compiling: what is in the dump directory now belongs to earlier benchmarks."""
+        self.refs, self.cost = [], {}
+        self._before = self._dump_names()
+
+    def _dump_names(self) -> set[str]:
+        if self.dump_dir is None or not self.dump_dir.is_dir():
+            return set()
+        return {p.name for p in self.dump_dir.iterdir() if p.is_file()}
+
+    def after_compile(self, compiled: Any) -> None:
+        self.refs.append(self.store.put(compiled.as_text().encode(), kind="hlo-compiled", name="as_text.txt"))
+        self.cost = cost_figures(compiled)
+        analyses = {"cost": self.cost, "memory": memory_figures(compiled)}
+        self.refs.append(self.store.put(json.dumps(analyses, sort_keys=True).encode(), kind="analysis",
+                                        name="analysis.json"))
+        if self.dump_dir is None:
+            return
+        for name in sorted(self._dump_names() - self._before):
+            kind = dump_kind(name)
+            path = self.dump_dir / name
+            if kind is None or path.stat().st_size > MAX_DUMP_FILE_BYTES:
+                continue
+            self.refs.append(self.store.put(path.read_bytes(), kind=kind, name=name))
+
+    def trace(self, xplane: bytes) -> None:
+        self.refs.append(self.store.put(xplane, kind="xplane", name="trace.xplane.pb"))
