@@ -175,7 +175,7 @@ class DemoOutcome:
         for sha, findings in by_commit.items():
             lines.append(f"Regression at commit {sha[:10]} \"{findings[0].commit_subject}\":")
             for f in findings:
-                lines.append(f"  {f.series_label}: {f.magnitude:+.1%} "
+                lines.append(f"  {f.series_label} {f.metric}: {f.magnitude:+.1%} "
                              f"({f.value_before * 1e3:.3g} ms -> {f.value_after * 1e3:.3g} ms, "
                              f"{f.confidence:.1f}x its noise)")
         planted_found = self.planted_sha in by_commit
@@ -202,7 +202,7 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
                 progress.update(task, description=f"round {round_index + 1}/{rounds} · commit "
                                                   f"{index + 1}/{len(commits)} {sha[:8]} {subject[:40]}")
             request = RunRequest(repo=repo, rev=sha, samples=samples, suite=DEMO_SUITE, branch="main",
-                                 trigger="push")
+                                 trigger="push", capture_dir=ctx.settings.artifacts_dir)
             for manifest in run_at_commit(request, ctx.settings.worktree_dir):
                 series_ids.update(ctx.submit(manifest).series_ids)
             if progress is not None and task is not None:

@@ -18,6 +18,7 @@ class FindingView:
     id: int
     series_id: int
     series_label: str
+    metric: str
     commit_sha: str
     commit_subject: str
     previous_sha: str | None
@@ -82,7 +83,8 @@ def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
     ).all()
     return [
         FindingView(
-            id=f.id, series_id=s.id, series_label=series_label(s.benchmark), commit_sha=sha, commit_subject=subject,
+            id=f.id, series_id=s.id, series_label=series_label(s.benchmark), metric=s.metric, commit_sha=sha,
+            commit_subject=subject,
             previous_sha=prev_sha, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
             value_before=f.value_before, value_after=f.value_after, unit=s.benchmark.unit, detector=f.detector,
             detector_version=f.detector_version,

@@ -8,7 +8,8 @@ def view() -> SeriesView:
     pts = [SeriesPointView(sha=f"{i:040x}", subject=f"c{i}", position=i,
                            samples=[1e-3 * (1 + (i >= 3)), 1.1e-3 * (1 + (i >= 3))],
                            median=1.05e-3 * (1 + (i >= 3))) for i in range(6)]
-    finding = FindingView(id=1, series_id=1, series_label="softmax/x", commit_sha=pts[3].sha, commit_subject="c3",
+    finding = FindingView(id=1, series_id=1, series_label="softmax/x", metric="wall_time", commit_sha=pts[3].sha,
+                          commit_subject="c3",
                           previous_sha=pts[2].sha, direction="regression", magnitude=1.0, confidence=9.0,
                           value_before=1.05e-3, value_after=2.1e-3, unit="s", detector="median-steps",
                           detector_version=1)
