@@ -9,6 +9,7 @@ while that benchmark compiled (benchmarks run one after another in a process).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,9 @@ def cost_figures(compiled: Any) -> dict[str, float]:
         return {}
     if isinstance(analysis, list):
         analysis = analysis[0] if analysis else {}
-    return {k: float(v) for k, v in (analysis or {}).items() if k in COST_KEYS}
+    # XLA says -1 for a figure it does not know (optimal_seconds on CPU): unknown is absent, not negative.
+    figures = {k: float(v) for k, v in (analysis or {}).items() if k in COST_KEYS}
+    return {k: v for k, v in figures.items() if math.isfinite(v) and v >= 0}
 
 
 def memory_figures(compiled: Any) -> dict[str, int]:

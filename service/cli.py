@@ -4,6 +4,7 @@ errors become exit codes in one place (`main`)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--samples", type=int, default=20)
     submit.add_argument("--trigger", default="push", choices=["push", "pr", "manual", "bisect", "confirm"])
     submit.add_argument("--branch", default=None)
+
+    parse = sub.add_parser("parse", help="run one parser on a file and print its records")
+    parse.add_argument("kind", choices=["xplane", "hlo", "x86-obj", "sass", "llo"])
+    parse.add_argument("path", type=Path)
+    parse.add_argument("--format", choices=["json"], default="json")
+    parse.add_argument("--no-disassembly", action="store_true", help="leave the instruction listings out")
+
+    sub.add_parser("reparse", help="parse again the artifacts whose parser is newer than what read them")
 
     worker = sub.add_parser("worker", help="start a Celery worker (needs KERNELWATCH_REDIS_URL)")
     worker.add_argument("--queues", default="detect", help="comma-separated: detect, runner.cpu, runner.h200...")
@@ -222,6 +231,46 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_reparse(settings: Settings) -> int:
+    from service.pipeline.parse_artifacts import parse_results, stale_results
+    from service.store.db import unit_of_work
+
+    ctx = _context(settings)
+    with ctx.sessions() as session:
+        stale = stale_results(session)
+    # One transaction per result: a long reparse makes progress that a failure later does not undo.
+    stored = 0
+    for result_id in stale:
+        with unit_of_work(ctx.sessions) as session:
+            stored += parse_results(session, ctx.artifacts, [result_id])
+    print(f"reparsed {len(stale)} result(s), {stored} record(s) stored")
+    return EXIT_OK
+
+
+MAX_PARSE_INPUT = 512 * 1024 * 1024
+
+
+def cmd_parse(args: argparse.Namespace) -> int:
+    from runners.parsers.by_kind import ParseFailure, parse
+
+    try:
+        with args.path.open("rb") as handle:
+            data = handle.read(MAX_PARSE_INPUT + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {args.path}: {exc.strerror}") from None
+    if len(data) > MAX_PARSE_INPUT:
+        raise InvalidInput(f"{args.path} is larger than {MAX_PARSE_INPUT} bytes")
+    try:
+        summary = parse(args.kind, data, str(args.path))
+    except ParseFailure as exc:
+        raise InvalidInput(str(exc).splitlines()[0]) from None
+    if args.no_disassembly:
+        for kernel in summary.get("kernels", []):
+            kernel.pop("disassembly", None)
+    print(json.dumps(summary, indent=2, sort_keys=True))
+    return EXIT_OK
+
+
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise ConfigurationError("kernelwatch worker needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
@@ -250,6 +299,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_OK
     if args.command == "demo":
         return cmd_demo(settings, args)
+    if args.command == "parse":
+        return cmd_parse(args)
+    if args.command == "reparse":
+        return cmd_reparse(settings)
     if args.command == "submit":
         return cmd_submit(settings, args)
     if args.command == "worker":

@@ -33,15 +33,16 @@ class Context:
         engine = make_engine(settings.effective_database_url)
         sessions = make_session_factory(engine)
         detector: Detector = StepDetector()
+        artifacts = ArtifactStore(settings.artifacts_dir)
         queue: TaskQueue
         if settings.redis_url:
             from service.tasks import make_celery
 
             queue = CeleryQueue(make_celery(settings))
         else:
-            queue = InProcessQueue(sessions, detector)
+            queue = InProcessQueue(sessions, detector, artifacts)
         return cls(settings=settings, engine=engine, sessions=sessions, queue=queue, detector=detector,
-                   artifacts=ArtifactStore(settings.artifacts_dir))
+                   artifacts=artifacts)
 
     def submit(self, payload: Any) -> IngestOutcome:
         """A finished run into the store: its artifacts must be in this context's artifact store already."""

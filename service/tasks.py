@@ -49,6 +49,18 @@ def make_celery(settings: Settings) -> Celery:
         accept_content=["json"],
     )
 
+    @app.task(name="kernelwatch.parse_artifacts", bind=True, max_retries=5)
+    def parse_artifacts(self: Any, result_ids: list[int]) -> int:
+        from service.pipeline.parse_artifacts import parse_results
+        from service.store.db import unit_of_work
+
+        ctx = _worker_context()
+        try:
+            with unit_of_work(ctx.sessions) as session:
+                return parse_results(session, ctx.artifacts, result_ids)
+        except Transient as exc:
+            raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
+
     @app.task(name=RUN_SUITE_TASK, bind=True)
     def run_suite(self: Any, **kwargs: Any) -> list[str]:
         from runners.worker import SuiteTask, execute

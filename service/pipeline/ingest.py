@@ -41,6 +41,7 @@ class IngestOutcome:
     run_id: int
     created: bool
     series_ids: list[int] = field(default_factory=list)  # series that received a new ok result
+    captured_result_ids: list[int] = field(default_factory=list)  # new results with artifacts to parse
 
 
 def _get_or_create(session: Session, model: type[T], lookup: dict[str, Any], build: Callable[[], T]) -> T:
@@ -116,6 +117,7 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     session.flush()
 
     touched: list[int] = []
+    captured: list[int] = []
     for r in manifest.results:
         benchmark = _benchmark_for(session, r)
         key = series_key(repository.name, r.suite, r.name, r.params_key(), r.metric, fingerprint)
@@ -135,7 +137,8 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         if r.artifacts:
             session.flush()
             _link_artifacts(session, result, r.artifacts)
+            captured.append(result.id)
         if r.status == "ok":
             touched.append(series.id)
     session.flush()
-    return IngestOutcome(run_id=run.id, created=True, series_ids=sorted(set(touched)))
+    return IngestOutcome(run_id=run.id, created=True, series_ids=sorted(set(touched)), captured_result_ids=captured)

@@ -30,6 +30,8 @@ def submit_manifest(
     with unit_of_work(sessions) as session:
         outcome = ingest_manifest(session, manifest)
     # Only after the commit, and only when something new was written: a resubmission triggers nothing.
+    if outcome.created and outcome.captured_result_ids:
+        queue.enqueue_parse(outcome.captured_result_ids)
     if outcome.created and outcome.series_ids:
         queue.enqueue_detect(outcome.series_ids)
     return outcome

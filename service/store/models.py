@@ -144,6 +144,10 @@ class Artifact(Base):
     kind: Mapped[str] = mapped_column(String(32))
     size: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # The version of the parser whose records are stored for it (None: not parsed yet, or no parser for its
+    # kind); `kernelwatch reparse` re-parses where the current parser is newer.
+    parsed_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    parse_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class ResultArtifact(Base):
@@ -178,3 +182,53 @@ class Finding(Base):
     value_after: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     attribution: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class OpStat(Base):
+    """Per HLO op of a result's profiler trace: how often it ran and how long (the op table of a drill-down)."""
+
+    __tablename__ = "op_stat"
+    __table_args__ = (UniqueConstraint("result_id", "module", "op"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("result.id", ondelete="CASCADE"))
+    module: Mapped[str] = mapped_column(String(500))
+    op: Mapped[str] = mapped_column(String(500))
+    category: Mapped[str] = mapped_column(String(32))
+    occurrences: Mapped[int] = mapped_column(Integer)
+    total_ns: Mapped[float] = mapped_column(Float)
+    self_ns: Mapped[float] = mapped_column(Float)
+    parser_version: Mapped[int] = mapped_column(Integer)
+
+
+class KernelCode(Base):
+    """One compiled kernel of a result (x86 function, SASS kernel, TPU LLO program): counts by class or slot
+    family, and a digest of the code, so a change of the generated code is an exact, static signal."""
+
+    __tablename__ = "kernel_code"
+    __table_args__ = (UniqueConstraint("result_id", "isa", "name"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("result.id", ondelete="CASCADE"))
+    artifact_id: Mapped[int] = mapped_column(ForeignKey("artifact.id"))
+    name: Mapped[str] = mapped_column(String(1000))
+    isa: Mapped[str] = mapped_column(String(32))
+    instructions: Mapped[int | None] = mapped_column(Integer, nullable=True)  # ops, for LLO
+    bundles: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    mix: Mapped[dict[str, int]] = mapped_column(JSON)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)  # width, registers, spills, loops...
+    parser_version: Mapped[int] = mapped_column(Integer)
+
+
+class HloModuleRecord(Base):
+    """A result's optimized HLO module: structural fingerprint, opcode counts, fusions with their sources."""
+
+    __tablename__ = "hlo_module"
+    __table_args__ = (UniqueConstraint("result_id", "name"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    result_id: Mapped[int] = mapped_column(ForeignKey("result.id", ondelete="CASCADE"))
+    artifact_id: Mapped[int] = mapped_column(ForeignKey("artifact.id"))
+    name: Mapped[str] = mapped_column(String(500))
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    instructions: Mapped[int] = mapped_column(Integer)
+    opcodes: Mapped[dict[str, int]] = mapped_column(JSON)
+    fusions: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    parser_version: Mapped[int] = mapped_column(Integer)

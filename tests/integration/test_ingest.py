@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import tempfile
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from runners.artifacts import ArtifactStore
 from service.contract import ManifestError, parse_manifest
 from service.detect.steps import StepDetector
 from service.errors import Conflict
@@ -25,8 +28,8 @@ def counts(sessions: sessionmaker[Session]) -> dict[str, int]:
         return {t.name: s.scalar(select(func.count()).select_from(t)) or 0 for t in Base.metadata.sorted_tables}
 
 
-def queue(sessions: sessionmaker[Session]) -> InProcessQueue:
-    return InProcessQueue(sessions, StepDetector())
+def queue(sessions: sessionmaker[Session], artifacts: ArtifactStore | None = None) -> InProcessQueue:
+    return InProcessQueue(sessions, StepDetector(), artifacts or ArtifactStore(Path(tempfile.mkdtemp())))
 
 
 def test_a_manifest_is_stored_with_every_sample(sessions: sessionmaker[Session]) -> None:
@@ -136,7 +139,6 @@ def test_detection_is_idempotent(sessions: sessionmaker[Session]) -> None:
 
 
 def test_artifacts_are_linked_and_must_exist(sessions: sessionmaker[Session], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from runners.artifacts import ArtifactStore
     from service.errors import InvalidInput
     from service.store.models import Artifact, ResultArtifact
 

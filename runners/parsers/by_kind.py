@@ -1,0 +1,116 @@
+"""One entry to every parser, by artifact kind: bytes in, a JSON-ready summary out.
+
+Both `kernelwatch parse KIND PATH` and the service's parsing of stored artifacts go through ``parse``, so the
+command a person runs shows exactly the records the service stores. Every parser's errors are ValueErrors
+naming the file (and line, for text formats); ``ParseFailure`` carries them out of here uniformly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runners.parsers import hlo_text_to_module, llo_to_bundles, sass_to_kernels, x86_obj_to_kernels, xplane_to_op_stats
+
+Summary = dict[str, Any]
+
+
+class ParseFailure(ValueError):
+    pass
+
+
+def _text(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseFailure(f"{source}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _location(source: Any) -> dict[str, Any] | None:
+    if source is None:
+        return None
+    return {"file": source.file, "line": source.line, "function": source.function}
+
+
+def hlo_summary(data: bytes, source: str) -> Summary:
+    modules = hlo_text_to_module.parse_hlo_text(_text(data, source), source)
+    return {"parser_version": hlo_text_to_module.PARSER_VERSION, "modules": [
+        {
+            "name": m.name,
+            "fingerprint": m.fingerprint,
+            "instructions": m.instruction_count,
+            "fusions": len(m.fusions),
+            "opcodes": dict(sorted(m.opcodes.items())),
+            "fusion_list": [{"name": f.name, "kind": f.kind, "instructions": f.instruction_count,
+                             "source": _location(f.source)} for f in m.fusions],
+        }
+        for m in modules
+    ]}
+
+
+def xplane_summary(data: bytes, source: str) -> Summary:
+    stats = xplane_to_op_stats.parse_xplane_bytes(data, source)
+    return {"parser_version": xplane_to_op_stats.PARSER_VERSION, "ops": [
+        {"module": s.module, "op": s.op, "occurrences": s.occurrences, "total_ns": s.total_ns,
+         "self_ns": s.self_ns, "category": s.category, "source": s.source}
+        for s in stats
+    ]}
+
+
+def x86_summary(data: bytes, source: str) -> Summary:
+    kernels = x86_obj_to_kernels.parse_x86_object(data, source)
+    return {"parser_version": x86_obj_to_kernels.PARSER_VERSION, "isa": x86_obj_to_kernels.ISA, "kernels": [
+        {"name": k.name, "instructions": k.instruction_count, "mix": dict(k.mix), "code_bytes": k.size_bytes,
+         "vector_width_bits": k.vector_width_bits, "code_sha256": k.code_sha256,
+         "disassembly": [f"{i.address:#06x}  {i.mnemonic} {i.operands}".rstrip() for i in k.instructions]}
+        for k in kernels
+    ]}
+
+
+def sass_summary(data: bytes, source: str) -> Summary:
+    kernels = sass_to_kernels.parse_sass(_text(data, source), source)
+    return {"parser_version": sass_to_kernels.PARSER_VERSION, "kernels": [
+        {"name": k.name, "short_name": k.short_name, "arch": k.arch, "instructions": k.instruction_count,
+         "mix": dict(k.mix), "registers": k.registers, "spill_loads": k.spill_loads,
+         "spill_stores": k.spill_stores, "disassembly": k.text.splitlines()}
+        for k in kernels
+    ]}
+
+
+def llo_summary(data: bytes, source: str) -> Summary:
+    programs = llo_to_bundles.parse_llo(_text(data, source), source, llo_to_bundles.program_name_from_path(source))
+    return {"parser_version": llo_to_bundles.PARSER_VERSION, "programs": [
+        {"name": p.name, "bundles": p.bundle_count, "ops": p.op_count, "slots": dict(p.ops_per_family),
+         "mxu_units": list(p.mxu_units), "mxu_bundle_share": p.mxu_bundle_share, "spills": dict(p.spills),
+         "ops_per_bundle": {str(k): v for k, v in p.ops_per_bundle.items()},
+         "loops": [{"start": lp.start, "end": lp.end, "bundles": lp.bundle_count} for lp in p.loops]}
+        for p in programs
+    ]}
+
+
+@dataclass(frozen=True)
+class Parser:
+    version: int
+    summarize: Callable[[bytes, str], Summary]
+
+
+PARSERS: dict[str, Parser] = {
+    "hlo": Parser(hlo_text_to_module.PARSER_VERSION, hlo_summary),
+    "xplane": Parser(xplane_to_op_stats.PARSER_VERSION, xplane_summary),
+    "x86-obj": Parser(x86_obj_to_kernels.PARSER_VERSION, x86_summary),
+    "sass": Parser(sass_to_kernels.PARSER_VERSION, sass_summary),
+    "llo": Parser(llo_to_bundles.PARSER_VERSION, llo_summary),
+}
+
+
+def parse(kind: str, data: bytes, source: str) -> Summary:
+    parser = PARSERS.get(kind)
+    if parser is None:
+        raise ParseFailure(f"no parser for {kind!r}; kinds: {', '.join(sorted(PARSERS))}")
+    try:
+        return parser.summarize(data, source)
+    except ParseFailure:
+        raise
+    except ValueError as exc:  # every parser's typed error is a ValueError that names the file and line
+        raise ParseFailure(str(exc)) from exc

@@ -1,0 +1,514 @@
+"""Optimized HLO text (``compiled.as_text()`` or a ``*_after_optimizations.txt`` dump) → typed module records.
+
+The fusion name links every layer (trace ``hlo_op``, object-file symbol, PTX entry), so a regression found in a
+kernel's time is explained here: which fusion it is, what it contains, and which line of the user's code made it.
+The fingerprint says whether two compiles produced the same program, so a timing change can be told apart from a
+compiler change.
+
+As printed by jax/jaxlib 0.10.2 on CPU (``as_text()`` and the dump file are byte-identical): a header of tables
+(``FileNames``, ``FunctionNames``, ``FileLocations``, ``StackFrames``), then computations, callees before
+callers, ``ENTRY`` last. Metadata is ``{op_name="..." stack_frame_id=N}``; the older ``source_file=``/
+``source_line=`` form is read too. A printed ``parent_frame_id`` is one more than the parent's id (1: no parent),
+checked against the module's proto. Large constants print as ``constant({...})``: their values are not in the text.
+
+Hostile input is a :class:`HloParseError` naming the source and line. Lines are length-checked before any regex;
+every regex is linear; brackets are matched by a loop with a nesting limit, never by recursion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+PARSER_VERSION = 1
+MAX_LINE_CHARS = 1 << 20
+MAX_NESTING = 64
+MAX_LINE_STRUCTURE = 100_000  # brackets, commas and quotes in one line: bounds the work done per line in Python
+DEFAULT_MAX_BYTES = 256 << 20
+
+# Attributes that change with where the code was written, not with what was compiled.
+FINGERPRINT_IGNORES = frozenset({"metadata"})
+_CALL_ATTRIBUTES = frozenset({"calls", "to_apply", "body", "condition", "branch_computations", "true_computation",
+                              "false_computation", "select", "scatter", "called_computations"})
+_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_LITERAL_OPCODES = frozenset({"constant", "parameter"})
+
+_BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_MODULE = re.compile(r"HloModule[ \t]+([^\s,]+)[ \t]*(?:,[ \t]*(.*))?")
+_COMPUTATION = re.compile(r"(ENTRY[ \t]+)?%?([\w.\-]+)[ \t]*(.*)\{")
+_INSTRUCTION = re.compile(r"[ \t]+(ROOT[ \t]+)?%?([\w.\-]+)[ \t]*=[ \t]*")
+_OPCODE = re.compile(r"[ \t]+([a-z][\w\-]*)\(")
+_ATTRIBUTE = re.compile(r"[ \t]*([A-Za-z_][\w.\-]*)=(.+)", re.S)
+_OPERAND = re.compile(r"%?([\w.\-]+)")
+_SHAPE_START = re.compile(r"\(|[a-z][a-z0-9]*\[")
+_SMALL_INT = re.compile(r"[0-9]{1,9}")
+_INDEX_COMMENT = re.compile(r"/\*index=\d+\*/")
+_REFERENCE = re.compile(r"%([\w.\-]+)")
+_INT_ENTRY = re.compile(r"([0-9]{1,9}) \{(\w+=-?[0-9]{1,9}(?: \w+=-?[0-9]{1,9})*)\}")
+_INT_FIELD = re.compile(r"(\w+)=(-?[0-9]{1,9})")
+_UNESCAPE = re.compile(r"\\([0-7]{1,3}|.)", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+# Tokens: a run of ordinary characters and whole strings; a bracket pair with only such a run inside; a lone
+# bracket; a lone '"' (an unterminated string). Runs are written unrolled, normal*(string normal*)*, so that no
+# two quantifiers compete for the same characters.
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_PLAIN = r'[^()\[\]{}"]'
+_RUN = rf"{_PLAIN}*(?:{_STRING}{_PLAIN}*)*"
+_TOKEN = re.compile(rf"{_PLAIN}+(?:{_STRING}{_PLAIN}*)*|{_STRING}{_RUN}|[\[{{(]{_RUN}[\]}})]|.", re.S)
+_NEXT_COMMA = re.compile(rf'[^",]*(?:{_STRING}[^",]*)*,', re.S)
+_NAME_ENTRY = re.compile(rf"([0-9]{{1,9}}) ({_STRING})")
+_META_ITEM = re.compile(rf"[ \t]*([A-Za-z_]\w*)=({_STRING}|\{{[^{{}}]*\}}|[^\s\"{{}}]+)")
+_PLAIN_OPERANDS = re.compile(r"[ \t]*%?[\w.\-]+(?:[ \t]*,[ \t]*%?[\w.\-]+)*[ \t]*")
+_CLOSER = {"(": ")", "[": "]", "{": "}"}
+
+
+class HloParseError(ValueError):
+    """Malformed or hostile input (the caller's fault, never worth a retry), at ``source`` line ``line``."""
+
+    def __init__(self, source: str, line: int, message: str) -> None:
+        super().__init__(f"{source}:{line}: {message}")
+        self.source, self.line, self.message = source, line, message
+
+    def __reduce__(self) -> tuple[type[HloParseError], tuple[str, int, str]]:
+        return type(self), (self.source, self.line, self.message)  # survives pickling (task queues)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    file: str
+    line: int
+    function: str | None  # None in the older source_file/source_line metadata, which names no function
+
+
+@dataclass(frozen=True)
+class Instruction:
+    name: str
+    opcode: str
+    shape: str
+    operands: list[str]
+    literal: str | None  # the text in parentheses of a constant or a parameter, which name no operands
+    is_root: bool
+    fusion_kind: str | None
+    called_computations: list[str]
+    attributes: dict[str, str]  # raw values in printed order, metadata included
+    op_name: str | None
+    stack_frame_id: int | None
+    source: SourceLocation | None  # the innermost frame: where the jnp/lax call was written
+    stack: list[SourceLocation]  # innermost first
+    line: int
+    raw: str
+
+
+@dataclass(frozen=True)
+class Computation:
+    name: str
+    is_entry: bool
+    is_fusion_computation: bool
+    instructions: list[Instruction]
+    line: int
+
+
+@dataclass(frozen=True)
+class Fusion:
+    name: str  # also the kernel symbol in traces and object files
+    kind: str | None
+    computation: str
+    instruction_count: int  # of the called computation itself; nested calls are not expanded
+    op_name: str | None
+    source: SourceLocation | None
+
+
+@dataclass(frozen=True)
+class HloModule:
+    name: str
+    attributes: str
+    entry: str
+    computations: list[Computation]
+    instruction_count: int
+    opcodes: dict[str, int]
+    fusions: list[Fusion]
+    fingerprint: str
+    parser_version: int
+    line: int
+
+    def computation(self, name: str) -> Computation:
+        for computation in self.computations:
+            if computation.name == name:
+                return computation
+        raise KeyError(name)
+
+
+def _unescape(quoted: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        code = match.group(1)
+        return chr(int(code, 8)) if code[0] in "01234567" else _ESCAPES.get(code, code)
+
+    return _UNESCAPE.sub(one, quoted[1:-1])
+
+
+class _Scanner:
+    """Bracket and string matching for one line, with the module's source and the line number for errors."""
+
+    def __init__(self, source: str, line: int) -> None:
+        self.source, self.line = source, line
+
+    def error(self, message: str) -> HloParseError:
+        return HloParseError(self.source, self.line, message)
+
+    def pieces(self, text: str, start: int = 0, closer: str | None = None, split: bool = True) -> tuple[list[str], int]:
+        """Split ``text`` from ``start`` at commas outside brackets and strings (or only check it, without
+        ``split``). With ``closer``, ``start`` is just inside an open bracket: stop at the bracket that closes it
+        and return the index past it."""
+        stack = [closer] if closer else []
+        outer, pieces, piece_start = len(stack), [], start
+        for match in _TOKEN.finditer(text, start):
+            token, first = match.group(), match.group()[0]
+            if first in _CLOSER:
+                if len(stack) + 1 > MAX_NESTING:
+                    raise self.error(f"brackets nest deeper than {MAX_NESTING}")
+                if len(token) == 1:
+                    stack.append(_CLOSER[first])
+                elif token[-1] != _CLOSER[first]:
+                    raise self.error(f"unbalanced '{token[-1]}' at column {match.end()}")
+            elif first in ")]}":
+                if not stack or stack.pop() != first:
+                    raise self.error(f"unbalanced '{first}' at column {match.start() + 1}")
+                if closer and not stack:
+                    pieces.append(text[piece_start:match.start()])
+                    return pieces, match.end()
+            elif token == '"':
+                raise self.error(f"unterminated string at column {match.start() + 1}")
+            elif split and len(stack) == outer and "," in token:
+                comma = _NEXT_COMMA.match(token)
+                while comma:
+                    pieces.append(text[piece_start:match.start() + comma.end() - 1])
+                    piece_start = match.start() + comma.end()
+                    comma = _NEXT_COMMA.match(token, comma.end())
+        if stack:
+            raise self.error("unbalanced brackets: the line ends inside a bracket")
+        pieces.append(text[piece_start:])
+        return pieces, len(text)
+
+    def split(self, text: str) -> list[str]:
+        return self.pieces(text)[0]
+
+    def check(self, text: str) -> None:
+        self.pieces(text, split=False)
+
+
+def _parse_metadata(value: str, scan: _Scanner) -> dict[str, str]:
+    if not (value.startswith("{") and value.endswith("}")):
+        raise scan.error("metadata is not a {...} block")
+    body, pos, items = value[1:-1].rstrip(), 0, {}
+    while pos < len(body):
+        match = _META_ITEM.match(body, pos)
+        if match is None:
+            raise scan.error(f"unreadable metadata at {body[pos:pos + 40]!r}")
+        if match.group(1) in items:
+            raise scan.error(f"metadata field {match.group(1)} appears twice")
+        items[match.group(1)] = match.group(2)
+        pos = match.end()
+    return items
+
+
+def _parse_instruction(text: str, scan: _Scanner) -> Instruction:
+    head = _INSTRUCTION.match(text)
+    if head is None:
+        raise scan.error(f"not an instruction: {text[:80]!r}")
+    pos = head.end()
+    if text.startswith("(", pos):
+        shape_end = scan.pieces(text, pos + 1, ")", split=False)[1]
+    else:
+        space = text.find(" ", pos)
+        shape_end = len(text) if space < 0 else space
+        scan.check(text[pos:shape_end])  # a layout such as {1,0:T(8,128)}
+    shape = text[pos:shape_end]
+    opcode_match = _OPCODE.match(text, shape_end)
+    if not _SHAPE_START.match(shape) or opcode_match is None:
+        raise scan.error(f"expected 'shape opcode(' after '=' in {text[:80]!r}")
+    opcode = opcode_match.group(1)
+    operands_end = scan.pieces(text, opcode_match.end(), ")", split=False)[1]
+    inside = text[opcode_match.end():operands_end - 1]
+    tail = text[operands_end:].strip()
+    if tail and not tail.startswith(","):
+        raise scan.error(f"expected ',' after the operands of {opcode}, found {tail[:40]!r}")
+    attributes: dict[str, str] = {}
+    for piece in scan.split(tail[1:]) if tail else []:
+        attribute = _ATTRIBUTE.fullmatch(piece.rstrip())
+        if attribute is None:
+            raise scan.error(f"not an attribute: {piece[:80]!r}")
+        if attribute.group(1) in attributes:
+            raise scan.error(f"attribute {attribute.group(1)} appears twice")
+        attributes[attribute.group(1)] = attribute.group(2)
+    literal, operands = None, []
+    if opcode in _LITERAL_OPCODES:
+        literal = inside
+    elif _PLAIN_OPERANDS.fullmatch(inside):
+        operands = _OPERAND.findall(inside)
+    elif inside.strip():
+        for piece in scan.split(inside):
+            words = _INDEX_COMMENT.sub(" ", piece).rsplit(None, 1)
+            operand = _OPERAND.fullmatch(words[-1]) if words else None
+            if operand is None or (len(words) == 2 and not _SHAPE_START.match(words[0])):
+                raise scan.error(f"not an operand: {piece[:80]!r}")
+            operands.append(operand.group(1))
+    called = []
+    for key, value in attributes.items():
+        if key in _CALL_ATTRIBUTES:
+            called.extend(_REFERENCE.findall(value) or [n.strip() for n in value.strip("{}").split(",")])
+    metadata = _parse_metadata(attributes["metadata"], scan) if "metadata" in attributes else {}
+    op_name = _unescape(metadata["op_name"]) if metadata.get("op_name", "").startswith('"') else None
+    frame = metadata.get("stack_frame_id")
+    source = None
+    if metadata.get("source_file", "").startswith('"'):
+        number = metadata.get("source_line", "0")
+        line = int(number) if _SMALL_INT.fullmatch(number) else 0
+        source = SourceLocation(_unescape(metadata["source_file"]), line, None)
+    return Instruction(
+        name=head.group(2), opcode=opcode, shape=shape, operands=operands, literal=literal,
+        is_root=head.group(1) is not None,
+        fusion_kind=attributes.get("kind") if opcode == "fusion" else None,
+        called_computations=called, attributes=attributes, op_name=op_name,
+        stack_frame_id=int(frame) if frame is not None and _SMALL_INT.fullmatch(frame) else None,
+        source=source, stack=[source] if source else [], line=scan.line, raw=text,
+    )
+
+
+def _lines(text: str, source: str) -> Iterator[tuple[int, str]]:
+    """Lines split on '\\n' only, each refused before it is copied when it is longer than MAX_LINE_CHARS."""
+    pos, number = 0, 0
+    while pos <= len(text):
+        end = text.find("\n", pos)
+        end = len(text) if end < 0 else end
+        number += 1
+        if end - pos > MAX_LINE_CHARS:
+            raise HloParseError(source, number, f"line of {end - pos} characters is longer than {MAX_LINE_CHARS}")
+        line = text[pos:end]
+        structure = sum(map(line.count, '()[]{},"'))
+        if structure > MAX_LINE_STRUCTURE:
+            raise HloParseError(source, number, f"line has {structure} brackets, commas and quotes, more than "
+                                                f"{MAX_LINE_STRUCTURE}")
+        yield number, line[:-1] if line.endswith("\r") else line
+        pos = end + 1
+
+
+class _ModuleBuilder:
+    def __init__(self, source: str, line: int, name: str, attributes: str) -> None:
+        self.source, self.line, self.name, self.attributes = source, line, name, attributes
+        self.tables: dict[str, dict[int, str | dict[str, int]]] = {table: {} for table in _TABLES}
+        self.computations: list[tuple[str, bool, int, list[Instruction]]] = []
+        self.stacks: dict[int, list[SourceLocation]] = {}
+        self.names: set[str] = set()
+        self.has_entry = False
+
+    def error(self, line: int, message: str) -> HloParseError:
+        return HloParseError(self.source, line, message)
+
+    def add_table_entry(self, table: str, text: str, line: int) -> None:
+        named = _NAME_ENTRY.fullmatch(text) if table in ("FileNames", "FunctionNames") else None
+        numbered = None if named else _INT_ENTRY.fullmatch(text)
+        if named:
+            self.tables[table][int(named.group(1))] = _unescape(named.group(2))
+        elif numbered and table in ("FileLocations", "StackFrames"):
+            fields = {key: int(value) for key, value in _INT_FIELD.findall(numbered.group(2))}
+            needed = ("file_name_id", "function_name_id", "line") if table == "FileLocations" else (
+                "file_location_id", "parent_frame_id")
+            if any(key not in fields for key in needed):
+                raise self.error(line, f"{table} entry lacks one of {', '.join(needed)}")
+            self.tables[table][int(numbered.group(1))] = fields
+        else:
+            raise self.error(line, f"not a {table} entry: {text[:80]!r}")
+
+    def stack(self, frame_id: int, line: int) -> list[SourceLocation]:
+        if frame_id in self.stacks:
+            return self.stacks[frame_id]
+        stack, seen, current = [], set(), frame_id
+        while current > 0 and current not in seen:
+            seen.add(current)
+            frame = self.tables["StackFrames"].get(current)
+            location = self.tables["FileLocations"].get(frame["file_location_id"]) if isinstance(frame, dict) else None
+            if not isinstance(frame, dict) or not isinstance(location, dict):
+                raise self.error(line, f"stack frame {current} does not resolve through StackFrames/FileLocations")
+            file = self.tables["FileNames"].get(location["file_name_id"])
+            function = self.tables["FunctionNames"].get(location["function_name_id"])
+            if not isinstance(file, str) or not isinstance(function, str):
+                raise self.error(line, f"file location {frame['file_location_id']} names an unknown file or function")
+            stack.append(SourceLocation(file, location["line"], function))
+            current = frame["parent_frame_id"] - 1  # printed as the parent's id plus one
+        self.stacks[frame_id] = stack
+        return stack
+
+    def build(self) -> HloModule:
+        entries = [c for c in self.computations if c[1]]
+        if not entries:
+            raise self.error(self.line, f"module {self.name} has no ENTRY computation")
+        fusion_targets = set()
+        for _, _, _, instructions in self.computations:
+            for instruction in instructions:
+                for callee in instruction.called_computations:
+                    if callee not in self.names:
+                        raise self.error(instruction.line, f"%{instruction.name} calls unknown computation {callee}")
+                if instruction.opcode == "fusion":
+                    if len(instruction.called_computations) != 1:
+                        raise self.error(instruction.line, f"fusion %{instruction.name} has no single calls=")
+                    fusion_targets.add(instruction.called_computations[0])
+        computations = []
+        for name, is_entry, line, instructions in self.computations:
+            resolved = []
+            for instruction in instructions:
+                if instruction.stack_frame_id:
+                    stack = self.stack(instruction.stack_frame_id, instruction.line)
+                    instruction = replace(instruction, stack=stack, source=stack[0] if stack else None)
+                resolved.append(instruction)
+            computations.append(Computation(name, is_entry, name in fusion_targets, resolved, line))
+        sizes = {c.name: len(c.instructions) for c in computations}
+        fusions = [Fusion(i.name, i.fusion_kind, i.called_computations[0], sizes[i.called_computations[0]],
+                          i.op_name, i.source)
+                   for c in computations for i in c.instructions if i.opcode == "fusion"]
+        opcodes = Counter(i.opcode for c in computations for i in c.instructions)
+        module = HloModule(self.name, self.attributes, entries[0][0], computations, sum(sizes.values()),
+                           dict(sorted(opcodes.items())), fusions, "", PARSER_VERSION, self.line)
+        return replace(module, fingerprint=hashlib.sha256(canonical_text(module).encode()).hexdigest())
+
+
+def canonical_text(module: HloModule) -> str:
+    """The module with names replaced by their order of appearance and source metadata dropped; it is what
+    the fingerprint hashes, and what to diff when two fingerprints differ.
+
+    Computations are numbered in depth-first call order from the entry (unreachable ones follow in text order),
+    instructions in printed order within their computation. Shapes, layouts, literals, operand order and every
+    other attribute (backend_config, frontend_attributes, ...) are kept; the module name, the source tables and
+    the names of computation parameters are not.
+    """
+    by_name = {c.name: c for c in module.computations}
+    order: list[str] = []
+    seen: set[str] = set()
+    for root in [module.entry] + [c.name for c in module.computations]:
+        pending = [root]
+        while pending:
+            name = pending.pop()
+            if name in by_name and name not in seen:
+                seen.add(name)
+                order.append(name)
+                callees = [n for i in by_name[name].instructions for n in i.called_computations]
+                pending.extend(reversed(callees))
+    computation_ids = {name: f"c{k}" for k, name in enumerate(order)}
+    lines = [f"HloModule {module.attributes}"]
+    for name in order:
+        computation = by_name[name]
+        ids = {i.name: f"v{k}" for k, i in enumerate(computation.instructions)}
+
+        def renamer(key: str, ids: dict[str, str] = ids) -> Callable[[re.Match[str]], str]:
+            first, second = (computation_ids, ids) if key in _CALL_ATTRIBUTES else (ids, computation_ids)
+            return lambda match: first.get(match.group(1)) or second.get(match.group(1)) or match.group(0)
+
+        lines.append(("ENTRY " if computation.is_entry else "") + computation_ids[name])
+        for instruction in computation.instructions:
+            arguments = instruction.literal if instruction.literal is not None else ",".join(
+                ids.get(o, o) for o in instruction.operands)
+            attributes = "".join(f", {key}={_REFERENCE.sub(renamer(key), value)}"
+                                 for key, value in instruction.attributes.items() if key not in FINGERPRINT_IGNORES)
+            root = "ROOT " if instruction.is_root else ""
+            lines.append(f"{root}{ids[instruction.name]} = {instruction.shape} "
+                         f"{instruction.opcode}({arguments}){attributes}")
+    return "\n".join(lines)
+
+
+def parse_hlo_text(text: str, source: str = "<hlo>") -> list[HloModule]:
+    """Every module in ``text``, in order; a dump file or ``as_text()`` holds one."""
+    bad = _BAD_CHARS.search(text)
+    if bad:
+        at = text.count("\n", 0, bad.start()) + 1
+        raise HloParseError(source, at, f"binary data (character {ord(bad.group()):#x}), not HLO text")
+    modules: list[HloModule] = []
+    builder: _ModuleBuilder | None = None
+    table: str | None = None
+    open_computation: tuple[str, bool, int, list[Instruction], set[str]] | None = None
+    for number, line in _lines(text, source):
+        scan = _Scanner(source, number)
+        if open_computation is not None:
+            name, is_entry, opened, instructions, defined = open_computation
+            if line.strip() == "}":
+                _check_computation(open_computation, source)
+                assert builder is not None
+                builder.computations.append((name, is_entry, opened, instructions))
+                open_computation = None
+            elif line.startswith((" ", "\t")) and line.strip():
+                instruction = _parse_instruction(line, scan)
+                if instruction.name in defined:
+                    raise scan.error(f"%{instruction.name} is defined twice in {name}")
+                defined.add(instruction.name)
+                instructions.append(instruction)
+            elif line.strip():
+                raise HloParseError(source, opened, f"computation {name} is not closed before line {number}")
+            continue
+        stripped = line.strip()
+        if not stripped:
+            table = None
+        elif line.startswith("HloModule"):
+            header = _MODULE.fullmatch(stripped)
+            if header is None:
+                raise scan.error(f"unreadable HloModule header: {stripped[:80]!r}")
+            if builder is not None:
+                modules.append(builder.build())
+            builder, table = _ModuleBuilder(source, number, header.group(1), header.group(2) or ""), None
+        elif builder is None:
+            raise scan.error(f"expected an HloModule header, found {stripped[:80]!r}")
+        elif stripped in _TABLES:
+            table = stripped
+        elif table is not None:
+            builder.add_table_entry(table, stripped, number)
+        elif not line[0].isspace() and stripped.endswith("{") and (found := _COMPUTATION.fullmatch(stripped)):
+            scan.check(found.group(3))  # the signature
+            name = found.group(2)
+            if name in builder.names:
+                raise scan.error(f"computation {name} is defined twice")
+            if found.group(1) and builder.has_entry:
+                raise scan.error("a second ENTRY computation")
+            builder.names.add(name)
+            builder.has_entry = builder.has_entry or found.group(1) is not None
+            open_computation = (name, found.group(1) is not None, number, [], set())
+        else:
+            raise scan.error(f"expected a computation, a table or a blank line, found {stripped[:80]!r}")
+    if open_computation is not None:
+        raise HloParseError(source, open_computation[2],
+                            f"computation {open_computation[0]} is never closed: the text ends inside it")
+    if builder is None:
+        raise HloParseError(source, 1, "no HloModule header: empty or not HLO text")
+    modules.append(builder.build())
+    return modules
+
+
+def _check_computation(computation: tuple[str, bool, int, list[Instruction], set[str]], source: str) -> None:
+    name, _, opened, instructions, defined = computation
+    if not instructions:
+        raise HloParseError(source, opened, f"computation {name} has no instructions")
+    if sum(i.is_root for i in instructions) > 1:
+        raise HloParseError(source, opened, f"computation {name} has more than one ROOT")
+    for instruction in instructions:
+        for operand in instruction.operands:
+            if operand not in defined:
+                raise HloParseError(source, instruction.line, f"operand %{operand} is not defined in {name}")
+
+
+def parse_hlo_bytes(data: bytes, source: str = "<hlo>") -> list[HloModule]:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise HloParseError(source, line, f"not UTF-8 text (byte {error.start})") from None
+    return parse_hlo_text(text, source)
+
+
+def parse_hlo_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) -> list[HloModule]:
+    """Reads at most ``max_bytes`` (+1 to tell a larger file); OSError is the caller's, not a parse error."""
+    with open(path, "rb") as handle:
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        line = data.count(b"\n", 0, max_bytes) + 1
+        raise HloParseError(str(path), line, f"file is larger than {max_bytes} bytes")
+    return parse_hlo_bytes(data, str(path))

@@ -1,0 +1,297 @@
+"""Profiler trace (an XSpace, as ``jax.profiler.ProfileData``) → per-(module, op) statistics: count, time, category.
+
+Accelerators: the first device plane (``/device:TPU:N`` / ``/device:GPU:N``, lowest N) gives device time. Its
+"XLA Ops" line holds one event per op execution, named after the HLO instruction; the module is the event's
+``hlo_module`` stat when present, else the "XLA Modules" event on the same plane that contains it in time (named
+``<module>(<program id>)``). A device plane without an "XLA Ops" line (raw GPU stream lines) falls back to events
+carrying an ``hlo_op`` stat, whose last ``::``-separated part names the op, as xprof reads GPU kernels; each
+kernel is an occurrence (xprof merges back-to-back kernels of one op; not checked on a real GPU trace). A
+pair of ``device_offset_ps`` and ``device_duration_ps`` stats, where present, gives the duration, as in xprof; the
+device offset counts from the line's timestamp, which ProfileData does not expose, so the event's start is kept.
+
+CPU: no device plane; op events sit on lines of the ``/host:CPU`` plane and carry ``hlo_op`` and ``hlo_module``
+stats (a while or conditional op's event contains the events of the ops it runs).
+
+Self time is total time minus the time of op events directly nested inside it on the same line; without nesting
+they are equal. This matches xprof's hlo_stats on device traces (checked in the tests; on CPU hlo_stats is empty).
+
+Works on anything shaped like ProfileData, so it is testable without a profiler session; ``parse_xplane_file``
+is the boundary for bytes from disk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from runners.parsers.xplane_to_execution_times import MODULE_LINE, TraceError, _device_planes, _stats
+
+PARSER_VERSION = 1
+HOST_PLANE = "/host:CPU"
+OPS_LINE = "XLA Ops"
+UNKNOWN_MODULE = "<unknown>"
+MAX_XPLANE_BYTES = 256 << 20
+_EPSILON_NS = 1e-3  # 1 ps: starts and ends are doubles computed separately from picosecond offsets
+
+CATEGORIES = ("loop_fusion", "input_fusion", "output_fusion", "custom_fusion", "fusion", "convolution", "dot",
+              "collective", "custom_call", "copy", "transpose", "control_flow", "library", "other")
+_FUSION_KINDS = {"kLoop": "loop_fusion", "kInput": "input_fusion", "kOutput": "output_fusion",
+                 "kCustom": "custom_fusion"}
+_COLLECTIVE = re.compile(r"^(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all|"
+                         r"collective-broadcast|ragged-all-to-all)(-start|-done)?$")
+_LIBRARY = re.compile(r"(ynn|xnn|onednn|mkl|eigen)", re.IGNORECASE)
+_MODULE_EVENT = re.compile(r"^(.*)\((\d+)\)$")
+_OPCODE_CATEGORY = {
+    "convolution": "convolution", "dot": "dot", "custom-call": "custom_call", "copy": "copy",
+    "copy-start": "copy", "copy-done": "copy", "transpose": "transpose", "while": "control_flow",
+    "conditional": "control_flow", "call": "control_flow",
+}
+
+# instructions named after the framework op (``dot_general.1``) rather than the opcode
+_JAX_NAME_CATEGORY = {"dot_general": "dot", "conv_general_dilated": "convolution", "cond": "control_flow",
+                      "psum": "collective", "all_gather": "collective", "ppermute": "collective",
+                      "all_to_all": "collective", "psum_scatter": "collective"}
+
+
+class TraceParseError(TraceError):
+    pass
+
+
+class HloOp(Protocol):
+    """What categorization reads of an HLO instruction; ``hlo_text_to_module.Instruction`` has it, and so does
+    :class:`HloOpInfo`. An optional ``target`` attribute (custom-call target, custom fusion kind) is read too."""
+
+    @property
+    def opcode(self) -> str: ...
+
+    @property
+    def fusion_kind(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class HloOpInfo:
+    """The smallest :class:`HloOp`: an opcode, a fusion's kind, and a custom call's target or a custom fusion's
+    backend kind (``__ynn_fusion``)."""
+
+    opcode: str
+    fusion_kind: str | None = None
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class OpStat:
+    module: str
+    op: str
+    category: str
+    occurrences: int
+    total_ns: float
+    self_ns: float
+    source: str  # "device" (first device plane) or "host"
+    devices: int | None = None  # device planes the op ran on, when counted; None otherwise
+    parser_version: int = PARSER_VERSION
+
+
+def _base_name(op: str) -> str:
+    """``all-reduce-start.3`` → ``all-reduce-start``, ``cond.1.clone`` → ``cond``: HLO instruction names are the
+    opcode (or the framework op's name) with ``.N`` and ``.clone`` suffixes."""
+    return re.sub(r"(\.(\d+|clone))+$", "", op)
+
+
+def categorize(op: str, info: HloOp | None = None) -> str:
+    """One of CATEGORIES: from the HLO opcode and fusion kind when known, else guessed from the op's name."""
+    if info is not None:
+        opcode = info.opcode
+        target = str(getattr(info, "target", None) or "")
+        if _LIBRARY.search(target) or (opcode in ("fusion", "custom-call") and _LIBRARY.search(op)):
+            return "library"
+        if opcode == "fusion":
+            return _FUSION_KINDS.get(info.fusion_kind or "", "fusion")
+        if _COLLECTIVE.match(opcode):
+            return "collective"
+        return _OPCODE_CATEGORY.get(opcode, "other")
+    base = _base_name(op)
+    if _LIBRARY.search(base):
+        return "library"
+    if _COLLECTIVE.match(base):
+        return "collective"
+    if base in ("custom-call", "custom_call"):
+        return "custom_call"
+    if base in _OPCODE_CATEGORY:
+        return _OPCODE_CATEGORY[base]
+    if base in _JAX_NAME_CATEGORY:
+        return _JAX_NAME_CATEGORY[base]
+    if "fusion" in base or base.startswith("wrapped_"):  # XLA CPU wraps a lone op in a kLoop fusion "wrapped_<op>"
+        return "fusion"
+    return "other"
+
+
+@dataclass
+class _Event:
+    module: str
+    op: str
+    start: float
+    end: float
+    children: float = 0.0
+
+
+def _span(event: Any, stats: Mapping[str, Any]) -> tuple[float, float]:
+    """The event's time; with device timing stats (both, as xprof requires) its duration is the device's."""
+    start = float(event.start_ns)
+    duration, offset = stats.get("device_duration_ps"), stats.get("device_offset_ps")
+    if isinstance(duration, int | float) and isinstance(offset, int | float):
+        return start, start + float(duration) / 1000.0
+    return start, start + float(event.duration_ns)
+
+
+def _contains(outer: _Event, inner: _Event) -> bool:
+    return outer.start - _EPSILON_NS <= inner.start and inner.end <= outer.end + _EPSILON_NS
+
+
+def _nest(events: list[_Event]) -> None:
+    """Charge each event's time to the innermost event on the same line that contains it."""
+    events.sort(key=lambda e: (e.start, -e.end))
+    open_: list[_Event] = []
+    for event in events:
+        while open_ and not _contains(open_[-1], event):
+            open_.pop()
+        if open_:
+            open_[-1].children += event.end - event.start
+        open_.append(event)
+
+
+def _host_lines(planes: Iterable[Any]) -> list[list[_Event]]:
+    lines = []
+    for plane in planes:
+        if plane.name != HOST_PLANE:
+            continue
+        for line in plane.lines:
+            found = []
+            for event in line.events:
+                stats = _stats(event)
+                if "hlo_op" in stats and "hlo_module" in stats:
+                    start, end = _span(event, stats)
+                    found.append(_Event(str(stats["hlo_module"]), str(stats["hlo_op"]), start, end))
+            if found:
+                lines.append(found)
+    return lines
+
+
+def _device_lines(plane: Any) -> list[list[_Event]]:
+    lines = list(plane.lines)
+    modules = []
+    for line in lines:
+        if line.name == MODULE_LINE:
+            for event in line.events:
+                start, end = _span(event, _stats(event))
+                match = _MODULE_EVENT.match(str(event.name))
+                modules.append((start, end, match.group(1) if match else str(event.name)))
+    modules.sort()
+    starts = [m[0] for m in modules]
+
+    def module_of(start: float, end: float) -> str:
+        # executions of modules on one line do not overlap: only the last one to start before the op can hold it
+        i = bisect.bisect_right(starts, start + _EPSILON_NS) - 1
+        return modules[i][2] if i >= 0 and end <= modules[i][1] + _EPSILON_NS else UNKNOWN_MODULE
+
+    has_ops_line = any(line.name == OPS_LINE for line in lines)
+    found_lines = []
+    for line in lines:
+        if line.name == MODULE_LINE or (has_ops_line and line.name != OPS_LINE):
+            continue
+        found = []
+        for event in line.events:
+            stats = _stats(event)
+            if has_ops_line:
+                op = str(event.name)
+            elif "hlo_op" in stats:
+                op = str(stats["hlo_op"]).split("::")[-1]
+            else:
+                continue
+            start, end = _span(event, stats)
+            module = str(stats["hlo_module"]) if "hlo_module" in stats else module_of(start, end)
+            found.append(_Event(module, op, start, end))
+        if found:
+            found_lines.append(found)
+    return found_lines
+
+
+def _aggregate(lines: list[list[_Event]]) -> dict[tuple[str, str], list[float]]:
+    table: dict[tuple[str, str], list[float]] = {}
+    for events in lines:
+        _nest(events)
+        for e in events:
+            row = table.setdefault((e.module, e.op), [0, 0.0, 0.0])
+            row[0] += 1
+            row[1] += e.end - e.start
+            row[2] += e.end - e.start - e.children
+    return table
+
+
+def xplane_to_op_stats(profile: Any, hlo: Mapping[str, Mapping[str, HloOp]] | None = None, *,
+                       count_devices: bool = False) -> list[OpStat]:
+    """Per (module, op) statistics, by self time then name. ``hlo`` maps module → op → :class:`HloOp` and
+    refines categories; ``count_devices`` also walks the other device planes to count where each op ran."""
+    planes = list(profile.planes)
+    devices = _device_planes(planes)
+    if devices:
+        source, table = "device", _aggregate(_device_lines(devices[0]))
+    else:
+        source, table = "host", _aggregate(_host_lines(planes))
+        if not table:
+            names = ", ".join(str(p.name) for p in planes) or "none"
+            raise TraceParseError(f"the trace has neither a device plane nor host op events (hlo_op and hlo_module "
+                                  f"stats on {HOST_PLANE}); planes: {names}")
+    seen: dict[tuple[str, str], int] = {}
+    if count_devices and devices:
+        for plane in devices:
+            for key in {(e.module, e.op) for events in _device_lines(plane) for e in events}:
+                seen[key] = seen.get(key, 0) + 1
+    stats = []
+    for (module, op), (count, total, self_ns) in table.items():
+        info = (hlo or {}).get(module, {}).get(op)
+        stats.append(OpStat(module, op, categorize(op, info), int(count), total, self_ns, source,
+                            seen.get((module, op)) if count_devices and devices else None))
+    return sorted(stats, key=lambda s: (-s.self_ns, s.module, s.op))
+
+
+def summary(stats: Iterable[OpStat]) -> dict[str, float]:
+    """Self time (ns) per category, largest first. Self time, because a while op's total contains its body's."""
+    totals: dict[str, float] = {}
+    for stat in stats:
+        totals[stat.category] = totals.get(stat.category, 0.0) + stat.self_ns
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def parse_xplane_file(path: str | os.PathLike[str], max_bytes: int = MAX_XPLANE_BYTES,
+                      hlo: Mapping[str, Mapping[str, HloOp]] | None = None) -> list[OpStat]:
+    """Read an ``.xplane.pb`` (at most ``max_bytes``) and convert it; every failure is a TraceParseError."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise TraceParseError(f"{source}: cannot read: {exc}") from exc
+    if len(data) > max_bytes:
+        raise TraceParseError(f"{source}: larger than the {max_bytes}-byte limit")
+    return parse_xplane_bytes(data, source, hlo)
+
+
+def parse_xplane_bytes(data: bytes, source: str = "<bytes>",
+                       hlo: Mapping[str, Mapping[str, HloOp]] | None = None) -> list[OpStat]:
+    """A serialized XSpace → op statistics; garbage, truncation and traces without ops are TraceParseErrors."""
+    from jax.profiler import ProfileData
+
+    try:
+        profile = ProfileData.from_serialized_xspace(data)
+    except Exception as exc:  # the native parser raises RuntimeError today; its types are not documented
+        raise TraceParseError(f"{source}: not a readable XSpace: {exc}") from exc
+    try:
+        return xplane_to_op_stats(profile, hlo)
+    except TraceParseError as exc:
+        raise TraceParseError(f"{source}: {exc}") from exc
+    except (UnicodeDecodeError, OverflowError, ValueError) as exc:
+        raise TraceParseError(f"{source}: malformed trace: {exc}") from exc

@@ -1,0 +1,120 @@
+"""Turn a result's stored artifacts into records (op table, HLO modules, kernel code), replacing what an
+earlier parse stored, in the caller's transaction.
+
+A hostile or broken artifact never fails the run it belongs to: its error is recorded on the artifact and
+the other artifacts are still parsed. Each artifact remembers the parser version that read it, so
+`kernelwatch reparse` knows what a newer parser should read again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from runners.artifacts import ArtifactError, ArtifactStore
+from runners.parsers.by_kind import PARSERS, ParseFailure, parse
+from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, ResultArtifact
+
+# The compiled module's own text stands in for the dump only where no dump was captured (accelerator hosts
+# without --xla_dump_to): both describe the same module.
+FALLBACKS = {"hlo-compiled": "hlo"}
+
+
+def _parser_kind(kind: str) -> str | None:
+    kind = FALLBACKS.get(kind, kind)
+    return kind if kind in PARSERS else None
+
+
+def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
+    """Parse every parseable artifact of one result; returns how many records were stored."""
+    links = session.execute(
+        select(ResultArtifact.name, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
+        .where(ResultArtifact.result_id == result_id).order_by(ResultArtifact.name)
+    ).all()
+    kinds = {artifact.kind for _, artifact in links}
+    for table in (OpStat, KernelCode, HloModuleRecord):
+        session.execute(delete(table).where(table.result_id == result_id))
+    stored = 0
+    done: set[int] = set()
+    seen: set[tuple[str, ...]] = set()  # the first artifact naming a kernel, module or op wins
+    for name, artifact in links:
+        kind = _parser_kind(artifact.kind)
+        if kind is None or artifact.id in done:
+            continue
+        done.add(artifact.id)
+        if artifact.kind in FALLBACKS and FALLBACKS[artifact.kind] in kinds:
+            artifact.parsed_version = PARSERS[kind].version  # the dump it stands in for is parsed instead
+            continue
+        try:
+            summary = parse(kind, store.get(artifact.sha256), name)
+        except (ParseFailure, ArtifactError) as exc:
+            artifact.parse_error = str(exc)[:2000]
+            artifact.parsed_version = PARSERS[kind].version
+            continue
+        rows = _rows(kind, summary, result_id, artifact.id)
+        for row in rows:
+            key = _row_key(row)
+            if key not in seen:
+                seen.add(key)
+                session.add(row)
+                stored += 1
+        artifact.parsed_version = PARSERS[kind].version
+        artifact.parse_error = None
+    session.flush()
+    return stored
+
+
+def _row_key(row: Any) -> tuple[str, ...]:
+    """The row's identity within one result, as its table's unique constraint has it."""
+    if isinstance(row, OpStat):
+        return ("op", row.module, row.op)
+    if isinstance(row, KernelCode):
+        return ("kernel", row.isa, row.name)
+    return ("module", row.name)
+
+
+def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) -> list[Any]:
+    version = int(summary["parser_version"])
+    if kind == "xplane":
+        return [OpStat(result_id=result_id, module=o["module"][:500], op=o["op"][:500], category=o["category"],
+                       occurrences=o["occurrences"], total_ns=o["total_ns"], self_ns=o["self_ns"],
+                       parser_version=version) for o in summary["ops"]]
+    if kind == "hlo":
+        return [HloModuleRecord(result_id=result_id, artifact_id=artifact_id, name=m["name"][:500],
+                                fingerprint=m["fingerprint"], instructions=m["instructions"], opcodes=m["opcodes"],
+                                fusions=m["fusion_list"], parser_version=version) for m in summary["modules"]]
+    if kind == "llo":
+        return [KernelCode(result_id=result_id, artifact_id=artifact_id, name=p["name"][:1000], isa="tpu-llo",
+                           instructions=p["ops"], bundles=p["bundles"], mix=p["slots"],
+                           details={k: p[k] for k in ("mxu_units", "mxu_bundle_share", "spills", "loops",
+                                                      "ops_per_bundle")},
+                           parser_version=version) for p in summary["programs"]]
+    isa = summary.get("isa", "x86-64") if kind == "x86-obj" else "sass"
+    rows = []
+    for k in summary["kernels"]:
+        details = {key: value for key, value in k.items()
+                   if key not in ("name", "instructions", "mix", "disassembly")}
+        rows.append(KernelCode(result_id=result_id, artifact_id=artifact_id, name=k["name"][:1000],
+                               isa=f"sass-{k['arch']}" if kind == "sass" and k.get("arch") else isa,
+                               instructions=k["instructions"], bundles=None, mix=k["mix"], details=details,
+                               parser_version=version))
+    return rows
+
+
+def parse_results(session: Session, store: ArtifactStore, result_ids: Sequence[int]) -> int:
+    return sum(parse_result(session, store, rid) for rid in result_ids)
+
+
+def stale_results(session: Session) -> list[int]:
+    """Results with an artifact never parsed, or parsed by an older version of its parser."""
+    found: set[int] = set()
+    rows = session.execute(select(ResultArtifact.result_id, Artifact.kind, Artifact.parsed_version)
+                           .join(Artifact, Artifact.id == ResultArtifact.artifact_id)).all()
+    for result_id, kind, parsed in rows:
+        parser_kind = _parser_kind(kind)
+        if parser_kind is not None and (parsed is None or parsed < PARSERS[parser_kind].version):
+            found.add(result_id)
+    return sorted(found)

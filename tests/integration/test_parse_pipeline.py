@@ -1,0 +1,90 @@
+"""A real run with capture on: its trace, HLO and object files become op, module and kernel records, linked by
+fusion name; a broken artifact is recorded, not fatal; reparse is idempotent."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from runners.artifacts import ArtifactStore
+from runners.local import RunRequest, run_at_commit
+from service.detect.steps import StepDetector
+from service.pipeline.parse_artifacts import parse_results, stale_results
+from service.pipeline.queue import InProcessQueue
+from service.pipeline.submit import submit_manifest
+from service.store.db import unit_of_work
+from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Series
+from tests.conftest import REPO_ROOT
+
+
+def suite_repo(root: Path) -> Path:
+    root.mkdir()
+    shutil.copytree(REPO_ROOT / "kernels_under_test", root / "kernels_under_test",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "suite"]):
+        subprocess.run(["git", "-C", str(root), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True)
+    return root
+
+
+def counts(session: Session) -> tuple[int, int, int]:
+    return (session.scalar(select(func.count(OpStat.id))) or 0, session.scalar(select(func.count(KernelCode.id))) or 0,
+            session.scalar(select(func.count(HloModuleRecord.id))) or 0)
+
+
+def test_captured_run_is_parsed_and_linked_by_fusion_name(sessions: sessionmaker[Session], tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    request = RunRequest(repo=suite_repo(tmp_path / "repo"), rev="HEAD", samples=3, warmup=1,
+                         suite="norms/rmsnorm", params="fused=True", quick=True, capture_dir=store.root)
+    [manifest] = run_at_commit(request, tmp_path / "worktrees")
+    submit_manifest(sessions, InProcessQueue(sessions, StepDetector(), store), manifest, store)
+
+    with sessions() as s:
+        wall = s.scalars(select(Result).join(Series).where(Series.metric == "wall_time")).one()
+        ops = list(s.scalars(select(OpStat).where(OpStat.result_id == wall.id)))
+        kernels = list(s.scalars(select(KernelCode).where(KernelCode.result_id == wall.id)))
+        [module] = s.scalars(select(HloModuleRecord).where(HloModuleRecord.result_id == wall.id))
+        assert ops and kernels and module.name == "jit_rms_norm" and len(module.fingerprint) == 64
+        assert all(op.module == "jit_rms_norm" and op.occurrences == 3 and op.total_ns > 0 for op in ops)
+        # The fusion name links the layers: trace op = HLO fusion = object-file symbol.
+        fusions = {f["name"] for f in module.fusions}
+        generated = {k.name for k in kernels if k.isa == "x86-64"}
+        traced = {op.op for op in ops}
+        assert generated and generated <= fusions | traced, generated - fusions - traced
+        assert generated & traced, (generated, traced)
+        assert all(sum(k.mix.values()) == k.instructions for k in kernels)
+        assert s.scalar(select(func.count(Artifact.id)).where(Artifact.parse_error.is_not(None))) == 0
+        before = counts(s)
+        assert stale_results(s) == []
+
+    # A newer parser (simulated by forgetting the version) reads everything again: same records, not twice.
+    with unit_of_work(sessions) as s:
+        s.execute(update(Artifact).values(parsed_version=None))
+    with sessions() as s:
+        assert stale_results(s) == [wall.id]
+    with unit_of_work(sessions) as s:
+        parse_results(s, store, [wall.id])
+    with sessions() as s:
+        assert counts(s) == before and stale_results(s) == []
+
+
+def test_a_broken_artifact_is_recorded_and_the_rest_still_parsed(sessions: sessionmaker[Session],
+                                                                 tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    request = RunRequest(repo=suite_repo(tmp_path / "repo"), rev="HEAD", samples=2, warmup=0,
+                         suite="softmax_long/*", params="cols=32768", quick=True, capture_dir=store.root)
+    [manifest] = run_at_commit(request, tmp_path / "worktrees")
+    garbage = store.put(b"\x7fELF" + b"\xff" * 200, kind="x86-obj", name="hostile.o")
+    result = next(r for r in manifest["results"] if r["metric"] == "wall_time")
+    result["artifacts"].append({"kind": "x86-obj", "name": "hostile.o", "sha256": garbage.sha256,
+                                "size": garbage.size})
+    submit_manifest(sessions, InProcessQueue(sessions, StepDetector(), store), manifest, store)
+    with sessions() as s:
+        bad = s.scalars(select(Artifact).where(Artifact.sha256 == garbage.sha256)).one()
+        assert bad.parse_error and "hostile.o" in bad.parse_error and bad.parsed_version == 1
+        assert (s.scalar(select(func.count(OpStat.id))) or 0) > 0
+        linked = s.scalar(select(func.count()).select_from(ResultArtifact).where(ResultArtifact.name == "hostile.o"))
+        assert linked == 1
