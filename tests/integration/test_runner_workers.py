@@ -16,7 +16,7 @@ import redis
 from sqlalchemy import func, select
 
 from service.store.db import make_engine, make_session_factory, upgrade
-from service.store.models import Commit, Result, Run
+from service.store.models import Commit, Result, Run, Series
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 
@@ -156,5 +156,7 @@ def test_a_killed_runner_loses_nothing_and_duplicates_nothing(
     wait_for(lambda: len(runs_of(second)) > 0, 120, "the second run")
     with sessions() as s:
         assert s.scalar(select(func.count(Run.id))) == 2
-        assert s.scalar(select(func.count(Result.id))) == 4
+        # Two benchmarks a run, each with its wall time and the execution time of its captured trace.
+        assert s.scalar(select(func.count(Result.id)).join(Series).where(Series.metric == "wall_time")) == 4
+        assert s.scalar(select(func.count(Result.id))) == 8
     engine.dispose()
