@@ -81,7 +81,9 @@ class Capturer:
         return {p.name for p in self.dump_dir.iterdir() if p.is_file()}
 
     def after_compile(self, compiled: Any) -> None:
-        self.refs.append(self.store.put(compiled.as_text().encode(), kind="hlo-compiled", name="as_text.txt"))
+        # The optimized module as the compiler holds it; on CPU byte-identical to the after_optimizations dump
+        # (one artifact then, by digest), and the only HLO there is where no dump directory is set.
+        self.refs.append(self.store.put(compiled.as_text().encode(), kind="hlo", name="as_text.txt"))
         self.cost = cost_figures(compiled)
         analyses = {"cost": self.cost, "memory": memory_figures(compiled)}
         self.refs.append(self.store.put(json.dumps(analyses, sort_keys=True).encode(), kind="analysis",

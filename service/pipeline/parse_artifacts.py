@@ -18,13 +18,8 @@ from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import PARSERS, ParseFailure, parse
 from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, ResultArtifact
 
-# The compiled module's own text stands in for the dump only where no dump was captured (accelerator hosts
-# without --xla_dump_to): both describe the same module.
-FALLBACKS = {"hlo-compiled": "hlo"}
-
 
 def _parser_kind(kind: str) -> str | None:
-    kind = FALLBACKS.get(kind, kind)
     return kind if kind in PARSERS else None
 
 
@@ -34,7 +29,6 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
         select(ResultArtifact.name, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
         .where(ResultArtifact.result_id == result_id).order_by(ResultArtifact.name)
     ).all()
-    kinds = {artifact.kind for _, artifact in links}
     for table in (OpStat, KernelCode, HloModuleRecord):
         session.execute(delete(table).where(table.result_id == result_id))
     stored = 0
@@ -45,9 +39,6 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
         if kind is None or artifact.id in done:
             continue
         done.add(artifact.id)
-        if artifact.kind in FALLBACKS and FALLBACKS[artifact.kind] in kinds:
-            artifact.parsed_version = PARSERS[kind].version  # the dump it stands in for is parsed instead
-            continue
         try:
             summary = parse(kind, store.get(artifact.sha256), name)
         except (ParseFailure, ArtifactError) as exc:

@@ -11,8 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, select
 
 from service.contract import parse_manifest
+from service.store.db import make_engine, make_session_factory
+from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Series
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -36,7 +39,7 @@ def test_quick_suite_runs_clean(tmp_path: Path) -> None:
     env["KERNELWATCH_HOME"] = str(tmp_path / "home")
     out = tmp_path / "manifests"
     proc = subprocess.run([sys.executable, "-m", "service.cli", "run", "--repo", str(repo), "--quick",
-                           "--samples", "3", "--warmup", "1", "--no-ingest", "--output", str(out)],
+                           "--samples", "3", "--warmup", "1", "--output", str(out)],
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifests = [parse_manifest(json.loads(p.read_text())) for p in sorted(out.iterdir())]
@@ -52,3 +55,27 @@ def test_quick_suite_runs_clean(tmp_path: Path) -> None:
     metrics = {(r.suite, r.metric) for m in manifests for r in m.results}
     assert ("collectives", "algbw") in metrics and ("quantized", "rel_error") in metrics
     assert ("sampling", "recall") in metrics
+
+    # Every benchmark's trace, HLO and generated code are stored, parsed and linked by fusion name.
+    engine = make_engine(f"sqlite:///{tmp_path / 'home' / 'kernelwatch.db'}")
+    with make_session_factory(engine)() as s:
+        walls = list(s.scalars(select(Result).join(Series).where(Series.metric == "wall_time")))
+        assert len(walls) == 30
+        for result in walls:
+            label = f"result {result.id}"
+            kinds = set(s.scalars(select(Artifact.kind).join(ResultArtifact)
+                                  .where(ResultArtifact.result_id == result.id)))
+            assert {"xplane", "hlo", "analysis"} <= kinds, (label, kinds)
+            ops = {o.op for o in s.scalars(select(OpStat).where(OpStat.result_id == result.id))}
+            modules = list(s.scalars(select(HloModuleRecord).where(HloModuleRecord.result_id == result.id)))
+            assert ops and modules, label
+            generated = {f["name"] for m in modules for f in m.fusions if f["kind"] in ("kLoop", "kInput", "kOutput")}
+            # XLA CPU names the function of a non-fused op "<op>_kernel" (e.g. dot.2_kernel).
+            kernels = {k.name.removesuffix("_kernel")
+                       for k in s.scalars(select(KernelCode).where(KernelCode.result_id == result.id))}
+            if generated:
+                # Kernels of called computations (a sort's comparator, "region_0.1") link to no fusion; the
+                # generated fusions must find their code.
+                assert kernels & generated, (label, generated, kernels)
+        assert s.scalar(select(func.count(Artifact.id)).where(Artifact.parse_error.is_not(None))) == 0
+    engine.dispose()
