@@ -27,6 +27,7 @@ DUMP_KINDS: tuple[tuple[str, str], ...] = (
     ("final_bundles.txt", "llo"),
 )
 MAX_DUMP_FILE_BYTES = 64 * 1024 * 1024
+LLO_SUBDIR = "llo"  # where the runner points libtpu's --xla_jf_dump_to, inside the XLA dump directory
 COST_KEYS = ("flops", "transcendentals", "bytes accessed", "optimal_seconds")
 MEMORY_KEYS = ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes", "temp_size_in_bytes",
                "generated_code_size_in_bytes", "peak_memory_in_bytes")
@@ -75,10 +76,18 @@ class Capturer:
         self.refs, self.cost = [], {}
         self._before = self._dump_names()
 
+    def _dump_files(self) -> dict[str, Path]:
+        """Files of the XLA dump directory and of libtpu's LLO directory inside it, by file name."""
+        found: dict[str, Path] = {}
+        if self.dump_dir is None:
+            return found
+        for directory in (self.dump_dir, self.dump_dir / LLO_SUBDIR):
+            if directory.is_dir():
+                found.update({p.name: p for p in directory.iterdir() if p.is_file()})
+        return found
+
     def _dump_names(self) -> set[str]:
-        if self.dump_dir is None or not self.dump_dir.is_dir():
-            return set()
-        return {p.name for p in self.dump_dir.iterdir() if p.is_file()}
+        return set(self._dump_files())
 
     def after_compile(self, compiled: Any) -> None:
         # The optimized module as the compiler holds it; on CPU byte-identical to the after_optimizations dump
@@ -90,9 +99,10 @@ class Capturer:
                                         name="analysis.json"))
         if self.dump_dir is None:
             return
-        for name in sorted(self._dump_names() - self._before):
+        files = self._dump_files()
+        for name in sorted(set(files) - self._before):
             kind = dump_kind(name)
-            path = self.dump_dir / name
+            path = files[name]
             if kind is None or path.stat().st_size > MAX_DUMP_FILE_BYTES:
                 continue
             self.refs.append(self.store.put(path.read_bytes(), kind=kind, name=name))

@@ -57,9 +57,10 @@ def topology(devices: list[object], process_count: int) -> str:
     return text
 
 
-def comparable_flags(xla_flags: str) -> str:
-    """XLA flags minus the dump options: where XLA writes its dumps does not change the code it generates."""
-    return " ".join(f for f in xla_flags.split() if not f.startswith("--xla_dump"))
+def comparable_flags(flags: str) -> str:
+    """XLA or libtpu flags minus the dump options: where a compiler writes its dumps does not change the code
+    it generates, and the dump directory differs on every run."""
+    return " ".join(f for f in flags.split() if not f.startswith(("--xla_dump", "--xla_jf_dump")))
 
 
 def environment_info(dirty: bool = False) -> dict[str, object]:
@@ -84,6 +85,6 @@ def environment_info(dirty: bool = False) -> dict[str, object]:
         "topology": topology(list(devices), jax.process_count()),
         "platform_version": "" if platform_version == jax.default_backend() else platform_version,
         "libtpu_version": _package_version("libtpu") or _package_version("libtpu-nightly"),
-        "libtpu_init_args": os.environ.get("LIBTPU_INIT_ARGS", ""),
+        "libtpu_init_args": comparable_flags(os.environ.get("LIBTPU_INIT_ARGS", "")),
         "extra": {"hostname": socket.gethostname(), "dirty": str(dirty).lower()},
     }

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runners.capture import LLO_SUBDIR
+
 
 class ProcessFailed(Exception):
     """The benchmark process died or overran; the message says how."""
@@ -88,6 +90,10 @@ class BenchmarkProcess:
             self._dump_dir = tempfile.TemporaryDirectory(prefix="kw-xla-dump-")
             env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), f"--xla_dump_to={self._dump_dir.name}",
                                          "--xla_dump_hlo_as_text"]).strip()
+            # On a TPU host libtpu writes the final LLO bundles to a directory of its own (ignored elsewhere).
+            env["LIBTPU_INIT_ARGS"] = " ".join([
+                env.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={self._dump_dir.name}/{LLO_SUBDIR}",
+                "--xla_jf_dump_hlo_text=true", "--xla_jf_dump_llo_text=true"]).strip()
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # never write into the checkout being measured
         env["PYTHONUNBUFFERED"] = "1"
         # stderr to a file, never a pipe nobody reads: a chatty kernel must not block on a full pipe.

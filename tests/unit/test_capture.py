@@ -24,3 +24,11 @@ def test_dump_files_are_sorted_by_kind() -> None:
     assert dump_kind("module_0001.jit_f.ptx") == "ptx"
     assert dump_kind("1234-fusion.7-final_bundles.txt") == "llo"
     assert dump_kind("module_0001.jit_f.ir-with-opt.ll") is None
+
+
+def test_dump_locations_do_not_change_the_environment() -> None:
+    from runners.fingerprint import comparable_flags
+
+    flags = "--xla_cpu_max_isa=AVX2 --xla_dump_to=/tmp/kw-xla-dump-abc --xla_dump_hlo_as_text"
+    assert comparable_flags(flags) == "--xla_cpu_max_isa=AVX2"
+    assert comparable_flags("--xla_jf_dump_to=/tmp/x/llo --xla_tpu_foo=1") == "--xla_tpu_foo=1"
