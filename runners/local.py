@@ -21,6 +21,7 @@ from service.contract import FORMAT_VERSION
 
 ProgressFn = Callable[[int, int, str], None]
 CPU_DEVICE_FLAG = "--xla_force_host_platform_device_count"
+CPU_ISA_FLAG = "--xla_cpu_max_isa"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class RunRequest:
     trigger: str = "push"
     max_benchmark_s: float = 600.0  # a cap on every benchmark's own limit
     capture_dir: Path | None = None  # artifact store for HLO, analyses, dumps and traces; None: no capture
+    # Pins the widest x86 ISA XLA may use ("AVX2", "AVX512"...), so hosts of different generations generate
+    # the same code and compare; it becomes part of the environment (XLA_FLAGS) like any flag.
+    cpu_isa: str | None = None
 
 
 @dataclass
@@ -55,8 +59,9 @@ class SuiteRunner:
 
     def __init__(self, root: Path, request: RunRequest, dirty: bool = False) -> None:
         self.request = request
+        extra_env = {"XLA_FLAGS": _with_flag(CPU_ISA_FLAG, request.cpu_isa)} if request.cpu_isa else {}
         self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick,
-                                   dirty=dirty, capture_dir=request.capture_dir)
+                                   dirty=dirty, capture_dir=request.capture_dir, extra_env=extra_env)
         self._processes: dict[int, BenchmarkProcess] = {}
         primary = self._start(0)
         self.primary_devices = int(primary.environment["device_count"])
@@ -71,7 +76,8 @@ class SuiteRunner:
     def _start(self, group: int) -> BenchmarkProcess:
         config = self._config
         if group:
-            config = dataclasses.replace(config, extra_env={"XLA_FLAGS": _with_device_count(group)})
+            base = config.extra_env.get("XLA_FLAGS")
+            config = dataclasses.replace(config, extra_env={"XLA_FLAGS": _with_flag(CPU_DEVICE_FLAG, str(group), base)})
         process = BenchmarkProcess(config)
         self._processes[group] = process
         return process
@@ -115,11 +121,13 @@ class SuiteRunner:
         self._processes.clear()
 
 
-def _with_device_count(count: int) -> str:
+def _with_flag(flag: str, value: str, flags: str | None = None) -> str:
+    """XLA_FLAGS (this process's, unless given) with ``flag`` set to ``value``, replacing any earlier setting."""
     import os
 
-    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(CPU_DEVICE_FLAG)]
-    return " ".join([*flags, f"{CPU_DEVICE_FLAG}={count}"])
+    current = os.environ.get("XLA_FLAGS", "") if flags is None else flags
+    kept = [f for f in current.split() if not f.startswith(flag + "=")]
+    return " ".join([*kept, f"{flag}={value}"])
 
 
 def interleave(runners: Sequence[SuiteRunner], progress: ProgressFn | None = None) -> None:

@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     run.add_argument("--no-capture", action="store_true",
                      help="keep only times: no HLO, analyses, compiler dumps or profiler traces")
+    run.add_argument("--cpu-isa", default=None, metavar="ISA",
+                     help="pin the widest x86 ISA XLA may use (AVX2, AVX512...) so that hosts compare")
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
     run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
     run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
@@ -125,7 +127,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     capture_dir = None if args.no_capture else settings.artifacts_dir
     requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger,
-                           capture_dir=capture_dir)
+                           capture_dir=capture_dir, cpu_isa=args.cpu_isa)
                 for rev in revs]
 
     def progress(done: int, planned: int, key: str) -> None:
