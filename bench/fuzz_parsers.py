@@ -219,7 +219,7 @@ def _huge_number(rng: random.Random) -> bytes:
 
 def huge_number(rng: random.Random, data: bytes, pool: list[bytes], binary: bool) -> bytes:
     """Replace a number of the text (or insert one) with a huge, negative or odd one."""
-    numbers = list(re.finditer(rb"(?:0x)?[0-9a-fA-F]*[0-9][0-9a-fA-F]*", data[: 1 << 18])) if not binary else []
+    numbers = list(re.finditer(rb"0x[0-9a-fA-F]+|[0-9]+", data[: 1 << 18])) if not binary else []  # linear
     number = _huge_number(rng)
     if numbers and rng.random() < 0.8:
         found = rng.choice(numbers)
@@ -291,7 +291,7 @@ def make_input(kind: str, index: int, seed: int, pool: list[bytes], tokens: list
 
 # slots of the worker's shared array (doubles)
 INDEX, STARTED, TRIED, TYPED, ACCEPTED, FINDINGS, MAX_SECONDS, SLOWEST, TOTAL_SECONDS, RSS_START, RSS_PEAK, \
-    MAX_STEP, DONE = range(13)
+    MAX_STEP, DONE, MAKE_SECONDS, MAKE_MAX = range(15)
 
 
 def _where(exc: BaseException) -> str:
@@ -336,13 +336,18 @@ def worker(kind: str, seed_paths: list[str], seed: int, start: int, stop: int, t
     os.dup2(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), 2)
     pool = [Path(p).read_bytes() for p in seed_paths]
     tokens = _tokens(pool)
-    with tempfile.TemporaryDirectory(prefix=f"kw-fuzz-{kind}-") as scratch_dir:
+    # inside the parent's directory, which goes even when this worker is killed
+    with tempfile.TemporaryDirectory(prefix="worker-", dir=Path(log).parent) as scratch_dir:
         scratch = Path(scratch_dir) / f"input.{kind}"
         for data in pool:  # warm-up: imports, capstone and the protobuf runtime
             attempt(kind, data, scratch)
         shared[RSS_START] = shared[RSS_PEAK] = last_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         for index in range(start, stop):
+            began = time.perf_counter()
             data, label = make_input(kind, index, seed, pool, tokens)
+            made = time.perf_counter() - began
+            shared[MAKE_SECONDS] += made
+            shared[MAKE_MAX] = max(shared[MAKE_MAX], made)
             shared[INDEX], shared[STARTED] = index, time.monotonic()
             began = time.perf_counter()
             outcome, detail = attempt(kind, data, scratch)
@@ -354,6 +359,7 @@ def worker(kind: str, seed_paths: list[str], seed: int, start: int, stop: int, t
                 seconds = min(seconds, time.perf_counter() - again)
                 if seconds > time_bound:
                     problems.append(f"slow: {seconds:.2f} s (bound {time_bound} s), outcome {outcome}")
+            shared[STARTED] = 0.0  # the watchdog times the parser only, not the making of the next input
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             if peak - last_peak > memory_bound_kb:
                 problems.append(f"memory: peak RSS grew {(peak - last_peak) / 1024:.0f} MiB on this input")
@@ -387,6 +393,8 @@ class Row:
     mean_ms: float = 0.0
     rss_growth_mb: float = 0.0
     max_step_mb: float = 0.0
+    make_seconds: float = 0.0
+    make_max: float = 0.0
 
 
 def _rss_mb(pid: int) -> float:
@@ -418,7 +426,7 @@ def _fuzz(kind: str, seed_paths: list[Path], pool: list[bytes], accepted: int, l
           args: argparse.Namespace) -> Row:
     row = Row(kind, len(pool), accepted)
     context = mp.get_context("spawn")  # no fork of a process that may hold jax's threads
-    shared = context.Array("d", 13, lock=False)
+    shared = context.Array("d", 15, lock=False)
     hang_after = 10 * args.time_bound
     start = 0
     while start < args.inputs:
@@ -448,16 +456,18 @@ def _fuzz(kind: str, seed_paths: list[Path], pool: list[bytes], accepted: int, l
         if shared[DONE]:
             break
         index = int(shared[INDEX])
-        if index < start:
-            raise SystemExit(f"{kind}: the worker failed before its first input (exit code {process.exitcode})")
-        data, label = make_input(kind, index, args.seed, pool, _tokens(pool))
         tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+        if not shared[STARTED]:  # not inside a parser: the harness itself failed
+            raise SystemExit(f"{kind}: the worker failed outside a parse after input {index} ({killed or 'exit code '}"
+                             f"{'' if killed else process.exitcode}); its last log lines: {tail}")
+        data, label = make_input(kind, index, args.seed, pool, _tokens(pool))
         why = killed or f"crash: worker died with exit code {process.exitcode}; its last log lines: {tail}"
         row.findings.append((index, label, len(data), why, save_input(kind, args.seed, index, data)))
         shared[TRIED] += 1
         start = index + 1
     row.tried, row.typed, row.accepted = int(shared[TRIED]), int(shared[TYPED]), int(shared[ACCEPTED])
     row.max_seconds, row.mean_ms = shared[MAX_SECONDS], shared[TOTAL_SECONDS] / max(1, row.tried) * 1e3
+    row.make_seconds, row.make_max = shared[MAKE_SECONDS], shared[MAKE_MAX]
     row.slowest = make_input(kind, int(shared[SLOWEST]), args.seed, pool, _tokens(pool))[1]
     return row
 
@@ -495,9 +505,11 @@ def main() -> None:
         print(f"{r.kind:<12} {f'{r.seeds_accepted}/{r.seeds}':>8} {r.tried:>7} {r.typed:>12} {r.accepted:>8} "
               f"{len(r.findings):>8} | {r.mean_ms:>5.1f}ms {r.max_seconds:>7.2f}s | {r.rss_growth_mb:>11.0f} MiB "
               f"{r.max_step_mb:>12.0f} MiB")
-    print("\nslowest input per parser:")
+    print("\nper parser: the harness's own time making the inputs (in all, at most; not counted above), and the "
+          "slowest input:")
     for r in rows:
-        print(f"  {r.kind:<12} {r.max_seconds:.3f} s  {r.slowest}")
+        print(f"  {r.kind:<12} making {r.make_seconds:>4.0f} s, {r.make_max:.2f} s | slowest {r.max_seconds:.3f} s: "
+              f"{r.slowest}")
     found = [(r.kind, f) for r in rows for f in r.findings]
     if found:
         print(f"\n{len(found)} FINDINGS (input saved at the path given):")

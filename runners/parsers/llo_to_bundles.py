@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runners.parsers.text_guard import checked_lines
+
 PARSER_VERSION = 1
 MAX_LINE_CHARS = 1 << 20
 MAX_NESTING = 32
@@ -169,7 +171,6 @@ class LloProgram:
 
 
 _DIGITS = frozenset("0123456789")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _HEADER = re.compile(r"(0x[0-9a-fA-F]{1,16}|[0-9]{1,18})(?:[ \t]+([A-Z]{1,4}))?[ \t]*:[ \t]*(?:>[ \t]*)?\{")
 _STRUCT = re.compile(r"/\*|\*/|//|[\[\](){};]")
 _EQUALS = re.compile(r"/\*|\*/|[\[\](){}=]")
@@ -187,18 +188,7 @@ _REGION = re.compile(r"\$region([0-9]{1,9}):[ \t]*#\{([^{}]*)\}(.*)")
 
 
 def _check_text(text: str, source: str) -> list[str]:
-    """Lines of ``text`` after the input-wide checks: not empty, no line over the limit, no control bytes."""
-    if not text.strip():
-        raise LloParseError(source, 1, "empty input")
-    lines = text.split("\n")
-    for number, line in enumerate(lines, 1):
-        if len(line) > MAX_LINE_CHARS:  # before any regex sees the line
-            raise LloParseError(source, number, f"line of {len(line)} characters exceeds {MAX_LINE_CHARS}")
-    bad = _CONTROL.search(text)
-    if bad:
-        number = text.count("\n", 0, bad.start()) + 1
-        raise LloParseError(source, number, f"binary input: control byte {ord(bad.group()):#04x}")
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return checked_lines(text, source, LloParseError, MAX_LINE_CHARS)
 
 
 def _read_capped(path: str | Path, max_bytes: int) -> str:

@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runners.parsers.text_guard import checked_lines
+
 PARSER_VERSION = 1
 MAX_LINE_CHARS = 1 << 20
 MAX_NESTING = 32
@@ -137,22 +139,10 @@ _PTXAS_KEYS = {
     "bytes spill loads": "spill_load_bytes", "bytes smem": "shared_bytes",
 }
 _DIGITS = frozenset("0123456789")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def _check_text(text: str, source: str) -> list[str]:
-    """Lines of ``text`` after the input-wide checks: not empty, no line over the limit, no control bytes."""
-    if not text.strip():
-        raise SassParseError(source, 1, "empty input")
-    lines = text.split("\n")
-    for number, line in enumerate(lines, 1):
-        if len(line) > MAX_LINE_CHARS:  # before any regex sees the line
-            raise SassParseError(source, number, f"line of {len(line)} characters exceeds {MAX_LINE_CHARS}")
-    bad = _CONTROL.search(text)
-    if bad:
-        number = text.count("\n", 0, bad.start()) + 1
-        raise SassParseError(source, number, f"binary input: control byte {ord(bad.group()):#04x}")
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return checked_lines(text, source, SassParseError, MAX_LINE_CHARS)
 
 
 def short_name(mangled: str) -> str:

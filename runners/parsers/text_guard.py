@@ -1,0 +1,31 @@
+"""The input-wide checks every line-oriented listing parser runs before any regex sees a line.
+
+A listing is refused, with the line that broke the rule, when it is empty, holds a line longer than the limit
+(so a 1 GiB line never reaches a regex), or holds control bytes (binary garbage). Each parser passes its own
+error class, so its callers keep catching one typed error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+MAX_LINE_CHARS = 1 << 20
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+ErrorFactory = Callable[[str, int, str], Exception]
+
+
+def checked_lines(text: str, source: str, error: ErrorFactory, max_line_chars: int = MAX_LINE_CHARS) -> list[str]:
+    """Lines of ``text`` (a trailing CR dropped) after the checks; raises ``error(source, line, message)``."""
+    if not text.strip():
+        raise error(source, 1, "empty input")
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        if len(line) > max_line_chars:
+            raise error(source, number, f"line of {len(line)} characters exceeds {max_line_chars}")
+    bad = _CONTROL.search(text)
+    if bad:
+        number = text.count("\n", 0, bad.start()) + 1
+        raise error(source, number, f"binary input: control byte {ord(bad.group()):#04x}")
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
