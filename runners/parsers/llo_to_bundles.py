@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runners.parsers.text_guard import checked_lines
+from runners.parsers.text_guard import ListingParseError, checked_lines
 
 PARSER_VERSION = 1
 MAX_LINE_CHARS = 1 << 20
@@ -104,14 +104,8 @@ def family(opcode: str, text: str = "") -> str:
     return "scalar" if base.startswith("s") else "other"
 
 
-class LloParseError(ValueError):
+class LloParseError(ListingParseError):
     """Input that is not a well-formed LLO listing or bundle_util JSON; ``line`` 0 means the input as a whole."""
-
-    def __init__(self, source: str, line: int, message: str) -> None:
-        super().__init__(f"{source}:{line}: {message}")
-        self.source = source
-        self.line = line
-        self.reason = message
 
 
 @dataclass(frozen=True)

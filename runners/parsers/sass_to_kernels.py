@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runners.parsers.text_guard import checked_lines
+from runners.parsers.text_guard import ListingParseError, checked_lines
 
 PARSER_VERSION = 1
 MAX_LINE_CHARS = 1 << 20
@@ -83,14 +83,8 @@ def category(opcode: str) -> str:
     return found or "other"
 
 
-class SassParseError(ValueError):
+class SassParseError(ListingParseError):
     """Input that is not a well-formed ``cuobjdump -sass`` listing; ``line`` 0 means the input as a whole."""
-
-    def __init__(self, source: str, line: int, message: str) -> None:
-        super().__init__(f"{source}:{line}: {message}")
-        self.source = source
-        self.line = line
-        self.reason = message
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,22 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 ErrorFactory = Callable[[str, int, str], Exception]
 
 
+class ListingParseError(ValueError):
+    """A listing that breaks its grammar: ``source:line: reason``; ``line`` 0 means the input as a whole.
+
+    Each parser subclasses it, so callers can catch one parser's errors or all of them."""
+
+    def __init__(self, source: str, line: int, message: str) -> None:
+        super().__init__(f"{source}:{line}: {message}")
+        self.source = source
+        self.line = line
+        self.reason = message
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:
+        # Rebuilt from its parts when it crosses a process boundary (Celery results, worker pools).
+        return (type(self), (self.source, self.line, self.reason))
+
+
 def checked_lines(text: str, source: str, error: ErrorFactory, max_line_chars: int = MAX_LINE_CHARS) -> list[str]:
     """Lines of ``text`` (a trailing CR dropped) after the checks; raises ``error(source, line, message)``."""
     if not text.strip():

@@ -356,3 +356,15 @@ def test_mutated_listings_raise_only_the_typed_error(case: tuple[str, list[Expec
         parse_sass("\n".join(lines))
     except SassParseError:
         pass
+
+
+def test_parse_errors_survive_pickling_across_processes() -> None:
+    import pickle
+
+    from runners.parsers.llo_to_bundles import LloParseError
+    from runners.parsers.sass_to_kernels import SassParseError
+
+    for error in (SassParseError("k.sass", 3, "bad line"), LloParseError("p.txt", 0, "empty input")):
+        again = pickle.loads(pickle.dumps(error))
+        assert (type(again), str(again), again.line, again.reason) == (type(error), str(error), error.line,
+                                                                      error.reason)
