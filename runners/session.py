@@ -8,6 +8,7 @@ next benchmark, so the rest of the suite still runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import selectors
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.capture import LLO_SUBDIR
+from runners.harness import Measurement
 
 
 class ProcessFailed(Exception):
@@ -41,10 +43,10 @@ class Announced:
     timeout_s: float
 
     def failed(self, message: str) -> dict[str, Any]:
-        return {"key": self.key, "suite": self.suite, "name": self.name, "params": self.params, "unit": self.unit,
-                "direction": self.direction, "status": "failed", "samples": [], "metric": "wall_time",
-                "compile_time_s": None, "flops": None, "bytes_accessed": None, "max_abs_error": None,
-                "message": message[:5000]}
+        """The failed measurement the child would have sent, had it lived to send it."""
+        return dataclasses.asdict(Measurement(key=self.key, suite=self.suite, name=self.name, params=self.params,
+                                              unit=self.unit, direction=self.direction, status="failed",
+                                              samples=[], message=message[:5000]))
 
 
 @dataclass

@@ -54,3 +54,15 @@ def database_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return request.getfixturevalue("sqlite_database")
     return request.getfixturevalue("pg_database")
+
+
+def fresh_redis(url: str) -> str:
+    """An emptied Redis database for one test; fails loudly (never skips) when Redis does not answer."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=3)
+    try:
+        client.flushdb()
+    except redis.exceptions.ConnectionError as exc:
+        pytest.fail(f"Redis is not answering at {url}: {exc}. Start it (see .ci/run).")
+    return url

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import func, select
 
 from service.context import Context
@@ -20,18 +19,14 @@ from service.settings import load_settings
 from service.store.db import upgrade
 from service.store.models import Commit, Finding
 from tests import builders
+from tests.conftest import fresh_redis
 
 REDIS_URL = "redis://127.0.0.1:6379/9"
 
 
 @pytest.fixture
 def redis_url() -> str:
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
-    try:
-        client.flushdb()
-    except redis.exceptions.ConnectionError as exc:
-        pytest.fail(f"Redis is not answering at {REDIS_URL}: {exc}. Start it (see .ci/run).")
-    return REDIS_URL
+    return fresh_redis(REDIS_URL)
 
 
 def test_detection_runs_in_a_celery_worker(tmp_path: Path, pg_database: str, redis_url: str) -> None:

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import func, select
 
 from service.store.db import make_engine, make_session_factory, upgrade
 from service.store.models import Commit, Result, Run, Series
+from tests.conftest import fresh_redis
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 
@@ -59,12 +59,7 @@ def repo(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def broker() -> str:
-    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
-    try:
-        client.flushdb()
-    except redis.exceptions.ConnectionError as exc:
-        pytest.fail(f"Redis is not answering at {REDIS_URL}: {exc}. Start it (see .ci/run).")
-    return REDIS_URL
+    return fresh_redis(REDIS_URL)
 
 
 def service_env(home: Path, database_url: str, broker: str, marker: Path) -> dict[str, str]:
