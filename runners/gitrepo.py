@@ -100,9 +100,9 @@ def checkout(repo: Path, sha: str, cache_dir: Path) -> Path:
 def ensure_repository(location: str, cache_dir: Path, rev: str) -> Path:
     """A local repository holding ``rev``: the path itself when ``location`` is a local repository, else a
     clone of the URL kept under ``cache_dir`` and fetched when the revision is not there yet."""
-    local = Path(location).expanduser()
+    local = Path(location[len("file://"):] if location.startswith("file://") else location).expanduser()
     if local.is_dir():
-        return local.resolve()
+        return local.resolve()  # a local repository (as a path, or as the file:// URL a manifest records)
     import hashlib
 
     digest = hashlib.sha256(location.encode()).hexdigest()[:16]

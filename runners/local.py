@@ -40,6 +40,9 @@ class RunRequest:
     # Pins the widest x86 ISA XLA may use ("AVX2", "AVX512"...), so hosts of different generations generate
     # the same code and compare; it becomes part of the environment (XLA_FLAGS) like any flag.
     cpu_isa: str | None = None
+    # Where the repository came from, when ``repo`` is a clone of it (a worker's cache): the manifest names the
+    # origin, so that runs from any runner's clone land in the same repository and series.
+    origin: str | None = None
 
 
 @dataclass
@@ -208,7 +211,11 @@ def _prepare(request: RunRequest, cache_dir: Path) -> _Prepared:
     if branch is None and head_branch and is_ancestor(repo, facts.sha, head_branch):
         branch = head_branch
     worktree = checkout(repo, facts.sha, cache_dir / repository_name(repo))
-    repository = {"name": repository_name(repo), "url": repo.as_uri(), "default_branch": head_branch or "main"}
+    name, url = repository_name(repo), repo.as_uri()
+    if request.origin is not None and not Path(request.origin).expanduser().is_dir():
+        url = request.origin
+        name = repository_name(Path(request.origin.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"))
+    repository = {"name": name, "url": url, "default_branch": head_branch or "main"}
     return _Prepared(request, facts.as_manifest(), repository, branch, worktree, is_dirty(worktree))
 
 

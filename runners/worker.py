@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.gitrepo import ensure_repository
-from runners.local import RunRequest, run_at_commit
+from runners.local import RunRequest, run_commits
 
 Upload = Callable[[dict[str, Any]], None]
 
@@ -32,10 +32,15 @@ class SuiteTask:
     trigger: str = "push"
     branch: str | None = None
     capture: bool = True
+    # More commits to run with ``commit``, benchmark by benchmark interleaved on this one machine (confirmation
+    # runs: base and head must see the same machine state, or their difference is the machine's).
+    also: tuple[str, ...] = ()
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SuiteTask:
-        return cls(**{k: v for k, v in kwargs.items() if k in cls.__dataclass_fields__})
+        known = {k: v for k, v in kwargs.items() if k in cls.__dataclass_fields__}
+        known["also"] = tuple(known.get("also", ()))  # a list once it has crossed the broker as JSON
+        return cls(**known)
 
 
 def run_id_for(task_id: str) -> str:
@@ -50,11 +55,15 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     (same id, other samples) and ``upload`` treats that as done.
     """
     run_id = run_id_for(task_id)
-    repo = ensure_repository(task.repo, home / "repos", task.commit)
-    request = RunRequest(repo=repo, rev=task.commit, samples=task.samples, suite=task.suite, params=task.params,
-                         quick=task.quick, branch=task.branch, trigger=task.trigger,
-                         capture_dir=home / "artifacts" if task.capture else None)
-    manifests = run_at_commit(request, home / "worktrees", run_id=run_id)
+    commits = [task.commit, *task.also]
+    repo = ensure_repository(task.repo, home / "repos", commits[-1])
+    requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
+                           quick=task.quick, branch=task.branch, trigger=task.trigger,
+                           capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
+                for sha in commits]
+    # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.
+    run_ids = [run_id] + [f"{run_id}-c{i}" for i in range(1, len(commits))]
+    manifests = [m for per_commit in run_commits(requests, home / "worktrees", run_ids=run_ids) for m in per_commit]
     for manifest in manifests:
         upload(manifest)
     return [m["run_id"] for m in manifests]

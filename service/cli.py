@@ -4,6 +4,7 @@ errors become exit codes in one place (`main`)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -78,6 +79,36 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--no-disassembly", action="store_true", help="leave the instruction listings out")
 
     sub.add_parser("reparse", help="parse again the artifacts whose parser is newer than what read them")
+
+    compare = sub.add_parser("compare", help="compare two runs or commits benchmark by benchmark (benchstat style)")
+    compare.add_argument("base", help="run id, commit sha, or a unique sha prefix (4 hex digits or more)")
+    compare.add_argument("head", help="run id, commit sha, or a unique sha prefix (4 hex digits or more)")
+    compare.add_argument("--repo", default=None, help="look commits up in this repository (by name)")
+    compare.add_argument("--format", choices=["text", "json"], default="text")
+    compare.add_argument("--alpha", type=float, default=0.05, help="largest Benjamini-Hochberg q of a change")
+    compare.add_argument("--min-effect", type=float, default=0.01, help="smallest relative change (0.01 = 1%%)")
+    compare.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any benchmark regressed")
+
+    detect = sub.add_parser("detect", help="change points in a CSV of samples (series,position,value)")
+    detect.add_argument("--input", required=True, help="CSV file, or - for standard input")
+    detect.add_argument("--format", choices=["json", "text"], default="json")
+    detect.add_argument("--alpha", type=float, default=None, help="largest corrected p-value of a change")
+    detect.add_argument("--min-effect", type=float, default=None, help="smallest relative change (0.01 = 1%%)")
+    detect.add_argument("--k-noise", type=float, default=None, help="smallest change in sigmas of the noise")
+    detect.add_argument("--min-side", type=int, default=None, help="commits needed on each side of a change")
+
+    alerts = sub.add_parser("alerts", help="findings grouped by commit range, and their triage")
+    alerts_sub = alerts.add_subparsers(dest="alerts_command", required=True)
+    alerts_list = alerts_sub.add_parser("list", help="list alerts, newest first")
+    alerts_list.add_argument("--repo", default=None, help="only this repository's (by name)")
+    alerts_list.add_argument("--state", default=None, help="only alerts in this state (untriaged, fixed...)")
+    alerts_list.add_argument("--format", choices=["text", "json"], default="text")
+    alerts_triage = alerts_sub.add_parser("triage", help="change an alert's state, or note on it")
+    alerts_triage.add_argument("id", type=int)
+    alerts_triage.add_argument("state", help="untriaged, acknowledged, investigating, invalid, wontfix, fixed, "
+                                             "improvement (its current state with --note: a note only)")
+    alerts_triage.add_argument("--note", default="")
+    alerts_triage.add_argument("--author", default=None, help="default: $USER")
 
     worker = sub.add_parser("worker", help="start a Celery worker (needs KERNELWATCH_REDIS_URL)")
     worker.add_argument("--queues", default="detect", help="comma-separated: detect, runner.cpu, runner.h200...")
@@ -191,7 +222,9 @@ def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
     from service.demo import run_demo
 
     console = Console(stderr=True)
-    ctx = _context(settings)
+    # The demo measures every commit: nothing is left to bisect. Confirmation stays on: on a shared machine a
+    # busy minute can look like a step, and re-running base and head side by side is what tells.
+    ctx = _context(dataclasses.replace(settings, follow_up=("confirm",)))
     workdir = args.workdir or settings.home / "demo"
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=console) as progress:
@@ -249,7 +282,23 @@ def cmd_reparse(settings: Settings) -> int:
     return EXIT_OK
 
 
+def cmd_compare(settings: Settings, args: argparse.Namespace) -> int:
+    from service.pipeline.compare import compare_refs
+    from service.report.compare_table import format_text, to_json
+
+    ctx = _context(settings)
+    with ctx.sessions() as session:
+        outcome = compare_refs(session, args.base, args.head, repository=args.repo, alpha=args.alpha,
+                               min_effect=args.min_effect)
+    if args.format == "json":
+        print(json.dumps(to_json(outcome.report, outcome.base, outcome.head, outcome.notes), indent=2))
+    else:
+        print(format_text(outcome.report, outcome.base, outcome.head, outcome.notes), end="")
+    return EXIT_FOUND if args.fail_on_regression and outcome.report.has_regression else EXIT_OK
+
+
 MAX_PARSE_INPUT = 512 * 1024 * 1024
+MAX_DETECT_INPUT = 256 * 1024 * 1024  # a CSV of samples: ~10 million rows
 
 
 def cmd_parse(args: argparse.Namespace) -> int:
@@ -273,6 +322,44 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_detect(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from service.detect.changepoints import ChangePointParams
+    from service.detect.samples_csv import change_points_report, read_samples_csv
+
+    try:
+        if args.input == "-":
+            data = sys.stdin.buffer.read(MAX_DETECT_INPUT + 1)
+        else:
+            with open(args.input, "rb") as handle:
+                data = handle.read(MAX_DETECT_INPUT + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {args.input}: {exc.strerror}") from None
+    if len(data) > MAX_DETECT_INPUT:
+        raise InvalidInput(f"{args.input} is larger than {MAX_DETECT_INPUT} bytes")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{args.input}: not UTF-8 text (byte {exc.start})") from None
+    overrides = {name: value for name, value in (("alpha", args.alpha), ("min_effect", args.min_effect),
+                                                 ("k_noise", args.k_noise), ("min_side", args.min_side))
+                 if value is not None}
+    if (args.alpha is not None and not 0 < args.alpha < 1) or (args.min_side is not None and args.min_side < 1):
+        raise InvalidInput("--alpha must be in (0, 1) and --min-side at least 1")
+    params = replace(ChangePointParams(), **overrides)
+    report = change_points_report(read_samples_csv(text, args.input), params)
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        for c in report["change_points"]:
+            print(f"{c['series']}  at {c['position']}  {c['magnitude']:+.2%}  ({c['before']:.4g} -> "
+                  f"{c['after']:.4g}, p={c['p_value']:.2g})")
+        if not report["change_points"]:
+            print("no change points")
+    return EXIT_OK
+
+
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise ConfigurationError("kernelwatch worker needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
@@ -286,6 +373,38 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if args.hostname:
         argv += ["--hostname", args.hostname]
     make_celery(settings).worker_main(argv)
+    return EXIT_OK
+
+
+def cmd_alerts_list(settings: Settings, repo: str | None, state: str | None, fmt: str) -> int:
+    from service.pipeline.alerts import list_alerts
+    from service.report.alerts_text import alerts_to_json, alerts_to_text
+
+    ctx = _context(settings)
+    with ctx.sessions() as session:
+        alerts = list_alerts(session, repository=repo, state=state)
+    if fmt == "json":
+        print(json.dumps(alerts_to_json(alerts), indent=2))
+    else:
+        print(alerts_to_text(alerts), end="")
+    return EXIT_OK
+
+
+def cmd_alerts_triage(settings: Settings, alert_id: int, state: str, note: str, author: str | None) -> int:
+    import getpass
+
+    from service.pipeline.alerts import triage
+    from service.store.db import unit_of_work
+
+    ctx = _context(settings)
+    if author is None:
+        try:
+            author = getpass.getuser()
+        except (OSError, KeyError):  # no USER in the environment and no passwd entry (a bare container)
+            raise InvalidInput("give --author: no user name is known here") from None
+    with unit_of_work(ctx.sessions) as session:
+        alert = triage(session, alert_id, state, note, author)
+    print(f"alert {alert.id} is {alert.state}" + (" (note added)" if note.strip() else ""))
     return EXIT_OK
 
 
@@ -303,12 +422,20 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_demo(settings, args)
     if args.command == "parse":
         return cmd_parse(args)
+    if args.command == "detect":
+        return cmd_detect(args)
     if args.command == "reparse":
         return cmd_reparse(settings)
+    if args.command == "compare":
+        return cmd_compare(settings, args)
     if args.command == "submit":
         return cmd_submit(settings, args)
     if args.command == "worker":
         return cmd_worker(settings, args)
+    if args.command == "alerts" and args.alerts_command == "list":
+        return cmd_alerts_list(settings, args.repo, args.state, args.format)
+    if args.command == "alerts":
+        return cmd_alerts_triage(settings, args.id, args.state, args.note, args.author)
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.progress import Progress
@@ -159,6 +159,7 @@ class DemoOutcome:
     repository: Path
     commits: list[tuple[str, str, bool]]
     regressions: list[FindingView]
+    code_changes: dict[str, list[FindingView]] = field(default_factory=dict)  # static findings by commit
 
     @property
     def planted_sha(self) -> str:
@@ -177,7 +178,10 @@ class DemoOutcome:
             for f in findings:
                 lines.append(f"  {f.series_label} {f.metric}: {f.magnitude:+.1%} "
                              f"({f.value_before * 1e3:.3g} ms -> {f.value_after * 1e3:.3g} ms, "
-                             f"{f.confidence:.1f}x its noise)")
+                             f"{f.confidence:.1f}x its noise, p={f.p_value or 0:.1g})")
+            for f in self.code_changes.get(sha, []):
+                lines.append(f"  code of {f.series_label}: {f.magnitude:+.1%} instructions "
+                             f"({f.value_before:.0f} -> {f.value_after:.0f})")
         planted_found = self.planted_sha in by_commit
         lines.append(f"The planted commit {self.planted_sha[:10]} was "
                      f"{'flagged' if planted_found else 'NOT flagged'}.")
@@ -210,8 +214,13 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
     # Detection already ran on write; running it once more here is idempotent and makes the summary complete
     # even when the configured queue hands detection to remote workers.
     with unit_of_work(ctx.sessions) as session:
-        detect_many(session, sorted(series_ids), ctx.detector)
+        detect_many(session, sorted(series_ids), ctx.detector, ctx.artifacts)
     shas = {sha for sha, _, _ in commits}
     with ctx.sessions() as session:
-        regressions = [f for f in all_findings(session) if f.commit_sha in shas and f.direction == "regression"]
-    return DemoOutcome(repository=repo, commits=commits, regressions=regressions)
+        findings = [f for f in all_findings(session) if f.commit_sha in shas]
+    code_changes: dict[str, list[FindingView]] = {}
+    for f in findings:
+        if f.kind == "static":
+            code_changes.setdefault(f.commit_sha, []).append(f)
+    return DemoOutcome(repository=repo, commits=commits, regressions=[f for f in findings if f.flags_commit],
+                       code_changes=code_changes)

@@ -13,6 +13,7 @@ from service.errors import ConfigurationError
 ENV_PREFIX = "KERNELWATCH_"
 _DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
 _REDIS_SCHEMES = ("redis", "rediss")
+FOLLOW_UPS = ("bisect", "confirm")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class Settings:
     # How long a task taken by a worker that then vanished (killed, host lost) waits before another worker
     # gets it. Longer than the longest suite run, or a slow run would be handed out twice.
     task_visibility_timeout_s: int = 3600
+    # What happens after a time regression is found: "bisect" measures the unmeasured commits of its range until
+    # one is isolated, "confirm" re-runs base and head interleaved until their samples decide. Both cost runner
+    # time on the hardware queue the series was measured on.
+    follow_up: tuple[str, ...] = ("bisect", "confirm")
 
     @property
     def effective_database_url(self) -> str:
@@ -92,8 +97,14 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     if not raw_timeout.isdigit() or int(raw_timeout) < 1:
         raise ConfigurationError(f"{ENV_PREFIX}TASK_VISIBILITY_TIMEOUT must be a whole number of seconds, "
                                  f"got {raw_timeout!r}")
+    raw_follow_up = env.get(f"{ENV_PREFIX}FOLLOW_UP", "bisect,confirm").strip().lower()
+    follow_up = tuple(x.strip() for x in raw_follow_up.split(",") if x.strip() and x.strip() != "none")
+    if set(follow_up) - set(FOLLOW_UPS):
+        raise ConfigurationError(f"{ENV_PREFIX}FOLLOW_UP is a comma-separated subset of {', '.join(FOLLOW_UPS)} "
+                                 f"(or none), got {raw_follow_up!r}")
     return Settings(
         home=home,
+        follow_up=follow_up,
         task_visibility_timeout_s=int(raw_timeout),
         database_url=database_url,
         redis_url=redis_url,

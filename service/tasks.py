@@ -79,12 +79,15 @@ def make_celery(settings: Settings) -> Celery:
     @app.task(name="kernelwatch.detect_series", bind=True, max_retries=5)
     def detect_series(self: Any, series_ids: list[int]) -> int:
         from service.pipeline.detection import detect_many
+        from service.pipeline.queue import follow_up
         from service.store.db import unit_of_work
 
         ctx = _worker_context()
         try:
             with unit_of_work(ctx.sessions) as session:
-                return detect_many(session, series_ids, ctx.detector)
+                found = detect_many(session, series_ids, ctx.detector, ctx.artifacts)
+            follow_up(ctx.sessions, ctx.queue, series_ids, ctx.follow_up_policy, ctx.settings.repos_dir)
+            return found
         except Transient as exc:
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
 

@@ -9,7 +9,7 @@ import plotly
 from flask import Blueprint, abort, current_app, render_template, send_file
 from plotly.utils import PlotlyJSONEncoder
 
-from service.store.queries import recent_commits, series_view
+from service.store.queries import FindingView, recent_commits, series_view
 from web.charts.series import series_figure, time_scale
 
 bp = Blueprint("web", __name__, template_folder="templates")
@@ -30,6 +30,17 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds / factor:.3g} {unit}"
 
 
+@bp.app_template_filter("finding_value")
+def format_finding_value(value: float, finding: FindingView) -> str:
+    """A finding's before or after level in its own terms: a time, a rate or error in its unit, or (for a code
+    diff) a count of instructions."""
+    if finding.kind == "static":
+        return f"{value:,.0f} instr"
+    if finding.unit == "s":
+        return format_duration(value)
+    return f"{value:.4g} {finding.unit}" if finding.unit not in ("", "1") else f"{value:.4g}"
+
+
 @bp.app_template_filter("percent")
 def format_percent(value: float) -> str:
     return f"{value:+.1%}"
@@ -39,7 +50,7 @@ def format_percent(value: float) -> str:
 def index() -> str:
     with _sessions()() as session:
         commits = recent_commits(session, limit=200)
-    flagged = sum(1 for c in commits if any(f.direction == "regression" for f in c.findings))
+    flagged = sum(1 for c in commits if any(f.flags_commit for f in c.findings))
     return render_template("index.html", commits=commits, flagged=flagged)
 
 

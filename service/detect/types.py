@@ -28,6 +28,7 @@ class ChangePoint:
     magnitude: float  # after / before - 1
     noise_units: float  # the step in units of the series' own commit-to-commit noise
     kind: Literal["regression", "improvement"]
+    p_value: float | None = None  # None where the detector has no test behind its verdict
 
 
 class Detector(Protocol):

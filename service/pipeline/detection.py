@@ -13,8 +13,18 @@ from datetime import UTC, datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from runners.artifacts import ArtifactStore
 from service.detect.types import Detector, SeriesPoint
 from service.store.models import Commit, Finding, Repository, Result, Run, Series
+
+# Metrics that measure speed; any other metric a benchmark reports (rel_error, recall...) measures its numerics,
+# which regress too: a low-precision kernel that loses accuracy is flagged even when it got faster.
+SPEED_METRICS = frozenset({"wall_time", "device_time", "execution_time", "algbw"})
+STATISTICAL_KINDS = ("time", "numerics")
+
+
+def finding_kind(metric: str) -> str:
+    return "time" if metric in SPEED_METRICS else "numerics"
 
 
 def default_branch_points(session: Session, series: Series) -> list[SeriesPoint]:
@@ -38,25 +48,30 @@ def detect_series(session: Session, series_id: int, detector: Detector) -> list[
     if series is None:
         return []
     points = default_branch_points(session, series)
-    changes = detector.detect(points, series.benchmark.direction)  # type: ignore[arg-type]
+    changes = detector.detect(points, series.direction)  # type: ignore[arg-type]
 
+    # Findings of a detector this service no longer runs (an older engine) would otherwise stay forever.
+    session.execute(delete(Finding).where(Finding.series_id == series_id, Finding.kind.in_(STATISTICAL_KINDS),
+                                          Finding.detector != detector.name))
     existing = {
         f.commit_id: f
         for f in session.scalars(select(Finding).filter_by(series_id=series_id, detector=detector.name))
     }
+    kind = finding_kind(series.metric)
     keep: set[int] = set()
     now = datetime.now(UTC)
     for change in changes:
         finding = existing.get(change.commit_id)
         if finding is None:
             finding = Finding(series_id=series_id, commit_id=change.commit_id, detector=detector.name,
-                              kind="time", created_at=now, attribution={})
+                              kind=kind, created_at=now, attribution={})
             session.add(finding)
         finding.previous_commit_id = change.previous_commit_id
         finding.detector_version = detector.version
         finding.direction = change.kind
         finding.magnitude = change.magnitude
         finding.confidence = change.noise_units
+        finding.p_value = change.p_value
         finding.value_before = change.before
         finding.value_after = change.after
         keep.add(change.commit_id)
@@ -68,5 +83,18 @@ def detect_series(session: Session, series_id: int, detector: Detector) -> list[
     return [f.id for f in session.scalars(select(Finding).filter_by(series_id=series_id, detector=detector.name))]
 
 
-def detect_many(session: Session, series_ids: Sequence[int], detector: Detector) -> int:
-    return sum(len(detect_series(session, sid, detector)) for sid in series_ids)
+def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,
+                artifacts: ArtifactStore | None = None) -> int:
+    found = sum(len(detect_series(session, sid, detector)) for sid in series_ids)
+    # Static findings (exact code diffs) and every finding's attribution, before grouping so that static
+    # findings join their commit range's alert. Both idempotent, both cheap when nothing changed; with
+    # ``artifacts`` the attribution also diffs the changed kernels' disassembly.
+    from service.pipeline.attribution import attribute_findings, findings_of_series
+    from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
+
+    detect_static(session, series_ids, artifacts)
+    attribute_findings(session, findings_of_series(session, series_ids, exclude_detector=STATIC_DETECTOR), artifacts)
+    from service.pipeline.alerts import group_series
+
+    group_series(session, series_ids)  # findings at one commit range become one alert, in this transaction
+    return found

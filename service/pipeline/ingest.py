@@ -124,7 +124,7 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         series = _get_or_create(
             session, Series, {"key": key},
             partial(Series, key=key, repository_id=repository.id, benchmark_id=benchmark.id,
-                    environment_id=environment.id, metric=r.metric),
+                    environment_id=environment.id, metric=r.metric, unit=r.unit, direction=r.direction),
         )
         stats = summarize(r.samples)
         result = Result(

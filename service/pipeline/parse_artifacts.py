@@ -96,7 +96,13 @@ def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) 
 
 
 def parse_results(session: Session, store: ArtifactStore, result_ids: Sequence[int]) -> int:
-    return sum(parse_result(session, store, rid) for rid in result_ids)
+    stored = sum(parse_result(session, store, rid) for rid in result_ids)
+    # Parsing may land after detection ran: static findings and attributions that read these results are
+    # brought up to date (cheap and idempotent).
+    from service.pipeline.static_detection import refresh_after_parse
+
+    refresh_after_parse(session, list(result_ids), store)
+    return stored
 
 
 def stale_results(session: Session) -> list[int]:

@@ -108,6 +108,10 @@ class Series(Base):
     benchmark_id: Mapped[int] = mapped_column(ForeignKey("benchmark.id"))
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"))
     metric: Mapped[str] = mapped_column(String(200))
+    # The metric's, not the benchmark's: one benchmark reports seconds (lower is better) and GB/s or recall
+    # (higher is better) side by side.
+    unit: Mapped[str] = mapped_column(String(32))
+    direction: Mapped[str] = mapped_column(String(20))
     repository: Mapped[Repository] = relationship(lazy="joined")
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
     environment: Mapped[Environment] = relationship(lazy="joined")
@@ -167,6 +171,7 @@ class Finding(Base):
     __table_args__ = (
         UniqueConstraint("series_id", "commit_id", "detector"),
         Index("ix_finding_commit", "commit_id"),
+        Index("ix_finding_alert", "alert_id"),
     )
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
@@ -182,6 +187,9 @@ class Finding(Base):
     value_after: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     attribution: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    p_value: Mapped[float | None] = mapped_column(Float, nullable=True)  # the change-point test's, where it has one
+    # The alert grouping put it in (findings at one commit range share one); None until grouped.
+    alert_id: Mapped[int | None] = mapped_column(ForeignKey("alert.id", ondelete="SET NULL"), nullable=True)
 
 
 class OpStat(Base):
@@ -232,3 +240,65 @@ class HloModuleRecord(Base):
     opcodes: Mapped[dict[str, int]] = mapped_column(JSON)
     fusions: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     parser_version: Mapped[int] = mapped_column(Integer)
+
+
+class Alert(Base):
+    """The findings of one repository at one commit range, triaged together.
+
+    ``commit_id`` is the first commit of the new level, ``previous_commit_id`` the last of the old one. The range
+    is unique, so grouping the same findings again finds the same alert. (Both databases treat NULLs as
+    distinct in a unique constraint: grouping looks an alert up before it creates one, which covers a range
+    without a previous commit.)
+    """
+
+    __tablename__ = "alert"
+    __table_args__ = (UniqueConstraint("repository_id", "previous_commit_id", "commit_id"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repository.id", ondelete="CASCADE"))
+    commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
+    previous_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"),
+                                                           nullable=True)
+    # untriaged | acknowledged | investigating | invalid | wontfix | fixed | improvement
+    state: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[str] = mapped_column(String(16))  # regression | improvement | mixed: what its findings say
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AlertNote(Base):
+    """What a person (or the grouping, as author ``kernelwatch``) said about an alert, and the state change."""
+
+    __tablename__ = "alert_note"
+    __table_args__ = (Index("ix_alert_note_alert", "alert_id"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alert.id", ondelete="CASCADE"))
+    author: Mapped[str] = mapped_column(String(200))
+    text: Mapped[str] = mapped_column(Text, default="")
+    state_from: Mapped[str] = mapped_column(String(16))
+    state_to: Mapped[str | None] = mapped_column(String(16), nullable=True)  # None: a note, no state change
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class BisectJob(Base):
+    """Runs scheduled between a good and a bad commit until one commit is isolated (``purpose`` bisect), or
+    base and head re-run interleaved until their samples decide (``purpose`` confirm)."""
+
+    __tablename__ = "bisect_job"
+    __table_args__ = (Index("ix_bisect_job_finding", "finding_id"), Index("ix_bisect_job_state", "state"),
+                      Index("ix_bisect_job_series", "series_id"))
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    # A job follows a change on a series; the finding row is replaced each time the change moves to another
+    # commit, so the job points at the newest one and outlives the old ones.
+    series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
+    finding_id: Mapped[int | None] = mapped_column(ForeignKey("finding.id", ondelete="SET NULL"), nullable=True)
+    repository_id: Mapped[int] = mapped_column(ForeignKey("repository.id", ondelete="CASCADE"))
+    good_commit_sha: Mapped[str] = mapped_column(String(40))
+    bad_commit_sha: Mapped[str] = mapped_column(String(40))
+    hardware: Mapped[str] = mapped_column(String(64))  # the runner queue's suffix: runner.<hardware>
+    state: Mapped[str] = mapped_column(String(16))  # pending | running | done | failed | cancelled
+    purpose: Mapped[str] = mapped_column(String(16))  # bisect | confirm
+    runs_requested: Mapped[list[str]] = mapped_column(JSON, default=list)  # shas whose runs were scheduled
+    culprit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -30,6 +30,19 @@ class FindingView:
     unit: str
     detector: str
     detector_version: int
+    kind: str = "time"  # time | numerics | static
+    p_value: float | None = None
+    confirmation: str | None = None  # confirmed | refuted, once base and head were re-run interleaved
+
+    @property
+    def confidence_label(self) -> str:
+        return {"confirmed": "confirmed", "refuted": "refuted by re-run"}.get(self.confirmation or "", "")
+
+    @property
+    def flags_commit(self) -> bool:
+        """A regression a person should look at: measured (time or numerics, not a code diff, which explains
+        rather than flags) and not refuted by re-running base and head."""
+        return self.direction == "regression" and self.kind != "static" and self.confirmation != "refuted"
 
 
 @dataclass(frozen=True)
@@ -86,8 +99,9 @@ def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
             id=f.id, series_id=s.id, series_label=series_label(s.benchmark), metric=s.metric, commit_sha=sha,
             commit_subject=subject,
             previous_sha=prev_sha, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
-            value_before=f.value_before, value_after=f.value_after, unit=s.benchmark.unit, detector=f.detector,
-            detector_version=f.detector_version,
+            value_before=f.value_before, value_after=f.value_after, unit=s.unit, detector=f.detector,
+            detector_version=f.detector_version, kind=f.kind, p_value=f.p_value,
+            confirmation=((f.attribution or {}).get("confirmation") or {}).get("verdict"),
         )
         for f, s, sha, subject, prev_sha in rows
     ]
@@ -141,7 +155,7 @@ def series_view(session: Session, series_id: int) -> SeriesView | None:
     env: Environment = series.environment
     return SeriesView(
         id=series.id, label=series_label(series.benchmark), repository=series.repository.name,
-        metric=series.metric, unit=series.benchmark.unit, direction=series.benchmark.direction,
+        metric=series.metric, unit=series.unit, direction=series.direction,
         environment=f"{env.backend} · {env.device_kind} ×{env.device_count}",
         points=points, findings=_finding_views(session, Finding.series_id == series_id),
     )

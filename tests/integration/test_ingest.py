@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
 from service.contract import ManifestError, parse_manifest
-from service.detect.steps import StepDetector
+from service.detect.series_detector import EDivisiveDetector
 from service.errors import Conflict
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.queue import InProcessQueue
@@ -29,7 +29,7 @@ def counts(sessions: sessionmaker[Session]) -> dict[str, int]:
 
 
 def queue(sessions: sessionmaker[Session], artifacts: ArtifactStore | None = None) -> InProcessQueue:
-    return InProcessQueue(sessions, StepDetector(), artifacts or ArtifactStore(Path(tempfile.mkdtemp())))
+    return InProcessQueue(sessions, EDivisiveDetector(), artifacts or ArtifactStore(Path(tempfile.mkdtemp())))
 
 
 def test_a_manifest_is_stored_with_every_sample(sessions: sessionmaker[Session]) -> None:
@@ -106,7 +106,7 @@ def test_detection_on_write_flags_the_step_commit(sessions: sessionmaker[Session
         f = findings[0]
         commit = s.get(Commit, f.commit_id)
         assert commit is not None and commit.sha == docs[5]["commit"]["sha"]
-        assert f.direction == "regression" and f.detector == "median-steps" and f.detector_version == 1
+        assert f.direction == "regression" and f.detector == "edivisive" and f.detector_version == 1
         assert f.magnitude == pytest.approx(1.0, rel=0.05)
         view = series_view(s, f.series_id)
         assert view is not None and len(view.points) == 10 and view.findings[0].commit_sha == commit.sha

@@ -12,7 +12,7 @@ from tests.conftest import REPO_ROOT
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 KNOWN_VARIABLES = {"KERNELWATCH_DATABASE_URL", "KERNELWATCH_REDIS_URL", "KERNELWATCH_HOME", "KERNELWATCH_SECRET_KEY",
-                   "KERNELWATCH_TASK_VISIBILITY_TIMEOUT"}
+                   "KERNELWATCH_TASK_VISIBILITY_TIMEOUT", "KERNELWATCH_FOLLOW_UP"}
 
 
 def app_services() -> dict[str, dict]:  # type: ignore[type-arg]

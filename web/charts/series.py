@@ -44,8 +44,8 @@ def series_figure(view: SeriesView) -> dict[str, Any]:
     by_sha = {p.sha: label for p, label in zip(view.points, labels, strict=True)}
     for finding in view.findings:
         label = by_sha.get(finding.commit_sha)
-        if label is None:
-            continue
+        if label is None or finding.kind == "static":
+            continue  # a code diff is not a level of this chart: it explains a step, the table lists it
         colour = REGRESSION if finding.direction == "regression" else IMPROVEMENT
         fig.add_vline(x=label, line_color=colour, line_dash="dash", line_width=2)
         fig.add_annotation(x=label, y=1.0, yref="paper", showarrow=False, yanchor="bottom", font_color=colour,

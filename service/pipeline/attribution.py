@@ -1,0 +1,107 @@
+"""Attach attribution to findings: the op tables, static records and disassembly of the finding's two commits,
+through the pure ``service.detect.attribution``, stored in ``finding.attribution``.
+
+Idempotent and cheap when nothing changed: the stored attribution carries its ``basis``::
+
+    "basis": {"previous_commit_id", "commit_id", "disassembly": bool,     # an artifact store was at hand
+              "before" | "after": {"static_result": id | null,             # whose HLO and kernel records were read
+                                   "layers": ["hlo", "kernels"],           # which of them were known (parsed)
+                                   "op_results": [id, ...]}}               # whose op tables were pooled
+
+and a finding whose basis is unchanged is skipped unless ``force`` (after a parse, when the records behind the
+same results may have changed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from runners.artifacts import ArtifactStore
+from service.detect.attribution import (
+    ATTRIBUTION_SCHEMA,
+    DEFAULT_PARAMS,
+    AttributionParams,
+    Direction,
+    Side,
+    attribute,
+)
+from service.pipeline.result_records import CommitRecords, DisassemblyLoader, load_commit_records
+from service.store.models import Finding, Series
+
+
+def _basis(finding: Finding, before: CommitRecords | None, after: CommitRecords | None,
+           disassembly: bool) -> dict[str, Any]:
+    def side(records: CommitRecords | None) -> dict[str, Any]:
+        if records is None:
+            return {"static_result": None, "layers": [], "op_results": []}
+        static = records.static
+        layers = [name for name, known in (("hlo", static is not None and static.modules is not None),
+                                           ("kernels", static is not None and static.kernels is not None)) if known]
+        return {"static_result": records.static_result_id, "layers": layers, "op_results": list(records.op_result_ids)}
+
+    return {"previous_commit_id": finding.previous_commit_id, "commit_id": finding.commit_id,
+            "before": side(before), "after": side(after), "disassembly": disassembly}
+
+
+def attribute_finding(session: Session, finding: Finding, artifacts: ArtifactStore | None = None, *,
+                      force: bool = False, params: AttributionParams = DEFAULT_PARAMS) -> bool:
+    """Compute and store one finding's attribution; True when what is stored changed."""
+    if finding.previous_commit_id is None:
+        return False
+    series = session.get(Series, finding.series_id)
+    if series is None:
+        return False
+    records = load_commit_records(session, series.benchmark_id, series.environment_id,
+                                  [finding.previous_commit_id, finding.commit_id])
+    before, after = records.get(finding.previous_commit_id), records.get(finding.commit_id)
+    basis = _basis(finding, before, after, artifacts is not None)
+    stored = finding.attribution or {}
+    if not force and stored.get("schema") == ATTRIBUTION_SCHEMA:
+        old = stored.get("basis") or {}
+        # Same inputs; or the same but for disassembly, which a caller without the artifact store cannot add.
+        if old == basis or (artifacts is None and old.get("disassembly") and {**old, "disassembly": False} == basis):
+            return False
+    loader = None
+    if artifacts is not None:
+        loader = DisassemblyLoader(session, artifacts, {"before": before.static_result_id if before else None,
+                                                        "after": after.static_result_id if after else None})
+    direction: Direction | None = ("regression" if finding.direction == "regression" else
+                                   "improvement" if finding.direction == "improvement" else None)
+    value = attribute(Side(before.ops, before.static) if before else Side(),
+                      Side(after.ops, after.static) if after else Side(),
+                      direction=direction, disassembly=loader, params=params, static_first=finding.kind == "static")
+    value["basis"] = basis
+    if value == stored:
+        return False
+    finding.attribution = value
+    return True
+
+
+def attribute_findings(session: Session, finding_ids: Sequence[int], artifacts: ArtifactStore | None = None, *,
+                       force: bool = False, params: AttributionParams = DEFAULT_PARAMS) -> int:
+    """Attribute each finding (see ``attribute_finding``); returns how many stored attributions changed."""
+    changed = 0
+    for finding_id in finding_ids:
+        finding = session.get(Finding, finding_id)
+        if finding is not None and attribute_finding(session, finding, artifacts, force=force, params=params):
+            changed += 1
+    session.flush()
+    return changed
+
+
+def findings_of_series(session: Session, series_ids: Sequence[int], commit_ids: Sequence[int] | None = None,
+                       exclude_detector: str | None = None) -> list[int]:
+    """Ids of the findings on these series (touching these commits, as commit or previous commit, if given)."""
+    if not series_ids:
+        return []
+    query = select(Finding.id).where(Finding.series_id.in_(list(series_ids)))
+    if commit_ids is not None:
+        query = query.where(or_(Finding.commit_id.in_(list(commit_ids)),
+                                Finding.previous_commit_id.in_(list(commit_ids))))
+    if exclude_detector is not None:
+        query = query.where(Finding.detector != exclude_detector)
+    return list(session.scalars(query.order_by(Finding.id)))

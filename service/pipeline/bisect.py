@@ -1,0 +1,229 @@
+"""Follow-up runs for time regressions: bisect a change point across commits that were never measured, then
+confirm it by re-running base and head interleaved on the same hardware.
+
+Called after detection wrote its findings (in the same worker, in a transaction of its own). It reads the
+findings, opens or advances ``bisect_job`` rows, and returns the runs to schedule; the caller hands them to its
+queue after commit (in-process in the embedded default, the ``runner.<hardware>`` Celery queue otherwise). When
+those runs are ingested, detection runs again, the change point moves to the side the new commit belongs to, and
+this is called again: a job is a small state machine driven by results arriving, never by waiting.
+
+The decisions themselves are pure (``service.detect.confirmation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.gitrepo import GitError, ensure_repository, git
+from service.detect.confirmation import ConfirmParams, decide, next_to_measure
+from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
+
+OPEN_STATES = ("pending", "running")
+MAX_FOLLOW_UP_SAMPLES = 30
+BISECT, CONFIRM = "bisect", "confirm"
+
+
+@dataclass(frozen=True)
+class RunOrder:
+    """Runs a runner must make: ``shas`` interleaved benchmark by benchmark when there are several."""
+
+    job_id: int
+    repo: str  # the repository's URL or local path, as stored at ingest
+    shas: list[str]
+    suite: str  # "suite/name" of the one benchmark concerned
+    params: str  # "k=v,..." selecting its instance
+    samples: int
+    branch: str
+    trigger: str  # bisect | confirm
+    hardware: str
+    quick: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class CommitLister(Protocol):
+    def between(self, repo: str, good: str, bad: str) -> list[str]:
+        """First-parent commits strictly between ``good`` and ``bad``, oldest first."""
+        ...
+
+
+class GitCommitLister:
+    """Lists commits from the repository itself (a local path, or a clone kept under ``cache_dir``)."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+
+    def between(self, repo: str, good: str, bad: str) -> list[str]:
+        try:
+            path = ensure_repository(repo, self.cache_dir, bad)
+            listed = git(path, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
+        except GitError:
+            return []  # the repository is gone or rewritten: nothing can be bisected, nothing is guessed
+        return listed[:-1] if listed and listed[-1] == bad else []
+
+
+@dataclass(frozen=True)
+class FollowUpPolicy:
+    bisect: bool = True
+    confirm: bool = True
+    hardware: str = "cpu"
+    max_bisect_runs: int = 12  # log2 of 4,096 commits: a longer unmeasured range is a scheduling problem
+    confirm_params: ConfirmParams = ConfirmParams()
+
+
+def _params_filter(params: dict[str, object]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _measured_samples(session: Session, series_id: int, commit_id: int, trigger: str | None = None) -> list[float]:
+    query = (select(Result.samples).join(Run, Run.id == Result.run_id)
+             .where(Result.series_id == series_id, Run.commit_id == commit_id, Result.status == "ok"))
+    if trigger is not None:
+        query = query.where(Run.trigger == trigger)
+    return [float(x) for samples in session.scalars(query) for x in samples]
+
+
+def _order(job: BisectJob, series: Series, shas: list[str], trigger: str, samples: int,
+           policy: FollowUpPolicy) -> RunOrder:
+    benchmark = series.benchmark
+    return RunOrder(job_id=job.id, repo=series.repository.url, shas=shas, suite=f"{benchmark.suite}/{benchmark.name}",
+                    params=_params_filter(benchmark.params), samples=samples,
+                    branch=series.repository.default_branch, trigger=trigger, hardware=policy.hardware)
+
+
+def _open_job(session: Session, series_id: int, purpose: str) -> BisectJob | None:
+    return session.scalars(select(BisectJob).where(BisectJob.series_id == series_id, BisectJob.purpose == purpose,
+                                                   BisectJob.state.in_(OPEN_STATES))
+                           .order_by(BisectJob.id.desc())).first()
+
+
+def _finish(job: BisectJob, state: str, message: str, culprit: str | None = None) -> None:
+    job.state, job.message, job.updated_at = state, message, datetime.now(UTC)
+    if culprit is not None:
+        job.culprit_sha = culprit
+
+
+def advance_follow_ups(session: Session, series_ids: Sequence[int], lister: CommitLister,
+                       policy: FollowUpPolicy) -> list[RunOrder]:
+    """Open, advance or close the bisect and confirm jobs of these series; the runs to schedule next."""
+    orders: list[RunOrder] = []
+    for series_id in series_ids:
+        series = session.get(Series, series_id)
+        if series is None:
+            continue
+        findings = session.scalars(select(Finding).where(
+            Finding.series_id == series_id, Finding.kind == "time", Finding.direction == "regression",
+            Finding.previous_commit_id.is_not(None))).all()
+        # One change per series is followed at a time: the newest, which is what a person will ask about first.
+        target = max(findings, key=lambda f: session.get(Commit, f.commit_id).position, default=None)  # type: ignore[union-attr]
+        orders += _advance_series(session, series, target, lister, policy)
+    session.flush()
+    return orders
+
+
+def _advance_series(session: Session, series: Series, finding: Finding | None, lister: CommitLister,
+                    policy: FollowUpPolicy) -> list[RunOrder]:
+    bisect_job = _open_job(session, series.id, BISECT)
+    confirm_job = _open_job(session, series.id, CONFIRM)
+    if finding is None:
+        for job in (bisect_job, confirm_job):
+            if job is not None:
+                _finish(job, "cancelled", "the change point no longer stands")
+        return []
+    good = session.get(Commit, finding.previous_commit_id)
+    bad = session.get(Commit, finding.commit_id)
+    assert good is not None and bad is not None
+    # As many samples as one run at the head took (pooled runs hold several), within reason.
+    samples = min(MAX_FOLLOW_UP_SAMPLES, max(10, len(_measured_samples(session, series.id, bad.id))))
+    if policy.bisect:
+        between = lister.between(series.repository.url, good.sha, bad.sha)
+        if between or bisect_job is not None:
+            order = _bisect_step(session, series, finding, good, bad, between, bisect_job, samples, policy)
+            if order is not None or (bisect_job is not None and bisect_job.state in OPEN_STATES):
+                return [order] if order is not None else []
+    if policy.confirm:
+        order = _confirm_step(session, series, finding, good, bad, confirm_job, samples, policy)
+        return [order] if order is not None else []
+    return []
+
+
+def _bisect_step(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit,
+                 between: list[str], job: BisectJob | None, samples: int, policy: FollowUpPolicy) -> RunOrder | None:
+    now = datetime.now(UTC)
+    if job is None:
+        job = BisectJob(series_id=series.id, finding_id=finding.id, repository_id=series.repository_id,
+                        good_commit_sha=good.sha, bad_commit_sha=bad.sha, hardware=policy.hardware,
+                        state="running", purpose=BISECT, runs_requested=[], created_at=now, updated_at=now)
+        session.add(job)
+        session.flush()
+    job.finding_id = finding.id  # the finding moves (a new row) as the range narrows
+    job.updated_at = now
+    if not between:
+        _finish(job, "done", f"isolated {bad.sha[:12]} ({bad.subject[:80]}) after {len(job.runs_requested)} "
+                             f"runs; it follows {good.sha[:12]}", culprit=bad.sha)
+        return None
+    untried = [sha for sha in between if sha not in job.runs_requested]
+    if len(job.runs_requested) >= policy.max_bisect_runs:
+        _finish(job, "failed", f"{len(between)} commits still between {good.sha[:12]} and {bad.sha[:12]} after "
+                               f"{len(job.runs_requested)} runs")
+        return None
+    if len(untried) < len(between):
+        # A requested run has not come back yet (or failed: it never will). Measure around it rather than wait
+        # forever; the range still narrows.
+        pass
+    sha = next_to_measure(untried)
+    if sha is None:
+        _finish(job, "failed", "every commit in the range was scheduled and none came back with results")
+        return None
+    job.runs_requested = [*job.runs_requested, sha]
+    return _order(job, series, [sha], BISECT, samples, policy)
+
+
+def _confirm_step(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit,
+                  job: BisectJob | None, samples: int, policy: FollowUpPolicy) -> RunOrder | None:
+    now = datetime.now(UTC)
+    done = session.scalars(select(BisectJob).where(
+        BisectJob.series_id == series.id, BisectJob.purpose == CONFIRM, BisectJob.good_commit_sha == good.sha,
+        BisectJob.bad_commit_sha == bad.sha, BisectJob.state.not_in(OPEN_STATES))).first()
+    if done is not None:
+        return None  # this exact change was already confirmed or refuted
+    if job is not None and (job.good_commit_sha, job.bad_commit_sha) != (good.sha, bad.sha):
+        _finish(job, "cancelled", "the change point moved; a new confirmation follows")
+        job = None
+    if job is None:
+        job = BisectJob(series_id=series.id, finding_id=finding.id, repository_id=series.repository_id,
+                        good_commit_sha=good.sha, bad_commit_sha=bad.sha, hardware=policy.hardware,
+                        state="running", purpose=CONFIRM, runs_requested=[], created_at=now, updated_at=now)
+        session.add(job)
+        session.flush()
+        job.runs_requested = [good.sha, bad.sha]
+        return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy)
+    job.finding_id, job.updated_at = finding.id, now
+    rounds = len(job.runs_requested) // 2
+    base = _measured_samples(session, series.id, good.id, CONFIRM)
+    head = _measured_samples(session, series.id, bad.id, CONFIRM)
+    if not base or not head or len(head) < rounds * samples // 2:
+        return None  # the round's runs are still on their way
+    expect_increase = finding.value_after > finding.value_before
+    decision = decide(base, head, expect_increase, rounds, policy.confirm_params)
+    if decision.verdict == "undecided":
+        job.runs_requested = [*job.runs_requested, good.sha, bad.sha]
+        return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy)
+    _finish(job, "done", decision.describe(), culprit=bad.sha if decision.verdict == "confirmed" else None)
+    finding.attribution = {**(finding.attribution or {}), "confirmation": {
+        "verdict": decision.verdict, "p_value": decision.p_value, "ratio": float(np.round(decision.ratio, 6)),
+        "base_n": decision.base_n, "head_n": decision.head_n, "rounds": rounds}}
+    return None
+
+
+def fail_job(session: Session, job_id: int, message: str) -> None:
+    job = session.get(BisectJob, job_id)
+    if job is not None and job.state in OPEN_STATES:
+        _finish(job, "failed", message[:2000])

@@ -1,0 +1,191 @@
+"""Two stored points of a repository compared, benchstat style: resolve what the user named (a run id, a commit
+sha, or a unique sha prefix), load each side's results, pool the runs of one environment, pair like with like,
+and hand the pairs to the pure comparison."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.detect.compare import BenchmarkKey, CompareParams, ComparisonReport, Pair, Side, compare
+from service.detect.types import Direction
+from service.errors import InvalidInput, NotFound
+from service.report.compare_table import SideLabel
+from service.store.models import Benchmark, Commit, Environment, Repository, Result, Run, Series
+
+MIN_PREFIX = 4
+_HEX = re.compile(r"^[0-9a-fA-F]+$")
+_SHOWN_MATCHES = 5
+
+
+@dataclass(frozen=True)
+class ResolvedSide:
+    label: SideLabel
+    run_ids: tuple[int, ...]
+    environment_ids: frozenset[int]
+
+
+@dataclass(frozen=True)
+class CompareOutcome:
+    base: SideLabel
+    head: SideLabel
+    report: ComparisonReport
+    notes: tuple[str, ...]  # what was left out of the comparison, and why
+
+
+def _repository(session: Session, name: str | None) -> Repository | None:
+    if name is None:
+        return None
+    repository = session.scalars(select(Repository).filter_by(name=name)).first()
+    if repository is None:
+        raise NotFound(f"no repository named {name!r}")
+    return repository
+
+
+def _side_for_commit(session: Session, ref: str, commit: Commit, repository_name: str) -> ResolvedSide:
+    runs = session.scalars(select(Run).where(Run.commit_id == commit.id).order_by(Run.started_at, Run.id)).all()
+    if not runs:
+        raise NotFound(f"commit {commit.sha[:12]} of {repository_name} has no runs")
+    return ResolvedSide(
+        SideLabel(ref=ref, repository=repository_name, commit=commit.sha, subject=commit.subject,
+                  runs=tuple(r.run_uid for r in runs)),
+        tuple(r.id for r in runs), frozenset(r.environment_id for r in runs))
+
+
+def resolve(session: Session, ref: str, repository_name: str | None = None) -> ResolvedSide:
+    """A run id names that run; a commit sha or a unique prefix of one names every run of that commit."""
+    ref = ref.strip()
+    if not ref:
+        raise InvalidInput("an empty reference: give a run id, a commit sha or a sha prefix")
+    repository = _repository(session, repository_name)
+    run = session.scalars(select(Run).filter_by(run_uid=ref)).first()
+    if run is not None:
+        commit = session.get(Commit, run.commit_id)
+        owner = session.get(Repository, commit.repository_id) if commit is not None else None
+        assert commit is not None and owner is not None
+        if repository is not None and owner.id != repository.id:
+            raise InvalidInput(f"run {ref} belongs to repository {owner.name}, not {repository.name}")
+        return ResolvedSide(
+            SideLabel(ref=ref, repository=owner.name, commit=commit.sha, subject=commit.subject, runs=(run.run_uid,)),
+            (run.id,), frozenset({run.environment_id}))
+    where = f" in repository {repository.name}" if repository is not None else ""
+    if not _HEX.match(ref) or len(ref) > 40:
+        raise NotFound(f"no run {ref!r}, and it is not a commit sha{where}")
+    if len(ref) < MIN_PREFIX:
+        raise InvalidInput(f"{ref!r} is too short: a sha prefix needs at least {MIN_PREFIX} hex digits")
+    stmt = (select(Commit, Repository.name).join(Repository, Commit.repository_id == Repository.id)
+            .where(Commit.sha.startswith(ref.lower())).order_by(Repository.name, Commit.sha)
+            .limit(_SHOWN_MATCHES + 1))
+    if repository is not None:
+        stmt = stmt.where(Commit.repository_id == repository.id)
+    matches = session.execute(stmt).all()
+    if not matches:
+        raise NotFound(f"no run or commit matches {ref!r}{where}")
+    if len(matches) > 1:
+        shown = ", ".join(f"{c.sha[:12]} ({name})" for c, name in matches[:_SHOWN_MATCHES])
+        more = ", ..." if len(matches) > _SHOWN_MATCHES else ""
+        hint = "" if repository is not None else " or --repo"
+        raise InvalidInput(f"{ref!r} is ambiguous: it matches commits {shown}{more}; give more of the sha{hint}")
+    commit, name = matches[0]
+    return _side_for_commit(session, ref, commit, name)
+
+
+@dataclass
+class _Pool:
+    """One benchmark's metric in one environment on one side, over every run of that side."""
+
+    key: BenchmarkKey
+    samples: list[float]
+    ok_results: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def side(self) -> Side:
+        # A benchmark that failed in one run of a side and not in another is measured by the runs that worked.
+        if self.ok_results:
+            return Side(tuple(self.samples), "ok")
+        return Side((), "failed", "; ".join(dict.fromkeys(self.failures)) or None)
+
+
+def _environment_label(env: Environment) -> str:
+    return f"{env.backend} {env.device_count}x {env.device_kind} [{env.fingerprint[:10]}]"
+
+
+def _direction(value: str) -> Direction:
+    if value not in ("lower_is_better", "higher_is_better"):
+        raise InvalidInput(f"a stored series has direction {value!r}")
+    return "higher_is_better" if value == "higher_is_better" else "lower_is_better"
+
+
+def _params(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((k, str(params[k])) for k in sorted(params))
+
+
+def _pools(session: Session, side: ResolvedSide, environments: set[int]) -> dict[tuple[Any, ...], _Pool]:
+    rows = session.execute(
+        select(Result.status, Result.message, Result.samples, Series.metric, Series.unit, Series.direction,
+               Benchmark, Environment)
+        .join(Series, Result.series_id == Series.id)
+        .join(Benchmark, Series.benchmark_id == Benchmark.id)
+        .join(Environment, Series.environment_id == Environment.id)
+        .where(Result.run_id.in_(side.run_ids), Series.environment_id.in_(environments))
+        .order_by(Result.run_id, Result.id)
+    ).all()
+    pools: dict[tuple[Any, ...], _Pool] = {}
+    for status, message, samples, metric, unit, direction, bench, env in rows:
+        identity = (env.fingerprint, bench.suite, bench.name, bench.params_key, metric)
+        pool = pools.get(identity)
+        if pool is None:
+            key = BenchmarkKey(suite=bench.suite, name=bench.name, params=_params(bench.params), metric=metric,
+                               unit=unit, direction=_direction(direction),
+                               environment=_environment_label(env))
+            pool = pools[identity] = _Pool(key, [])
+        if status == "ok" and samples:
+            pool.samples.extend(float(v) for v in samples)
+            pool.ok_results += 1
+        else:
+            pool.failures.append(((message or "").strip().splitlines() or ["failed"])[0][:500])
+    return pools
+
+
+def _describe(session: Session, ids: set[int]) -> str:
+    envs = session.scalars(select(Environment).where(Environment.id.in_(ids)).order_by(Environment.fingerprint))
+    return ", ".join(_environment_label(e) for e in envs)
+
+
+def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
+    fingerprint, suite, name, params_key, metric = identity
+    return (fingerprint, metric != "wall_time", metric, suite, name, params_key)
+
+
+def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide,
+                     params: CompareParams) -> CompareOutcome:
+    common = set(base.environment_ids & head.environment_ids)
+    if not common:
+        raise InvalidInput(f"base and head ran in different environments (base: "
+                           f"{_describe(session, set(base.environment_ids))}; head: "
+                           f"{_describe(session, set(head.environment_ids))}); only like is compared with like")
+    notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
+             f"did not: those results are not compared"
+             for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
+    base_pools, head_pools = _pools(session, base, common), _pools(session, head, common)
+    pairs = []
+    for identity in sorted(base_pools.keys() | head_pools.keys(), key=_sort_key):
+        b, h = base_pools.get(identity), head_pools.get(identity)
+        key = (b or h).key  # type: ignore[union-attr]
+        pairs.append(Pair(key, b.side() if b else None, h.side() if h else None))
+    return CompareOutcome(base.label, head.label, compare(pairs, params), tuple(notes))
+
+
+def compare_refs(session: Session, base_ref: str, head_ref: str, repository: str | None = None,
+                 alpha: float = 0.05, min_effect: float = 0.01) -> CompareOutcome:
+    try:
+        params = CompareParams(alpha=alpha, min_effect=min_effect)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    base = resolve(session, base_ref, repository)
+    head = resolve(session, head_ref, repository)
+    return compare_resolved(session, base, head, params)

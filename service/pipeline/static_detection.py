@@ -1,0 +1,106 @@
+"""Static findings: between adjacent default-branch commits whose code was captured and parsed, any difference
+of the HLO or of the generated kernels is a finding, exact (confidence 1.0), with no statistics.
+
+Only time series get them (their benchmark's code is what the time measures); series are per environment
+fingerprint, so a toolchain or flags change starts a new series and never shows here as a code change.
+Commits whose static records are unknown (not captured, not parsed yet, or broken) are skipped: the diff spans
+the nearest known commits on either side. Stored the way ``detection.detect_series`` stores its findings: this
+detector's findings on the series are made to match the new set, so running twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from runners.artifacts import ArtifactStore
+from service.detect.static_diff import diff_static
+from service.pipeline.attribution import attribute_findings, findings_of_series
+from service.pipeline.result_records import TIME_METRICS, CommitRecords, load_commit_records
+from service.store.models import Finding, Result, Run, Series
+
+STATIC_DETECTOR = "static-diff"
+STATIC_DETECTOR_VERSION = 1
+
+
+def detect_static_series(session: Session, series: Series,
+                         records: dict[int, CommitRecords] | None = None) -> list[int]:
+    """Make the series' static findings match its default-branch history; returns their ids. ``records``: the
+    benchmark's default-branch records in the series' environment, when the caller has them already."""
+    if records is None:
+        records = load_commit_records(session, series.benchmark_id, series.environment_id,
+                                      default_branch_only=True, with_ops=False)
+    known = sorted((r for r in records.values() if r.static is not None), key=lambda r: (r.position, r.commit_id))
+    existing = {f.commit_id: f for f in session.scalars(
+        select(Finding).filter_by(series_id=series.id, detector=STATIC_DETECTOR))}
+    keep: set[int] = set()
+    now = datetime.now(UTC)
+    for before, after in zip(known, known[1:], strict=False):
+        assert before.static is not None and after.static is not None
+        diff = diff_static(before.static, after.static)
+        if not diff.changed:
+            continue
+        finding = existing.get(after.commit_id)
+        if finding is None:
+            finding = Finding(series_id=series.id, commit_id=after.commit_id, detector=STATIC_DETECTOR,
+                              kind="static", created_at=now, attribution={})
+            session.add(finding)
+            existing[after.commit_id] = finding
+        finding.previous_commit_id = before.commit_id
+        finding.detector_version = STATIC_DETECTOR_VERSION
+        finding.kind = "static"
+        finding.direction = diff.direction
+        finding.magnitude = diff.magnitude
+        finding.confidence = 1.0  # exact: the same toolchain makes the same code
+        finding.value_before = diff.value_before
+        finding.value_after = diff.value_after
+        keep.add(after.commit_id)
+    stale = [cid for cid in existing if cid not in keep]
+    if stale:
+        session.execute(delete(Finding).where(Finding.series_id == series.id, Finding.detector == STATIC_DETECTOR,
+                                              Finding.commit_id.in_(stale)))
+    session.flush()
+    return [f.id for f in session.scalars(select(Finding).filter_by(series_id=series.id, detector=STATIC_DETECTOR)
+                                          .order_by(Finding.id))]
+
+
+def detect_static(session: Session, series_ids: Sequence[int], artifacts: ArtifactStore | None = None) -> list[int]:
+    """Static findings for the time series among ``series_ids``, attributed; returns their ids."""
+    ids: list[int] = []
+    loaded: dict[tuple[int, int], dict[int, CommitRecords]] = {}  # wall and device time share their records
+    for series_id in dict.fromkeys(series_ids):
+        series = session.get(Series, series_id)
+        if series is None or series.metric not in TIME_METRICS:
+            continue
+        key = (series.benchmark_id, series.environment_id)
+        if key not in loaded:
+            loaded[key] = load_commit_records(session, *key, default_branch_only=True, with_ops=False)
+        ids.extend(detect_static_series(session, series, loaded[key]))
+    attribute_findings(session, ids, artifacts)
+    return ids
+
+
+def refresh_after_parse(session: Session, result_ids: Sequence[int], artifacts: ArtifactStore | None) -> int:
+    """Records just (re)parsed may complete or change what detection and attribution read, since parsing can land
+    after detection: re-run static detection on the affected time series, and re-attribute the findings whose
+    commit or previous commit holds one of these results. Returns how many attributions changed."""
+    if not result_ids:
+        return 0
+    rows = session.execute(
+        select(Series.benchmark_id, Series.environment_id, Run.commit_id)
+        .join(Result, Result.series_id == Series.id).join(Run, Run.id == Result.run_id)
+        .where(Result.id.in_(list(result_ids)))
+    ).all()
+    if not rows:
+        return 0
+    commits = sorted({r.commit_id for r in rows})
+    series_ids: set[int] = set()
+    for benchmark_id, environment_id in {(r.benchmark_id, r.environment_id) for r in rows}:
+        series_ids.update(session.scalars(select(Series.id).where(
+            Series.benchmark_id == benchmark_id, Series.environment_id == environment_id)))
+    ordered = sorted(series_ids)
+    detect_static(session, ordered, artifacts)  # keeps the time series among them
+    return attribute_findings(session, findings_of_series(session, ordered, commits), artifacts, force=True)

@@ -1,0 +1,47 @@
+"""Alerts as the plain text `kernelwatch alerts list` prints, and as its JSON document. Pure."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from service.pipeline.alerts import AlertView
+
+
+def _short(sha: str | None) -> str:
+    return sha[:12] if sha else "(start)"
+
+
+def alerts_to_text(alerts: Sequence[AlertView]) -> str:
+    if not alerts:
+        return "no alerts\n"
+    lines: list[str] = []
+    for a in alerts:
+        lines.append(f"alert {a.id}  {a.state}  {a.kind}  {a.repository}  "
+                     f"{_short(a.previous_sha)}..{_short(a.commit_sha)}  {a.commit_subject}")
+        for f in a.findings:
+            p = f", p={f.p_value:.2g}" if f.p_value is not None else ""
+            lines.append(f"  {f.magnitude:+8.1%}  {f.direction:<11}  {f.benchmark}  {f.metric}  "
+                         f"({f.confidence:.1f} x noise{p}, {f.detector})")
+        for n in a.notes:
+            change = f"{n.state_from} -> {n.state_to}" if n.state_to else "note"
+            text = f": {n.text}" if n.text else ""
+            lines.append(f"  [{n.created_at:%Y-%m-%d %H:%M}] {n.author} {change}{text}")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def alerts_to_json(alerts: Sequence[AlertView]) -> dict[str, Any]:
+    return {"alerts": [_jsonable(dataclasses.asdict(a)) for a in alerts]}

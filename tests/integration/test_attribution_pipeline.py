@@ -1,0 +1,222 @@
+"""Attribution and static findings on real captures: a tiny suite at two commits, where the second puts tanh
+into one of two fusions. Parsing lands after detection (as it may in the distributed form); once it does, the
+time finding names the changed fusion, a static finding marks the commit, and re-running changes nothing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from runners.artifacts import ArtifactStore
+from runners.local import RunRequest, run_commits
+from service.detect.types import ChangePoint, Direction, SeriesPoint
+from service.pipeline.attribution import attribute_findings
+from service.pipeline.detection import detect_many
+from service.pipeline.parse_artifacts import parse_results
+from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
+from service.pipeline.submit import submit_manifest
+from service.store.db import unit_of_work
+from service.store.models import Artifact, Commit, Finding, Result, ResultArtifact, Run, Series
+
+KERNEL = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+from runners.suite import Case, benchmark
+
+DEPTH = 0
+
+
+def kernel(x, y):
+    for _ in range(DEPTH):
+        x = jnp.tanh(x)
+    return x * 2.0 + 1.0, jnp.sum(y * y, axis=-1)
+
+
+def reference(x, y):
+    for _ in range(DEPTH):
+        x = np.tanh(x)
+    return x * 2.0 + 1.0, np.sum(y * y, axis=-1)
+
+
+@benchmark(suite="tiny", params=[{"n": 65536}])
+def two_fusions(n: int) -> Case:
+    x = np.linspace(0.0, 1.0, n, dtype=np.float32)
+    y = np.linspace(0.0, 1.0, 4096, dtype=np.float32).reshape(64, -1)
+    return Case(fn=jax.jit(kernel), args=(jnp.asarray(x), jnp.asarray(y)), reference=lambda: reference(x, y),
+                rtol=1e-4, atol=1e-4)
+'''
+CHANGED_FUSION = "broadcast_add_fusion"  # x * 2 + 1, then tanh(...tanh(x)) * 2 + 1; the reduction: a library call
+DEPTH = 16
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
+    """Manifests of the two commits, run once for both databases, and the artifact store they captured into."""
+    root = tmp_path_factory.mktemp("attribution")
+    repo = root / "repo"
+    (repo / "kernels_under_test").mkdir(parents=True)
+    (repo / "kernels_under_test" / "__init__.py").write_text("")
+    module = repo / "kernels_under_test" / "tiny.py"
+    module.write_text(KERNEL)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "two fusions")
+    # Sixteen tanh, not one: their time must stand far above the noise of a loaded machine's thread pool.
+    module.write_text(KERNEL.replace("DEPTH = 0", f"DEPTH = {DEPTH}"))
+    _git(repo, "commit", "-q", "-am", "tanh in the elementwise fusion")
+    store = ArtifactStore(root / "artifacts")
+    requests = [RunRequest(repo=repo, rev=rev, samples=10, warmup=1, capture_dir=store.root)
+                for rev in ("HEAD~1", "HEAD")]
+    manifests = [m for ms in run_commits(requests, root / "worktrees") for m in ms]
+    assert len(manifests) == 2
+    return manifests, store.root
+
+
+class StepAtLatest:
+    """Plays the time detector: a regression at the newest commit once there are two, whatever the data (the
+    engine's own judgement is tested elsewhere; here it only has to leave a time finding to attribute)."""
+
+    name = "step-at-latest"
+    version = 1
+
+    def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
+        if len(points) < 2:
+            return []
+        before, after = (float(np.median(p.samples)) for p in points[-2:])
+        return [ChangePoint(index=len(points) - 1, commit_id=points[-1].commit_id,
+                            previous_commit_id=points[-2].commit_id, before=before, after=after,
+                            magnitude=after / before - 1, noise_units=9.0, kind="regression")]
+
+
+class ParseLaterQueue:
+    """Detection runs at once; parsing waits until the test asks for it."""
+
+    def __init__(self, sessions: sessionmaker[Session], store: ArtifactStore) -> None:
+        self.sessions = sessions
+        self.store = store
+        self.pending: list[int] = []
+
+    def enqueue_detect(self, series_ids: Sequence[int]) -> None:
+        with unit_of_work(self.sessions) as session:
+            detect_many(session, list(series_ids), StepAtLatest(), self.store)
+
+    def enqueue_parse(self, result_ids: Sequence[int]) -> None:
+        self.pending.extend(result_ids)
+
+    def enqueue_runs(self, orders: Sequence[Any]) -> None:
+        raise AssertionError("nothing here orders runs")
+
+
+def snapshot(session: Session) -> list[tuple[Any, ...]]:
+    return [(f.id, f.series_id, f.commit_id, f.previous_commit_id, f.detector, f.detector_version, f.kind,
+             f.direction, f.magnitude, f.confidence, f.value_before, f.value_after, f.attribution)
+            for f in session.scalars(select(Finding).order_by(Finding.id))]
+
+
+def test_attribution_names_the_changed_fusion_and_static_findings_mark_the_commit(
+        sessions: sessionmaker[Session], captured: tuple[list[dict[str, Any]], Path]) -> None:
+    manifests, store_root = captured
+    store = ArtifactStore(store_root)
+    queue = ParseLaterQueue(sessions, store)
+    for manifest in manifests:
+        submit_manifest(sessions, queue, manifest, store)
+    assert queue.pending
+
+    with sessions() as s:
+        wall = s.scalars(select(Series).where(Series.metric == "wall_time")).one()
+        first, second = s.scalars(select(Commit).order_by(Commit.position)).all()
+        assert not s.scalars(select(Finding).where(Finding.detector == STATIC_DETECTOR)).all()  # nothing parsed yet
+        timed = s.scalars(select(Finding).where(Finding.detector == StepAtLatest.name,
+                                                Finding.series_id == wall.id)).one()
+        assert (timed.kind, timed.commit_id, timed.previous_commit_id) == ("time", second.id, first.id)
+        early = timed.attribution  # attributed on detection, before any record existed
+        assert early["ops"] is None and early["static"] is None
+        assert early["summary"] == "no op table or static change to attribute"
+        timed_id, wall_id, first_id, second_id = timed.id, wall.id, first.id, second.id
+
+    with unit_of_work(sessions) as s:  # the first commit's records land: nothing to compare them with yet
+        [first_result] = s.scalars(select(Result.id).join(Run).where(Run.commit_id == first_id,
+                                                                     Result.id.in_(queue.pending)))
+        parse_results(s, store, [first_result])
+    with sessions() as s:
+        assert not s.scalars(select(Finding).where(Finding.detector == STATIC_DETECTOR)).all()
+        half = s.get(Finding, timed_id).attribution  # type: ignore[union-attr]
+        assert half["ops"] is None and half["static"] is None  # half a comparison is none
+
+    with unit_of_work(sessions) as s:  # the rest lands: the hook re-attributes and runs static detection
+        parse_results(s, store, [rid for rid in queue.pending if rid != first_result])
+
+    with sessions() as s:
+        attribution = s.get(Finding, timed_id).attribution  # type: ignore[union-attr]
+        assert attribution["summary"].startswith(f"{CHANGED_FUSION} self time +"), attribution["ops"]
+        assert attribution["ops"]["rows"][0]["op"] == CHANGED_FUSION
+        assert attribution["ops"]["calls"] == {"before": 10, "after": 10}
+        assert {r["op"] for r in attribution["ops"]["rows"]} >= {CHANGED_FUSION, "ynn_fusion"}
+        changed = [f for f in attribution["fusions"] if "code changed" in f["reasons"]]
+        assert [f["name"] for f in changed] == [CHANGED_FUSION]
+        [code] = changed[0]["kernels"]
+        assert code["isa"] == "x86-64" and code["instructions"]["delta"] > 0
+        assert code["mnemonics"] and code["text_diff"]["lines"][0].startswith(f"--- {CHANGED_FUSION}")
+        [module] = attribution["static"]["modules"]
+        assert module["opcodes"] == {"tanh": DEPTH}
+        assert [c["name"] for c in module["fusions"]["changed"]] == [CHANGED_FUSION]
+
+        [static] = s.scalars(select(Finding).where(Finding.detector == STATIC_DETECTOR,
+                                                   Finding.series_id == wall_id)).all()
+        assert (static.kind, static.direction, static.confidence) == ("static", "regression", 1.0)
+        assert (static.commit_id, static.previous_commit_id) == (second_id, first_id)
+        assert static.value_after > static.value_before and static.detector_version == 1
+        assert static.magnitude == pytest.approx(static.value_after / static.value_before - 1)
+        assert [k["name"] for k in static.attribution["static"]["kernels"]] == [CHANGED_FUSION]
+        assert static.attribution["summary"].startswith(f"{CHANGED_FUSION} ")
+        before = snapshot(s)
+
+    # Everything again, every way in: nothing changes.
+    with unit_of_work(sessions) as s:
+        time_series = list(s.scalars(select(Series.id)))
+        attribute_findings(s, [timed_id], store)
+        detect_static(s, time_series, store)
+        detect_many(s, time_series, StepAtLatest(), store)
+        detect_many(s, time_series, StepAtLatest())  # without the artifact store: keeps the text diffs it has
+        parse_results(s, store, queue.pending)
+    with sessions() as s:
+        assert snapshot(s) == before
+
+
+def test_a_layer_not_parsed_yet_is_not_compared(sessions: sessionmaker[Session],
+                                                 captured: tuple[list[dict[str, Any]], Path]) -> None:
+    manifests, store_root = captured
+    store = ArtifactStore(store_root)
+    queue = ParseLaterQueue(sessions, store)
+    for manifest in manifests:
+        submit_manifest(sessions, queue, manifest, store)
+    with unit_of_work(sessions) as s:
+        parse_results(s, store, queue.pending)
+        second = s.scalars(select(Commit).order_by(Commit.position.desc())).first()
+        assert second is not None
+        # The second commit's object file, as if its parse had not run yet: its kernels are unknown, not gone.
+        s.execute(update(Artifact).where(Artifact.kind == "x86-obj", Artifact.id.in_(
+            select(ResultArtifact.artifact_id).join(Result, Result.id == ResultArtifact.result_id)
+            .join(Run, Run.id == Result.run_id).where(Run.commit_id == second.id))).values(parsed_version=None))
+        wall = s.scalars(select(Series).where(Series.metric == "wall_time")).one()
+        detect_static(s, [wall.id], store)
+    with sessions() as s:
+        [static] = s.scalars(select(Finding).where(Finding.detector == STATIC_DETECTOR)).all()
+        diff = static.attribution["static"]
+        assert diff["compared"] == {"hlo": True, "kernels": False} and diff["kernels"] == []
+        assert diff["measure"] == "hlo_instructions" and static.direction == "regression"  # more tanh
+        assert (static.value_before, static.value_after) == (diff["totals"]["size"]["before"],
+                                                             diff["totals"]["size"]["after"])

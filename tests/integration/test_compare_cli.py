@@ -1,0 +1,150 @@
+"""`kernelwatch compare BASE HEAD` as a user types it, on manifests stored through the real ingest, on SQLite and
+on the real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.context import Context
+from service.settings import load_settings
+from service.store.models import Environment
+from tests import builders
+
+
+@dataclass(frozen=True)
+class Stored:
+    env: dict[str, str]
+    base_sha: str
+    head_sha: str
+    other_env_sha: str
+    base_runs: tuple[str, str]
+    head_run: str
+    fingerprints: tuple[str, ...]
+
+
+def timings(level: float, seed: int, n: int = 10) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(v) for v in level * np.exp(0.01 * rng.standard_normal(n))]
+
+
+def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", "compare", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def stored(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -> Stored:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    env |= {"KERNELWATCH_HOME": str(tmp_path / "home"), "KERNELWATCH_DATABASE_URL": database_url}
+    softmax: dict[str, Any] = {"suite": "softmax", "name": "softmax_rows"}
+    matmul: dict[str, Any] = {"suite": "matmul", "name": "mm", "params": {"m": 8}}
+    # The base commit ran twice on one machine: its samples are pooled.
+    base = [builders.manifest(0, [
+        builders.result(**softmax, samples=timings(1e-3, seed + 1)),
+        builders.result(**matmul, samples=timings(2e-3, seed + 2)),
+        builders.result(suite="old", name="gone", samples=timings(5e-4, seed + 3)),
+        builders.result(suite="norms", name="breaks", samples=timings(3e-4, seed + 4)),
+    ]) for seed in (0, 10)]
+    head = builders.manifest(1, [
+        builders.result(**softmax, samples=timings(1.2e-3, 21)),
+        builders.result(**matmul, samples=timings(2e-3, 22)),
+        builders.result(suite="new", name="fresh", samples=timings(7e-4, 23)),
+        builders.result(suite="norms", name="breaks", status="failed", samples=[],
+                        message="XlaRuntimeError: RESOURCE_EXHAUSTED: out of memory"),
+    ])
+    elsewhere = builders.manifest(2, [builders.result(**softmax, samples=timings(1e-3, 31))],
+                                  environment=builders.environment(host_isa="aarch64+neon", cpu_model="Other CPU"))
+    # Another repository whose commit shares the base commit's first eight hex digits.
+    clash = builders.manifest(0, [builders.result()], repo="fork")
+    clash["commit"]["sha"] = base[0]["commit"]["sha"][:8] + "f" * 32
+    ctx = Context.create(load_settings(env))
+    try:
+        for doc in [*base, head, elsewhere, clash]:
+            ctx.submit(doc)
+    finally:
+        ctx.close()
+    with sessions() as s:
+        fingerprints = tuple(s.scalars(select(Environment.fingerprint).order_by(Environment.id)))
+    return Stored(env=env, base_sha=base[0]["commit"]["sha"], head_sha=head["commit"]["sha"],
+                  other_env_sha=elsewhere["commit"]["sha"], base_runs=(base[0]["run_id"], base[1]["run_id"]),
+                  head_run=head["run_id"], fingerprints=fingerprints)
+
+
+def row(text: str, label: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(label))
+
+
+def test_compare_commits_prints_a_benchstat_table(stored: Stored) -> None:
+    proc = kernelwatch([stored.base_sha[:10], stored.head_sha, "--repo", "demo"], stored.env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"base: demo@{stored.base_sha[:12]}" in out and "(2 runs)" in out
+    assert "wall_time (s)" in out and "base" in out and "delta" in out and "verdict" in out
+    softmax = row(out, "softmax/softmax_rows")
+    assert "n=20+10" in softmax and softmax.rstrip().endswith("regression") and "+" in softmax
+    assert "~ (p=" in row(out, "matmul/mm m=8")
+    assert row(out, "old/gone").rstrip().endswith("missing")
+    assert row(out, "new/fresh").rstrip().endswith("new")
+    assert row(out, "norms/breaks").rstrip().endswith("failed")
+    assert "failed in head: XlaRuntimeError: RESOURCE_EXHAUSTED" in out
+    assert row(out, "geomean")
+
+    failing = kernelwatch([stored.base_sha[:10], stored.head_sha, "--repo", "demo", "--fail-on-regression"],
+                          stored.env)
+    assert failing.returncode == 1 and failing.stdout == out
+
+
+def test_compare_runs_as_json(stored: Stored) -> None:
+    proc = kernelwatch([stored.base_runs[1], stored.head_run, "--format", "json", "--min-effect", "0.5"],
+                       stored.env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["format"] == "kernelwatch.compare" and doc["base"]["runs"] == [stored.base_runs[1]]
+    assert doc["parameters"]["min_effect"] == 0.5
+    by_name = {(b["suite"], b["name"]): b for b in doc["benchmarks"]}
+    softmax = by_name[("softmax", "softmax_rows")]
+    assert softmax["base"]["n"] == 10 and softmax["ratio"] == pytest.approx(1.2, rel=0.03)
+    assert softmax["verdict"] == "unchanged" and softmax["below_min_effect"]  # 20 % is under a 50 % bar
+    assert softmax["p_value"] < 0.01 and softmax["ratio_ci_low"] < softmax["ratio"] < softmax["ratio_ci_high"]
+    assert by_name[("norms", "breaks")]["head"]["message"].startswith("XlaRuntimeError")
+    assert doc["summary"] == {"regression": 0, "improvement": 0, "unchanged": 2, "failed": 1, "new": 1,
+                              "missing": 1}
+    assert doc["geomeans"][0]["count"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["deadbeef", "HEAD_SHA"], "no run or commit matches 'deadbeef'"),
+    (["abc", "HEAD_SHA"], "at least 4 hex digits"),
+    (["HEAD", "HEAD_SHA"], "no run 'HEAD'"),
+    (["BASE_PREFIX", "HEAD_SHA"], "is ambiguous"),
+    (["BASE_SHA", "HEAD_SHA", "--repo", "nope"], "no repository named 'nope'"),
+    (["BASE_SHA", "HEAD_SHA", "--alpha", "2"], "alpha"),
+])
+def test_bad_references_are_one_line_and_exit_2(stored: Stored, args: list[str], message: str) -> None:
+    subst = {"HEAD_SHA": stored.head_sha, "BASE_SHA": stored.base_sha, "BASE_PREFIX": stored.base_sha[:8]}
+    proc = kernelwatch([subst.get(a, a) for a in args], stored.env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, proc.stderr
+
+
+def test_the_ambiguous_prefix_resolves_within_a_repository(stored: Stored) -> None:
+    proc = kernelwatch([stored.base_sha[:8], stored.head_sha[:8], "--repo", "demo"], stored.env)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_different_environments_are_not_compared(stored: Stored) -> None:
+    proc = kernelwatch([stored.base_sha, stored.other_env_sha], stored.env)
+    assert proc.returncode == 2 and "different environments" in proc.stderr
+    base_fp, other_fp = stored.fingerprints[0], stored.fingerprints[1]
+    assert base_fp[:10] in proc.stderr and other_fp[:10] in proc.stderr

@@ -1,0 +1,91 @@
+"""The comparison table and its JSON form against golden files (KERNELWATCH_UPDATE_GOLDEN=1 rewrites them)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare
+from service.report.compare_table import SideLabel, format_text, format_value, to_json
+from tests.golden import assert_golden
+
+BASE = SideLabel(ref="1a2b3c4d", repository="kernels", commit="1a2b3c4d" * 5, subject="softmax: fuse the max",
+                 runs=("run-a", "run-b"))
+HEAD = SideLabel(ref="9f8e7d6c", repository="kernels", commit="9f8e7d6c" * 5, subject="softmax: online normaliser",
+                 runs=("run-c",))
+CPU = "cpu 1x cpu [3f2a9c1d0e]"
+
+
+def spread(level: float, n: int = 10, width: float = 0.01, phase: int = 0) -> tuple[float, ...]:
+    """Deterministic samples around a level (no random generator: the golden files must not move)."""
+    return tuple(level * (1 + width * (((i * 7 + phase) % 11) - 5) / 5) for i in range(n))
+
+
+def key(suite: str, name: str, metric: str = "wall_time", unit: str = "s", direction: str = "lower_is_better",
+        environment: str = CPU, **params: object) -> BenchmarkKey:
+    return BenchmarkKey(suite, name, tuple((k, str(v)) for k, v in sorted(params.items())), metric, unit,
+                        direction, environment)  # type: ignore[arg-type]
+
+
+def basic_pairs() -> list[Pair]:
+    return [
+        Pair(key("softmax", "softmax_rows", rows=256, cols=4096), Side(spread(1.2e-3)),
+             Side(spread(1.5e-3, phase=3))),
+        Pair(key("softmax", "softmax_rows", rows=1024, cols=4096), Side(spread(4.8e-3)),
+             Side(spread(4.81e-3, phase=5))),
+        Pair(key("matmul", "matmul", m=512, n=512), Side(spread(2.5e-4, n=12)), Side(spread(2.2e-4, n=12, phase=1))),
+        Pair(key("matmul", "matmul", m=2048, n=2048), Side(spread(0.0312, n=10)),
+             Side(spread(0.0311, n=10, phase=2))),
+        Pair(key("softmax", "softmax_rows", "algbw", "GB/s", "higher_is_better", rows=256, cols=4096),
+             Side(spread(7.0)), Side(spread(5.6, phase=3))),
+    ]
+
+
+def edge_pairs() -> list[Pair]:
+    gpu = "gpu 1x NVIDIA H200 [77aa00bb11]"
+    return [
+        Pair(key("attention", "flash", seq=2048), None, Side(spread(3e-3))),
+        Pair(key("attention", "flash", seq=512), Side(spread(9e-4)), None),
+        Pair(key("norms", "layernorm", fused=True), Side(spread(2e-4)),
+             Side((), "failed", "XlaRuntimeError: RESOURCE_EXHAUSTED: out of memory\nTraceback...")),
+        Pair(key("norms", "rmsnorm"), Side(spread(1e-4, n=4)), Side(spread(1.3e-4, n=4, phase=2))),
+        Pair(key("norms", "tiny_shift"), Side(spread(5e-5, n=40, width=0.0005)),
+             Side(spread(5.02e-5, n=40, width=0.0005, phase=4))),
+        Pair(key("matmul", "matmul", environment=gpu, m=512), Side(spread(2e-5)), Side(spread(1.7e-5, phase=6))),
+    ]
+
+
+def test_basic_comparison_reads_like_benchstat() -> None:
+    report = compare(basic_pairs())
+    text = format_text(report, BASE, HEAD)
+    assert_golden("compare_basic.txt", text)
+    assert "+24.8% (p=0.000 n=10+10)" in text and "~ (p=" in text and "regression" in text
+
+
+def test_edge_cases_table() -> None:
+    report = compare(edge_pairs())
+    notes = ("base also ran on tpu 8x TPU v5 lite [5e5e5e5e5e], which the other side did not: those results are "
+             "not compared",)
+    text = format_text(report, BASE, HEAD, notes)
+    assert_golden("compare_edge.txt", text)
+    assert "new" in text and "missing" in text and "failed in head: XlaRuntimeError" in text and "± ∞ ¹" in text
+
+
+def test_json_form() -> None:
+    report = compare(basic_pairs(), CompareParams(alpha=0.05, min_effect=0.01))
+    doc = to_json(report, BASE, HEAD)
+    assert_golden("compare_basic.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    assert doc["format"] == "kernelwatch.compare" and doc["version"] == 1
+    assert doc["summary"]["regression"] == 2 and doc["summary"]["improvement"] == 1
+    first = doc["benchmarks"][0]
+    assert first["verdict"] == "regression" and first["params"] == {"cols": "4096", "rows": "256"}
+    assert first["ratio_ci_low"] < first["ratio"] < first["ratio_ci_high"]
+
+
+@pytest.mark.parametrize(("value", "unit", "text"), [
+    (1.2345e-3, "s", "1.234ms"), (2.5e-7, "s", "250ns"), (3.0, "s", "3s"), (0.0, "s", "0"),
+    (12.5, "GB/s", "12.5"), (1e-12 / 2, "s", "0.5ps"),
+])
+def test_value_formatting(value: float, unit: str, text: str) -> None:
+    assert format_value(value, unit) == text

@@ -1,0 +1,38 @@
+"""`kernelwatch detect`'s input: a CSV of samples, read strictly."""
+
+import numpy as np
+import pytest
+
+from service.detect.changepoints import ChangePointParams
+from service.detect.samples_csv import change_points_report, read_samples_csv
+from service.errors import InvalidInput
+
+
+def test_rows_of_one_commit_are_its_samples_and_columns_may_come_in_any_order() -> None:
+    text = "value,series,position,host\n1.0,a,3,x\n1.2,a,3,y\n2.0,b,1,x\n1.1,a,5,x\n"
+    assert read_samples_csv(text) == {"a": {3: [1.0, 1.2], 5: [1.1]}, "b": {1: [2.0]}}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "empty file"),
+    ("series,value\na,1\n", "header lacks position"),
+    ("series,position,value\na,1.5,2\n", "input:2: position '1.5' is not an integer"),
+    ("series,position,value\na,1,nan\n", "input:2: value nan must be a finite number > 0"),
+    ("series,position,value\na,1,-3\n", "input:2: value -3.0 must be"),
+    ("series,position,value\na,1,1\nb,2\n", "input:3: 2 fields, the header has 3"),
+    ("series,position,value\n,1,1\n", "input:2: a series name"),
+    ('series,position,value\n"a' + "x" * 5000 + ',1,1\n', "input:2"),
+])
+def test_bad_input_is_refused_naming_the_line(text: str, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message.replace("(", r"\(").replace(".", r"\.")):
+        read_samples_csv(text)
+
+
+def test_report_gives_the_first_position_of_the_new_level_in_the_callers_numbering() -> None:
+    rng = np.random.default_rng(2)
+    samples = {"k": {10 * p: list(np.exp(rng.normal(0, 0.01, 3)) * (0.8 if p >= 12 else 1.0)) for p in range(30)},
+               "flat": {p: [1.0 + 0.001 * (p % 3)] for p in range(30)}}
+    (change,) = change_points_report(samples, ChangePointParams())["change_points"]
+    assert change["series"] == "k" and change["position"] == 120 and change["previous_position"] == 110
+    assert change["direction"] == "decrease" and change["magnitude"] == pytest.approx(-0.2, abs=0.02)
+    assert 0 <= change["p_value"] < 1e-6
