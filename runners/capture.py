@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runners.artifacts import ArtifactRef, ArtifactStore
+from runners.ptx_to_sass import SassTools, sass_from_ptx
 
 # Dump files worth keeping, by how their names end; the LLVM IR and the rest stay out of the store.
 DUMP_KINDS: tuple[tuple[str, str], ...] = (
@@ -67,6 +70,10 @@ class Capturer:
 
     store: ArtifactStore
     dump_dir: Path | None = None
+    # On a GPU host with ptxas and cuobjdump/nvdisasm: the device's architecture (sm_90) and those tools, so
+    # that every dumped PTX module also gets its SASS.
+    sass_arch: str | None = None
+    sass_tools: SassTools | None = None
     refs: list[ArtifactRef] = field(default_factory=list)
     cost: dict[str, float] = field(default_factory=dict)
     _before: set[str] = field(default_factory=set)
@@ -105,7 +112,18 @@ class Capturer:
             path = files[name]
             if kind is None or path.stat().st_size > MAX_DUMP_FILE_BYTES:
                 continue
-            self.refs.append(self.store.put(path.read_bytes(), kind=kind, name=name))
+            data = path.read_bytes()
+            self.refs.append(self.store.put(data, kind=kind, name=name))
+            if kind == "ptx" and self.sass_arch and self.sass_tools:
+                self._sass(data, name)
+
+    def _sass(self, ptx: bytes, name: str) -> None:
+        try:
+            listing = sass_from_ptx(ptx, self.sass_arch or "", self.sass_tools)  # type: ignore[arg-type]
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            print(f"kernelwatch: no SASS for {name}: {exc}", file=sys.stderr)  # the PTX is kept all the same
+            return
+        self.refs.append(self.store.put(listing.encode(), kind="sass", name=name.removesuffix(".ptx") + ".sass"))
 
     def trace(self, xplane: bytes) -> None:
         self.refs.append(self.store.put(xplane, kind="xplane", name="trace.xplane.pb"))

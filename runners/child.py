@@ -23,6 +23,7 @@ from runners.artifacts import ArtifactStore
 from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
+from runners.ptx_to_sass import SassTools, find_tools, sm_arch
 from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
 
 
@@ -59,6 +60,16 @@ def _send(stream: IO[str], message: dict[str, Any]) -> None:
     stream.flush()
 
 
+def gpu_sass_setup() -> tuple[str | None, SassTools | None]:
+    """(sm_XX, tools) on a GPU host that has ptxas and a SASS lister; (None, None) elsewhere."""
+    import jax
+
+    device = jax.devices()[0]
+    capability = getattr(device, "compute_capability", None) if device.platform == "gpu" else None
+    tools = find_tools() if capability else None
+    return (sm_arch(str(capability)), tools) if capability and tools else (None, None)
+
+
 def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
     instances: dict[str, BenchmarkInstance] = {
         i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
@@ -72,7 +83,8 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
     }})
     capturer = None
     if args.capture_dir is not None:
-        capturer = Capturer(ArtifactStore(args.capture_dir), dump_dir_from_flags(os.environ.get("XLA_FLAGS", "")))
+        capturer = Capturer(ArtifactStore(args.capture_dir), dump_dir_from_flags(os.environ.get("XLA_FLAGS", "")),
+                            *gpu_sass_setup())
     for line in inbox:
         command = json.loads(line)
         if command.get("exit"):

@@ -158,3 +158,30 @@ def test_artifacts_are_linked_and_must_exist(sessions: sessionmaker[Session], tm
     with sessions() as s:
         assert s.scalar(select(func.count(Artifact.id))) == 1
         assert s.scalar(select(func.count()).select_from(ResultArtifact)) == 3
+
+
+def test_each_metric_keeps_its_own_direction_and_error_metrics_give_numerics_findings(
+        sessions: sessionmaker[Session]) -> None:
+    # A quantized kernel got faster at commit 6 and lost accuracy at the same time; its bandwidth rose. Only the
+    # accuracy loss is a regression: recall is higher-is-better, time and error lower-is-better.
+    for position in range(12):
+        after = position >= 6
+        results = [
+            builders.result(samples=[(0.8e-3 if after else 1e-3) * (1 + 0.001 * k) for k in range(5)]),
+            builders.result(metric="rel_error", unit="1", samples=[2e-2 if after else 1e-3]),
+            builders.result(metric="recall", unit="1", direction="higher_is_better",
+                            samples=[0.90 if after else 0.99]),
+            builders.result(metric="algbw", unit="GB/s", direction="higher_is_better",
+                            samples=[(125.0 if after else 100.0) + 0.1 * k for k in range(5)]),
+        ]
+        submit_manifest(sessions, queue(sessions), builders.manifest(position, results))
+    with sessions() as s:
+        found = {(series.metric, series.unit, series.direction): (f.kind, f.direction)
+                 for f, series in s.execute(select(Finding, Series).join(Series, Series.id == Finding.series_id)
+                                            .where(Finding.detector == "edivisive"))}
+    assert found == {
+        ("wall_time", "s", "lower_is_better"): ("time", "improvement"),
+        ("rel_error", "1", "lower_is_better"): ("numerics", "regression"),
+        ("recall", "1", "higher_is_better"): ("numerics", "regression"),
+        ("algbw", "GB/s", "higher_is_better"): ("time", "improvement"),
+    }
