@@ -154,15 +154,22 @@ def _advance_series(session: Session, series: Series, finding: Finding | None, l
     return []
 
 
+def _new_job(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit, purpose: str,
+             policy: FollowUpPolicy) -> BisectJob:
+    now = datetime.now(UTC)
+    job = BisectJob(series_id=series.id, finding_id=finding.id, repository_id=series.repository_id,
+                    good_commit_sha=good.sha, bad_commit_sha=bad.sha, hardware=policy.hardware, state="running",
+                    purpose=purpose, runs_requested=[], created_at=now, updated_at=now)
+    session.add(job)
+    session.flush()  # its id goes into the run order
+    return job
+
+
 def _bisect_step(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit,
                  between: list[str], job: BisectJob | None, samples: int, policy: FollowUpPolicy) -> RunOrder | None:
     now = datetime.now(UTC)
     if job is None:
-        job = BisectJob(series_id=series.id, finding_id=finding.id, repository_id=series.repository_id,
-                        good_commit_sha=good.sha, bad_commit_sha=bad.sha, hardware=policy.hardware,
-                        state="running", purpose=BISECT, runs_requested=[], created_at=now, updated_at=now)
-        session.add(job)
-        session.flush()
+        job = _new_job(session, series, finding, good, bad, BISECT, policy)
     job.finding_id = finding.id  # the finding moves (a new row) as the range narrows
     job.updated_at = now
     if not between:
@@ -174,10 +181,8 @@ def _bisect_step(session: Session, series: Series, finding: Finding, good: Commi
         _finish(job, "failed", f"{len(between)} commits still between {good.sha[:12]} and {bad.sha[:12]} after "
                                f"{len(job.runs_requested)} runs")
         return None
-    if len(untried) < len(between):
-        # A requested run has not come back yet (or failed: it never will). Measure around it rather than wait
-        # forever; the range still narrows.
-        pass
+    # A requested commit still between has not come back yet (or failed, and never will): measure around it
+    # rather than wait forever; the range still narrows.
     sha = next_to_measure(untried)
     if sha is None:
         _finish(job, "failed", "every commit in the range was scheduled and none came back with results")
@@ -198,11 +203,7 @@ def _confirm_step(session: Session, series: Series, finding: Finding, good: Comm
         _finish(job, "cancelled", "the change point moved; a new confirmation follows")
         job = None
     if job is None:
-        job = BisectJob(series_id=series.id, finding_id=finding.id, repository_id=series.repository_id,
-                        good_commit_sha=good.sha, bad_commit_sha=bad.sha, hardware=policy.hardware,
-                        state="running", purpose=CONFIRM, runs_requested=[], created_at=now, updated_at=now)
-        session.add(job)
-        session.flush()
+        job = _new_job(session, series, finding, good, bad, CONFIRM, policy)
         job.runs_requested = [good.sha, bad.sha]
         return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy)
     job.finding_id, job.updated_at = finding.id, now
