@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -217,10 +216,9 @@ def _confirm_step(session: Session, series: Series, finding: Finding, good: Comm
     if decision.verdict == "undecided":
         job.runs_requested = [*job.runs_requested, good.sha, bad.sha]
         return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy)
+    # The verdict lives on the job (a confirmed change names its culprit; a refuted one none), where the pages
+    # read it: a finding's attribution is recomputed as results arrive, the job is not.
     _finish(job, "done", decision.describe(), culprit=bad.sha if decision.verdict == "confirmed" else None)
-    finding.attribution = {**(finding.attribution or {}), "confirmation": {
-        "verdict": decision.verdict, "p_value": decision.p_value, "ratio": float(np.round(decision.ratio, 6)),
-        "base_n": decision.base_n, "head_n": decision.head_n, "rounds": rounds}}
     return None
 
 

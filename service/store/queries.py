@@ -10,7 +10,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.store.models import Benchmark, Commit, Environment, Finding, Repository, Result, Run, Series
+from service.store.models import Benchmark, BisectJob, Commit, Environment, Finding, Repository, Result, Run, Series
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,7 @@ def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
         .where(*conditions)  # type: ignore[arg-type]
         .order_by(Finding.magnitude.desc())
     ).all()
+    verdicts = _confirmations(session, {f.series_id for f, *_ in rows})
     return [
         FindingView(
             id=f.id, series_id=s.id, series_label=series_label(s.benchmark), metric=s.metric, commit_sha=sha,
@@ -101,10 +102,20 @@ def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
             previous_sha=prev_sha, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
             value_before=f.value_before, value_after=f.value_after, unit=s.unit, detector=f.detector,
             detector_version=f.detector_version, kind=f.kind, p_value=f.p_value,
-            confirmation=((f.attribution or {}).get("confirmation") or {}).get("verdict"),
+            confirmation=verdicts.get((s.id, prev_sha, sha)),
         )
         for f, s, sha, subject, prev_sha in rows
     ]
+
+
+def _confirmations(session: Session, series_ids: set[int]) -> dict[tuple[int, str, str], str]:
+    """What re-running base and head said, per (series, base sha, head sha), where a confirmation finished."""
+    if not series_ids:
+        return {}
+    jobs = session.scalars(select(BisectJob).where(BisectJob.series_id.in_(series_ids),
+                                                   BisectJob.purpose == "confirm", BisectJob.state == "done"))
+    return {(j.series_id, j.good_commit_sha, j.bad_commit_sha): "confirmed" if j.culprit_sha else "refuted"
+            for j in jobs}
 
 
 def all_findings(session: Session) -> list[FindingView]:

@@ -15,6 +15,7 @@ from service.context import Context
 from service.settings import load_settings
 from service.store.db import upgrade
 from service.store.models import BisectJob, Commit, Finding, Result, Run
+from service.store.queries import all_findings
 
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
 # machine does to a run (up to ~2.5x here), so the test checks the bisection, not the weather.
@@ -101,7 +102,9 @@ def test_bisection_isolates_the_planted_commit_and_confirmation_agrees(tmp_path:
         assert finding.direction == "regression" and finding.magnitude > 2
         assert confirm.state == "done" and confirm.culprit_sha == shas[PLANTED], evidence
         assert confirm.message is not None and confirm.message.startswith("confirmed"), evidence
-        assert finding.attribution["confirmation"]["verdict"] == "confirmed"
+        with ctx.sessions() as s:
+            (view,) = [f for f in all_findings(s) if f.kind == "time"]
+        assert view.confirmation == "confirmed" and view.flags_commit and view.confidence_label == "confirmed"
         triggers = [t for _, t, *_ in history]
         assert triggers.count("bisect") == 2 and triggers.count("confirm") >= 2
     finally:
