@@ -1,4 +1,4 @@
-"""TPU LLO bundle listings (and xprof's ``bundle_util`` JSON) → one record per program.
+"""TPU LLO bundle listings → one record per program (xprof's ``bundle_util`` JSON: :mod:`llo_bundle_util`).
 
 Why: a TPU core is VLIW; the static bundle count and slot occupancy of a program are deterministic for a fixed
 compiler and flags, so a change in them (one more bundle in a loop body, an MXU op that moved, a new spill) is
@@ -34,420 +34,319 @@ Decisions on ambiguous input:
     as in assemblers), when it has a sign or the opcode has a ``rel`` modifier; absolute otherwise. A branch to
     its own bundle or an earlier one is a loop from the target to the branch's bundle.
 Every regex is anchored or starts on a literal, with no ambiguous adjacent quantifiers: linear in the line length.
+
+Speed: the text is read in ~1 MiB pieces (guarded piece by piece, the guards' errors still ranked before any
+grammar error). A *plain* form A line matches one compiled pattern (no comments, braces, tabs, ``;`` or ``=``
+inside brackets, brackets one deep, at most 16 ops), which hands back its address and opcode tokens. A piece made
+only of plain lines is read by one ``findall`` and C-level ``map``/``Counter``/``array`` work; other pieces line by
+line, plain lines by one match each and the rest by the general grammar (:mod:`llo_grammar`). Opcodes are
+counted, and classed once per distinct opcode; only special ops (``vpop``, MXU ops, branches, and loads/stores on
+a line that says ``spill`` or ``#``) are read further, by the same :func:`llo_grammar.classify` as every other op.
+Bundle and op records are not built while reading: a program keeps each bundle's address, line and place in the
+text, and builds a bundle's records when they are asked for (:class:`llo_grammar.Bundles`).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import accumulate, chain, compress, islice, repeat
+from operator import add, itemgetter, lt, methodcaller, not_
 from pathlib import Path
-from typing import Any
 
-from runners.parsers.text_guard import ListingParseError, checked_lines
+from runners.parsers.llo_bundle_util import UNIT_FAMILY, parse_bundle_util_file, parse_bundle_util_json
+from runners.parsers.llo_grammar import (
+    BRANCH,
+    EUP,
+    HEADER,
+    MAX_LINE_TOKENS,
+    MAX_NESTING,
+    OPCODE,
+    VECTOR_ALU,
+    XLU,
+    OpcodeInfo,
+    RawOp,
+    classify,
+    family,
+    only_comments,
+    opcode_info,
+    ops,
+    split_bundle_text,
+)
+from runners.parsers.llo_program import ProgramBuilder
+from runners.parsers.llo_records import (
+    DEFAULT_MAX_BYTES,
+    FAMILIES,
+    MXU_FAMILIES,
+    SPILL_KINDS,
+    LloBundle,
+    LloLoop,
+    LloOp,
+    LloParseError,
+    LloProgram,
+    SlotUsage,
+    program_name_from_path,
+    read_capped,
+)
+from runners.parsers.text_guard import MAX_LINE_CHARS, control_byte, is_empty, long_line
+
+__all__ = [  # what callers import from here, wherever it now lives
+    "BRANCH", "DEFAULT_MAX_BYTES", "EUP", "FAMILIES", "MAX_LINE_CHARS", "MAX_LINE_TOKENS", "MAX_NESTING",
+    "MXU_FAMILIES", "PARSER_VERSION", "SPILL_KINDS", "UNIT_FAMILY", "VECTOR_ALU", "XLU", "LloBundle", "LloLoop",
+    "LloOp", "LloParseError", "LloProgram", "SlotUsage", "family", "parse_bundle_util_file",
+    "parse_bundle_util_json", "parse_llo", "parse_llo_file", "program_name_from_path",
+]
 
 PARSER_VERSION = 1
-MAX_LINE_CHARS = 1 << 20
-MAX_NESTING = 32
-MAX_LINE_TOKENS = 10_000  # brackets, ';' and '/' on one bundle line; a real bundle line has a few hundred at most
-DEFAULT_MAX_BYTES = 64 << 20
-
-FAMILIES = (
-    "scalar", "vector_alu", "vector_load", "vector_store", "mxu_push", "mxu_matmul", "mxu_pop", "xlu", "eup", "dma",
-    "branch", "other",
-)
-MXU_FAMILIES = frozenset({"mxu_push", "mxu_matmul", "mxu_pop"})
-SPILL_KINDS = ("vector_spill_stores", "vector_spill_loads", "scalar_spill_stores", "scalar_spill_loads")
-
-BRANCH = frozenset("br bra sbr jmp sjmp call scall ret sret halt shalt".split())
-XLU = frozenset("vxpose vrot vperm vshuffle vbcast".split())
-EUP = frozenset("vpow2 vexp vexp2 vrcp vtanh vlog vlog2 vrsqrt vsqrt vsigmoid vlogistic verf vsin vcos".split())
-VECTOR_ALU = frozenset(
-    "vadd vsub vmul vmax vmin vsel vcmp vand vor vxor vnot vshl vshr vshll vshrl vshra vmov vcvt vabs vneg vclamp "
-    "vfma vmad vpack vunpack vclz vpcnt vcmask vimm vlaneseq vround vfloor vceil".split()
-)
-# bundle_util unit → op family (the MXU count is not split into push/matmul/pop, so it stays in slot_usage only)
-UNIT_FAMILY = {
-    "scalar_alu": "scalar", "vector_alu": "vector_alu", "vector_load": "vector_load", "vector_store": "vector_store",
-    "vector_eup": "eup",
-}
-
-
-def family(opcode: str, text: str = "") -> str:
-    """Slot family of an opcode (``vmatmul.bf16.mxu1``); ``text`` (dest and operands) decides what ``vpop`` pops."""
-    base = opcode.split(".", 1)[0]
-    if base in BRANCH:
-        return "branch"
-    if base.startswith("dma"):
-        return "dma"
-    if base == "vpop":  # a result FIFO: mrf (MXU), trf (transpose unit, XLU) or erf (EUP)
-        words = set(_WORDS.findall(f"{opcode} {text}".lower()))
-        for names, result in ((("mrf", "mxu"), "mxu_pop"), (("trf", "xlu"), "xlu"), (("erf", "eup"), "eup")):
-            if words.intersection(names):
-                return result
-        return "other"
-    if base.startswith("vmatpush"):
-        return "mxu_push"
-    if base.startswith("vmatmul"):
-        return "mxu_matmul"
-    if base.startswith("vld"):
-        return "vector_load"
-    if base.startswith("vst"):
-        return "vector_store"
-    if base in XLU or "xlane" in base:
-        return "xlu"
-    if base in EUP:
-        return "eup"
-    if base in VECTOR_ALU:
-        return "vector_alu"
-    return "scalar" if base.startswith("s") else "other"
-
-
-class LloParseError(ListingParseError):
-    """Input that is not a well-formed LLO listing or bundle_util JSON; ``line`` 0 means the input as a whole."""
-
-
-@dataclass(frozen=True)
-class LloOp:
-    dest: str | None
-    opcode: str  # with modifiers, "vmatmul.bf16.msra.mxu1"
-    operands: str
-    family: str
-    mxu: str | None  # "mxu1" for MXU-family ops naming a unit (".mxu1", "(mrf1)")
-    target: int | None  # resolved branch target address
-    spill: str | None  # one of SPILL_KINDS
-    line: int
-
-
-@dataclass(frozen=True)
-class LloBundle:
-    address: int
-    line: int
-    form: str  # "A": one line; "B": several
-    marker: str | None  # an upper-case tag between address and ':' ("LB"), when present
-    ops: tuple[LloOp, ...]
-    text: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class LloLoop:
-    start: int  # target address
-    end: int  # address of the bundle holding the backward branch
-    bundle_count: int  # bundles of the program with start <= address <= end
-    branch_line: int
-
-
-@dataclass(frozen=True)
-class SlotUsage:
-    used: int
-    available: int | None
-
-
-@dataclass(frozen=True)
-class LloProgram:
-    name: str
-    source: str
-    form: str  # "B" when any bundle spans lines, else "A"; "bundle_util" for the JSON
-    bundle_count: int
-    op_count: int | None  # None where the input does not say (bundle_util)
-    ops_per_family: dict[str, int]  # every FAMILIES key for listings; only the known ones for bundle_util
-    mxu_units: tuple[str, ...]
-    ops_per_bundle: dict[int, int]  # ops in a bundle → how many bundles
-    mxu_bundle_share: float | None  # share of bundles holding an MXU-family op
-    loops: tuple[LloLoop, ...]
-    spills: dict[str, int]
-    slot_usage: dict[str, SlotUsage]  # bundle_util only
-    ignored_lines: int
-    operands: tuple[str, ...] = field(repr=False)
-    allocations: dict[str, str] = field(repr=False)
-    bundles: tuple[LloBundle, ...] = field(repr=False)
-
+PIECE_CHARS = 1 << 20  # the text is split into lines a piece of about this many characters at a time
+PLAIN_MAX_OPS = 16  # a bundle line with more ops is read by the general grammar
+PIECE_CACHE = 1 << 16  # distinct special-op texts remembered per parse
+_CONTEXT_FREE, _NEEDS_ADDRESS, _LOADSTORE = 1, 2, 3  # a special op read from its text alone; a branch; a load/store
 
 _DIGITS = frozenset("0123456789")
-_HEADER = re.compile(r"(0x[0-9a-fA-F]{1,16}|[0-9]{1,18})(?:[ \t]+([A-Z]{1,4}))?[ \t]*:[ \t]*(?:>[ \t]*)?\{")
-_STRUCT = re.compile(r"/\*|\*/|//|[\[\](){};]")
-_EQUALS = re.compile(r"/\*|\*/|[\[\](){}=]")
-_DEST_NAMES = re.compile(r"(?:%[\w.]+|[A-Za-z_][\w.]*)(?:[ \t]*,[ \t]*(?:%[\w.]+|[A-Za-z_][\w.]*))*")
-_DEST_GROUP = re.compile(r"\(.*\)|\[.*\]")
-_OPCODE = re.compile(r"[a-z_][a-z0-9_]*(?:\.(?:[A-Za-z0-9_]+|<[a-z ]{1,40}>))*")
-_TARGET = re.compile(r"(?<![\w:$])\$([+-]?)(0x[0-9a-fA-F]{1,16}|[0-9]{1,18})(?![\w])")
-_UNIT = re.compile(r"(?<![a-z])(?:mrf|mxu)([0-9]{1,3})(?![0-9])")
-_WORDS = re.compile(r"[a-z]+")
-_BLANK = re.compile(r"\s*")
-_ALLOC_REF = re.compile(r"#([A-Za-z_]\w*)")
 _ALLOCATION = re.compile(r"#([A-Za-z_]\w*)[ \t]*\[(.*)\]")
 _OPERAND_DECL = re.compile(r"%[\w.]+[ \t]*=[ \t]*inlined_call_operand")
 _REGION = re.compile(r"\$region([0-9]{1,9}):[ \t]*#\{([^{}]*)\}(.*)")
 
 
-def _check_text(text: str, source: str) -> list[str]:
-    return checked_lines(text, source, LloParseError, MAX_LINE_CHARS)
+def _plain_line_source(max_ops: int) -> str:
+    """A plain form A line; group 1 the address, groups 2.. the opcode tokens (None past the last op). Every
+    character class excludes ``;`` and ``=``, so a match splits on ``;`` and ``=`` exactly where the general
+    reader's top-level scan would; possessive quantifiers keep it linear. An opcode token is a valid opcode when
+    the general grammar's opcode pattern matches all of it (checked once per distinct token)."""
+    char = r"[^][(){};=/\t\r\n]"
+    group = rf"(?:\[{char}*+\]|\({char}*+\))"
+    dest = rf"(?:%[\w.]++|[A-Za-z_][\w.]*+|{group})"
+    op = rf" *+(?:{dest} *+= *+)?+([a-z_][\w.]*+)(?: {char}*+(?:{group}{char}*+)*+)?+"
+    more = ""
+    for _ in range(max_ops - 1):
+        more = rf"(?:;{op}{more})?+"
+    return rf" *+(0x[0-9a-fA-F]{{1,16}}|[0-9]{{1,18}}) *+: *+\{{(?:{op}{more})?+\}} *+"
 
 
-def _read_capped(path: str | Path, max_bytes: int) -> str:
-    source = str(path)
-    with open(path, "rb") as handle:
-        data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise LloParseError(source, 0, f"file is larger than {max_bytes} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise LloParseError(source, data.count(b"\n", 0, exc.start) + 1, "not UTF-8 text") from None
+_PLAIN_LINE = re.compile(_plain_line_source(PLAIN_MAX_OPS), re.ASCII)
+_PLAIN_ROWS = re.compile(rf"^{_plain_line_source(PLAIN_MAX_OPS)}$", re.ASCII | re.MULTILINE)
+_ROW_OPCODES = itemgetter(slice(1, None))
+_ROW_NONES = methodcaller("count", "")  # findall gives "" for an op group past the last op
 
 
-def program_name_from_path(path: str | Path) -> str:
-    """``1777396851540540302-fusion.3-final_bundles.txt`` → ``fusion.3``."""
-    name = Path(path).name
-    name = name.removesuffix(".txt")
-    name = name.removesuffix("-final_bundles")
-    digits = len(name) - len(name.lstrip("0123456789"))
-    if 0 < digits < len(name) - 1 and name[digits] == "-":
-        name = name[digits + 1 :]
-    return name or str(path)
-
-
-def _only_comments(text: str, source: str, number: int) -> bool:
-    """True when ``text`` is whitespace and complete comments; an unterminated ``/*`` is an error."""
-    position = 0
-    while True:
-        blank = _BLANK.match(text, position)
-        position = blank.end() if blank else position
-        if position == len(text) or text.startswith("//", position):
-            return True
-        if not text.startswith("/*", position):
-            return False
-        end = text.find("*/", position + 2)
-        if end < 0:
-            raise LloParseError(source, number, "unterminated '/*' comment")
-        position = end + 2
-
-
-def _outside_comment(text: str, source: str, number: int) -> bool:
-    """Outside bundles a comment may run on past its line (it is then ignored text), unlike inside one."""
-    try:
-        return _only_comments(text, source, number)
-    except LloParseError:
-        return False
-
-
-def _split_bundle_text(content: str, source: str, number: int) -> tuple[list[str], bool]:
-    """Op pieces of one line of bundle content, split on top-level ';', and whether a top-level '}' closed it."""
-    tokens = sum(content.count(char) for char in "[](){};/")  # C-speed bound on the Python loop below
-    if tokens > MAX_LINE_TOKENS:
-        raise LloParseError(source, number, f"{tokens} brackets, ';' and '/' on one line (> {MAX_LINE_TOKENS})")
-    pieces: list[str] = []
-    stack: list[str] = []
-    start = position = 0
-    while match := _STRUCT.search(content, position):
-        token, position = match.group(), match.end()
-        if token == "/*":
-            close = content.find("*/", position)
-            if close < 0:
-                raise LloParseError(source, number, "unterminated '/*' comment")
-            position = close + 2
-        elif token == "*/":
-            raise LloParseError(source, number, "'*/' without '/*'")
-        elif token == "//":
-            if not stack:
-                pieces.append(content[start : match.start()])
-                return pieces, False
-        elif token in "[({":
-            if token == "{" and not stack:
-                raise LloParseError(source, number, "'{' inside an open bundle (bundles do not nest)")
-            stack.append(token)
-            if len(stack) > MAX_NESTING:
-                raise LloParseError(source, number, f"brackets nested deeper than {MAX_NESTING}")
-        elif token == ";":
-            if not stack:
-                pieces.append(content[start : match.start()])
-                start = position
-        elif not stack:
-            if token != "}":
-                raise LloParseError(source, number, f"unbalanced {token!r}")
-            pieces.append(content[start : match.start()])
-            if not _only_comments(content[position:], source, number):
-                raise LloParseError(source, number, "text after a bundle's closing '}'")
-            return pieces, True
-        elif {"]": "[", ")": "(", "}": "{"}[token] != stack.pop():
-            raise LloParseError(source, number, f"mismatched {token!r}")
-    if stack:
-        raise LloParseError(source, number, f"unclosed {stack[-1]!r} (an op cannot span lines)")
-    pieces.append(content[start:])
-    return pieces, False
-
-
-def _top_level_equals(piece: str) -> int:
-    depth, in_comment = 0, False
-    for match in _EQUALS.finditer(piece):
-        token = match.group()
-        if in_comment:
-            in_comment = token != "*/"
-        elif token == "/*":
-            in_comment = True
-        elif token in "[({":
-            depth += 1
-        elif token in "])}":
-            depth -= 1
-        elif token == "=" and depth == 0:
-            return match.start()
-    return -1
-
-
-def _op(piece: str, number: int, source: str) -> tuple[str | None, str, str]:
-    """(dest, opcode, operands) of one op, or LloParseError."""
-    dest: str | None = None
-    rest = piece
-    equals = _top_level_equals(piece)
-    if equals >= 0:
-        left = piece[:equals].strip()
-        if _DEST_NAMES.fullmatch(left) or _DEST_GROUP.fullmatch(left):
-            dest, rest = left, piece[equals + 1 :].strip()
-        elif not left:
-            raise LloParseError(source, number, f"'=' without a destination: {piece[:60]!r}")
-    opcode = _OPCODE.match(rest)
-    if not opcode or (opcode.end() < len(rest) and rest[opcode.end()] not in " \t"):
-        raise LloParseError(source, number, f"not an LLO op: {piece[:60]!r}")
-    return dest, opcode.group(), rest[opcode.end() :].strip()
-
-
-def _ops(pieces: list[str], number: int, source: str) -> list[tuple[int, str | None, str, str]]:
-    kept = [piece.strip() for piece in pieces if not _only_comments(piece, source, number)]
-    return [(number, *_op(piece, number, source)) for piece in kept]
-
-
-def _target(opcode: str, operands: str, address: int) -> int | None:
-    matches = list(_TARGET.finditer(operands))
-    if not matches:
-        return None
-    last = matches[-1]
-    digits = last.group(2)
-    value = int(digits[2:], 16) if digits.startswith("0x") else int(digits)
-    relative = bool(last.group(1)) or "rel" in opcode.split(".")[1:]
-    if last.group(1) == "-":
-        value = -value
-    return address + value if relative else value
+def _pieces(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, piece) of consecutive pieces of ``text`` cut after a newline (which no piece holds): the lines of
+    the pieces, in order, are those of ``text.split("\\n")``."""
+    start = 0
+    while (cut := text.find("\n", start + PIECE_CHARS)) >= 0:
+        yield start, text[start:cut]
+        start = cut + 1
+    yield start, text[start:]
 
 
 @dataclass
-class _RawBundle:
+class _OpenBundle:
     address: int
     line: int
-    marker: str | None
-    ops: list[tuple[int, str | None, str, str]]  # (line, dest, opcode, operands)
-    text: list[str]
+    start: int  # offset of its first line in the text
+    ops: list[RawOp]
 
 
-class _Program:
-    """Mutable builder of one program."""
+class _Reader:
+    """Reads a listing's lines in order into programs."""
 
-    def __init__(self, name: str | None) -> None:
-        self.name = name
-        self.raw: list[_RawBundle] = []
-        self.operands: list[str] = []
-        self.allocations: dict[str, str] = {}
-        self.ignored = 0
+    def __init__(self, text: str, source: str) -> None:
+        self.text, self.source = text, source
+        self.programs = [ProgramBuilder(None)]
+        self.open: _OpenBundle | None = None
+        self.infos: dict[str, OpcodeInfo] = {}
+        self.known: set[str] = set()
+        self.special: set[str] = set()  # opcodes whose ops are read further (vpop, MXU ops, branches)
+        self.loadstore: set[str] = set()  # opcodes of loads and stores (spills, on lines saying so)
+        self.actions: dict[str, int] = {}  # opcode → what a plain line's op of it needs (_CONTEXT_FREE, ...)
+        # a vpop or MXU op's text → (its family if classed by its text, its unit, an MXU op?)
+        self.pieces: dict[str, tuple[str | None, str | None, bool]] = {}
+        self.crlf = "\r" in text
 
-    def finish(self, source: str, default_name: str) -> LloProgram:
-        name = self.name or default_name
-        if not self.raw:
-            raise LloParseError(source, 0, f"program {name} has no bundles")
-        spill_allocations = {key for key, body in self.allocations.items() if "spill" in body.lower()}
-        bundles = [self._bundle(raw, spill_allocations, source) for raw in self.raw]
-        per_family = dict.fromkeys(FAMILIES, 0)
-        spills = dict.fromkeys(SPILL_KINDS, 0)
-        histogram: dict[int, int] = {}
-        units: set[str] = set()
-        with_mxu = 0
-        loops: dict[tuple[int, int], LloLoop] = {}
-        addresses = [bundle.address for bundle in bundles]
-        for bundle in bundles:
-            histogram[len(bundle.ops)] = histogram.get(len(bundle.ops), 0) + 1
-            with_mxu += any(op.family in MXU_FAMILIES for op in bundle.ops)
-            for op in bundle.ops:
-                per_family[op.family] += 1
-                units.update([op.mxu] if op.mxu else [])
-                if op.spill:
-                    spills[op.spill] += 1
-                if op.target is not None and op.target <= bundle.address and (op.target, bundle.address) not in loops:
-                    inside = bisect_right(addresses, bundle.address) - bisect_left(addresses, op.target)
-                    loops[(op.target, bundle.address)] = LloLoop(op.target, bundle.address, inside, op.line)
-        return LloProgram(
-            name=name, source=source, form="B" if any(bundle.form == "B" for bundle in bundles) else "A",
-            bundle_count=len(bundles), op_count=sum(per_family.values()), ops_per_family=per_family,
-            mxu_units=tuple(sorted(units, key=lambda unit: int(unit[3:]))),
-            ops_per_bundle=dict(sorted(histogram.items())), mxu_bundle_share=with_mxu / len(bundles),
-            loops=tuple(sorted(loops.values(), key=lambda loop: (loop.start, loop.end))), spills=spills,
-            slot_usage={}, ignored_lines=self.ignored, operands=tuple(self.operands),
-            allocations=dict(self.allocations), bundles=tuple(bundles),
-        )
+    def info(self, opcode: str) -> OpcodeInfo:
+        found = self.infos.get(opcode)
+        if found is None:
+            found = self.infos[opcode] = opcode_info(opcode)
+            self.known.add(opcode)
+            if found.special:
+                self.special.add(opcode)
+            if found.loadstore:
+                self.loadstore.add(opcode)
+            self.actions[opcode] = (_CONTEXT_FREE if found.special and found.family != "branch" else
+                                    _NEEDS_ADDRESS if found.special else _LOADSTORE if found.loadstore else 0)
+        return found
 
-    @staticmethod
-    def _bundle(raw: _RawBundle, spill_allocations: set[str], source: str) -> LloBundle:
-        ops = []
-        for number, dest, opcode, operands in raw.ops:
-            context = f"{dest or ''} {operands}"
-            kind = family(opcode, context)
-            unit = _UNIT.search(f"{opcode} {context}") if kind in MXU_FAMILIES else None
-            target = _target(opcode, operands, raw.address) if kind == "branch" else None
-            ops.append(LloOp(dest, opcode, operands, kind, f"mxu{int(unit.group(1))}" if unit else None, target,
-                             _spill(opcode, kind, context, spill_allocations), number))
-        form = "A" if len(raw.text) == 1 else "B"
-        return LloBundle(raw.address, raw.line, form, raw.marker, tuple(ops), "\n".join(raw.text))
+    def _learn(self, tokens: tuple[str, ...]) -> bool:
+        """Learns a plain line's new opcode tokens; False when one is not an opcode (the line is not plain)."""
+        for token in tokens:
+            if token not in self.known:
+                if not OPCODE.fullmatch(token):
+                    return False
+                self.info(token)
+        return True
 
+    def feed(self, number: int, offset: int, piece: str, lines: list[str]) -> None:
+        """Reads the lines of ``piece``, the first numbered ``number`` at ``offset`` in the text."""
+        if not self._bulk(number, offset, piece, lines):
+            self._lines(number, offset, lines)
 
-def _spill(opcode: str, kind: str, context: str, spill_allocations: set[str]) -> str | None:
-    base = opcode.split(".", 1)[0]
-    if kind == "vector_store" or base.startswith("sst"):
-        direction = "stores"
-    elif kind == "vector_load" or base.startswith("sld"):
-        direction = "loads"
-    else:
-        return None
-    marked = "spill" in opcode.lower() or "spill" in context.lower()
-    if not marked and not spill_allocations.intersection(_ALLOC_REF.findall(context)):
-        return None
-    return f"{'vector' if kind.startswith('vector') else 'scalar'}_spill_{direction}"
+    def _bulk(self, number: int, offset: int, piece: str, lines: list[str]) -> bool:
+        """Reads a piece made only of plain lines at C speed (one ``findall``, then ``map``, ``Counter`` and
+        ``array.extend``; Python per line only for lines with special ops). False, having changed nothing, for any
+        other piece: its lines are then read one at a time."""
+        count = len(lines) - (lines[-1] == "")  # the last piece may end with the text's last newline
+        if self.open is not None or not piece.isascii() or max(map(len, lines)) > MAX_LINE_TOKENS:
+            return False
+        rows = _PLAIN_ROWS.findall(piece)
+        if len(rows) != count or not rows:  # a match is one whole line, so equal counts mean every line matched
+            return False
+        opcodes = list(filter(None, chain.from_iterable(map(_ROW_OPCODES, rows))))
+        if not self.known.issuperset(opcodes) and not self._learn(tuple(set(opcodes))):
+            return False
+        digits = [row[0] for row in rows]
+        if any(map(methodcaller("startswith", "0x"), digits)):
+            addresses = [int(text, 16) if text[1:2] == "x" else int(text) for text in digits]
+        else:
+            addresses = list(map(int, digits))
+        program = self.programs[-1]
+        if (program.addresses and addresses[0] <= program.addresses[-1]) or not all(
+                map(lt, addresses, islice(addresses, 1, None))):
+            return False  # the line-at-a-time reading raises at the right line
+        lengths = list(map(len, islice(lines, count)))
+        starts = list(islice(accumulate(map(add, lengths, repeat(1)), initial=offset), count))
+        for index in self._special_rows(piece, rows, starts, offset):
+            row = rows[index]
+            line = lines[index]
+            program.with_mxu += self._special_ops(program, line, tuple(filter(None, row[1:])), addresses[index],
+                                                  number + index, "#" in line or "spill" in line.lower())
+        program.counts.update(opcodes)
+        for nones, bundles in Counter(map(_ROW_NONES, rows)).items():
+            program.histogram[PLAIN_MAX_OPS - nones] += bundles
+        program.addresses.extend(addresses)
+        program.lines.extend(range(number, number + count))
+        program.starts.extend(starts)
+        program.ends.extend(map(add, starts, lengths))
+        return True
 
+    def _special_rows(self, piece: str, rows: list[tuple[str, ...]], starts: list[int], offset: int) -> list[int]:
+        """Indexes of the rows with ops to read further: a special op, or a load/store on a line saying "spill"
+        or "#" (found by searching the piece, which is ASCII, so its lower-case copy has the same offsets)."""
+        special, loadstore = self.special, self.loadstore
+        found = set(compress(range(len(rows)), map(not_, map(special.isdisjoint, rows))))
+        lowered = piece.lower()
+        for word in ("spill", "#"):
+            at = lowered.find(word)
+            while at >= 0:
+                index = bisect_right(starts, offset + at) - 1
+                if not loadstore.isdisjoint(rows[index]):
+                    found.add(index)
+                at = lowered.find(word, starts[index + 1] - offset if index + 1 < len(starts) else len(piece))
+        return sorted(found)
 
-def parse_llo(text: str, source: str = "<llo>", program: str | None = None) -> list[LloProgram]:
-    """Programs of a form A and/or form B bundle listing, in order; raises :class:`LloParseError`."""
-    lines = _check_text(text, source)
-    default_name = program or (source if source.startswith("<") else program_name_from_path(source))
-    programs = [_Program(None)]
-    open_bundle: _RawBundle | None = None
-    for number, line in enumerate(lines, 1):
-        current = programs[-1]
-        stripped = line.strip()
-        if open_bundle is not None:
-            open_bundle.text.append(line)
-            pieces, closed = _split_bundle_text(line, source, number)
-            open_bundle.ops.extend(_ops(pieces, number, source))
+    def _lines(self, number: int, offset: int, lines: list[str]) -> None:
+        """Reads lines one at a time: plain ones by one match each, the others by the general grammar."""
+        plain, known, special, loadstore = _PLAIN_LINE.fullmatch, self.known, self.special, self.loadstore
+        program = self.programs[-1]
+        for number, line in enumerate(lines, number):  # noqa: B020 (numbering continues from the argument)
+            start = offset
+            offset += len(line) + 1
+            if self.crlf and line[-1:] == "\r":
+                line = line[:-1]
+            match = plain(line) if self.open is None and len(line) <= MAX_LINE_TOKENS else None
+            if match is not None:
+                groups, last = match.groups(), match.lastindex or 1
+                opcodes = groups[1:last]
+                if not known.issuperset(opcodes) and not self._learn(opcodes):
+                    match = None
+            if match is None:
+                self._line(program, line, number, start)
+                program = self.programs[-1]  # a region marker may have begun the next program
+                continue
+            digits = groups[0]
+            address = int(digits, 16) if digits[1:2] == "x" else int(digits)
+            if program.addresses and address <= program.addresses[-1]:
+                raise LloParseError(self.source, number, f"bundle address {digits} does not increase")
+            program.counts.update(opcodes)
+            spill_words = "#" in line or "spill" in line.lower()
+            if not special.isdisjoint(opcodes) or (spill_words and not loadstore.isdisjoint(opcodes)):
+                program.with_mxu += self._special_ops(program, line, opcodes, address, number, spill_words)
+            program.add_bundle(address, number, start, start + len(line), last - 1)
+
+    def _special_ops(self, program: ProgramBuilder, line: str, opcodes: tuple[str, ...], address: int, number: int,
+                     spill_words: bool) -> bool:
+        """Reads a plain line's special ops further; True when one is an MXU op. ``spill_words``: the line says
+        "spill" or "#", so its loads and stores may be spills."""
+        actions, pieces = self.actions, self.pieces
+        mxu = False
+        content = line[line.index("{") + 1 : line.rindex("}")]
+        for opcode, piece in zip(opcodes, content.split(";"), strict=True):
+            action = actions[opcode]
+            if action == _CONTEXT_FREE:  # vpop and MXU ops: the op's text says all, and repeats
+                seen = pieces.get(piece)
+                if seen is None:
+                    found = classify(self.infos[opcode], opcode, *_dest_operands(piece, opcode), address)
+                    seen = (found.family if self.infos[opcode].contextual else None, found.mxu,
+                            found.family in MXU_FAMILIES)
+                    if len(pieces) < PIECE_CACHE:
+                        pieces[piece] = seen
+                contextual, unit, is_mxu = seen
+                if contextual:
+                    program.contextual[contextual] += 1
+                if unit:
+                    program.units.add(unit)
+                mxu = mxu or is_mxu
+            elif action == _NEEDS_ADDRESS or (action == _LOADSTORE and spill_words):
+                info = self.infos[opcode]
+                found = classify(info, opcode, *_dest_operands(piece, opcode), address)
+                mxu = program.apply(info, found, address, number) or mxu
+        return mxu
+
+    def _close(self, program: ProgramBuilder, bundle: _OpenBundle, end: int, last_line: int) -> None:
+        mxu = False
+        program.counts.update(opcode for _, _, opcode, _ in bundle.ops)
+        for line, dest, opcode, operands in bundle.ops:
+            info = self.info(opcode)
+            if info.special or info.loadstore:
+                mxu |= program.apply(info, classify(info, opcode, dest, operands, bundle.address), bundle.address, line)
+        program.multi_line |= last_line != bundle.line
+        program.with_mxu += mxu
+        program.add_bundle(bundle.address, bundle.line, bundle.start, end, len(bundle.ops))
+
+    def _line(self, current: ProgramBuilder, line: str, number: int, start: int) -> None:
+        """Any line the plain pattern does not take: the general grammar (:mod:`llo_grammar`)."""
+        source = self.source
+        if self.open is not None:
+            pieces, closed = split_bundle_text(line, source, number)
+            self.open.ops.extend(ops(pieces, number, source))
             if closed:
-                current.raw.append(open_bundle)
-                open_bundle = None
-            continue
-        header = _HEADER.match(stripped) if stripped[:1] in _DIGITS else None
+                self._close(current, self.open, start + len(line), number)
+                self.open = None
+            return
+        stripped = line.strip()
+        header = HEADER.match(stripped) if stripped[:1] in _DIGITS else None
         if header:
             digits = header.group(1)
             address = int(digits[2:], 16) if digits.startswith("0x") else int(digits)
-            if current.raw and address <= current.raw[-1].address:
+            if current.addresses and address <= current.addresses[-1]:
                 raise LloParseError(source, number, f"bundle address {digits} does not increase")
-            pieces, closed = _split_bundle_text(stripped[header.end() :], source, number)
-            bundle = _RawBundle(address, number, header.group(2), _ops(pieces, number, source), [line])
+            pieces, closed = split_bundle_text(stripped[header.end() :], source, number)
+            bundle = _OpenBundle(address, number, start, ops(pieces, number, source))
             if closed:
-                current.raw.append(bundle)
+                self._close(current, bundle, start + len(line), number)
             else:
-                open_bundle = bundle
+                self.open = bundle
         elif stripped[:1] in _DIGITS:
             raise LloParseError(source, number, f"malformed bundle header: {stripped[:60]!r}")
         elif stripped.startswith("$region") and (region := _REGION.fullmatch(stripped)):
             name = region.group(2)
             if "parent=" in region.group(3) or name == current.name:
                 pass
-            elif current.raw:
-                programs.append(_Program(name))
+            elif current.addresses:
+                self.programs.append(ProgramBuilder(name))
             elif current.name is None:
                 current.name = name
             else:
@@ -458,69 +357,59 @@ def parse_llo(text: str, source: str = "<llo>", program: str | None = None) -> l
             current.operands.append(stripped)
         elif stripped and not _outside_comment(stripped, source, number):
             current.ignored += 1
-    if open_bundle is not None:
-        raise LloParseError(source, open_bundle.line, "bundle '{' never closed (truncated input?)")
-    return [p.finish(source, default_name) for p in programs]
+
+def _dest_operands(piece: str, opcode: str) -> tuple[str | None, str]:
+    """Dest and operands of an op of a plain line, whose only '=' (if any) ends its dest."""
+    left, equals, right = piece.partition("=")
+    dest, rest = (left.strip(), right.strip()) if equals else (None, piece.strip())
+    return dest, rest[len(opcode) :].strip()
+
+
+def _outside_comment(text: str, source: str, number: int) -> bool:
+    """Outside bundles a comment may run on past its line (it is then ignored text), unlike inside one."""
+    try:
+        return only_comments(text, source, number)
+    except LloParseError:
+        return False
+
+
+def parse_llo(text: str, source: str = "<llo>", program: str | None = None) -> list[LloProgram]:
+    """Programs of a form A and/or form B bundle listing, in order; raises :class:`LloParseError`.
+
+    Errors rank as if the whole text were guarded first: a long line anywhere, then a control byte anywhere,
+    then the first grammar error."""
+    if is_empty(text):
+        raise LloParseError(source, 1, "empty input")
+    default_name = program or (source if source.startswith("<") else program_name_from_path(source))
+    reader = _Reader(text, source)
+    control: LloParseError | None = None
+    grammar: LloParseError | None = None
+    number = 1
+    for offset, piece in _pieces(text):
+        lines = piece.split("\n")
+        found = long_line(lines, MAX_LINE_CHARS)
+        if found:
+            raise LloParseError(source, number + found[0], found[1])
+        if control is None:
+            found = control_byte(lines, piece)
+            if found:
+                control = LloParseError(source, number + found[0], found[1])
+            elif grammar is None:
+                try:
+                    reader.feed(number, offset, piece, lines)
+                except LloParseError as error:
+                    grammar = error
+        number += len(lines)
+    if control is not None:
+        raise control
+    if grammar is not None:
+        raise grammar
+    if reader.open is not None:
+        raise LloParseError(source, reader.open.line, "bundle '{' never closed (truncated input?)")
+    return [p.build(text, source, default_name, reader.infos) for p in reader.programs]
 
 
 def parse_llo_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES,
                    program: str | None = None) -> list[LloProgram]:
     """Parse a listing file (named after the file unless a header names it), refusing one over ``max_bytes``."""
-    return parse_llo(_read_capped(path, max_bytes), str(path), program or program_name_from_path(path))
-
-
-def _count(value: Any, key: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise LloParseError(source, 0, f"{key} is not a non-negative integer: {str(value)[:40]!r}")
-    return value
-
-
-def _from_bundle_util(obj: Any, name: str, source: str) -> LloProgram:
-    if not isinstance(obj, dict):
-        raise LloParseError(source, 0, "bundle_util entry is not a JSON object")
-    if "total_bundles" not in obj:
-        raise LloParseError(source, 0, "bundle_util entry has no total_bundles")
-    total = _count(obj["total_bundles"], "total_bundles", source)
-    usage: dict[str, SlotUsage] = {}
-    for key, value in obj.items():
-        if isinstance(key, str) and key.endswith("_used"):
-            unit = key[: -len("_used")]
-            used = _count(value, key, source)
-            available = _count(obj[f"{unit}_avail"], f"{unit}_avail", source) if f"{unit}_avail" in obj else None
-            if available is not None and used > available:
-                raise LloParseError(source, 0, f"{unit}: {used} used of {available} available")
-            usage[unit] = SlotUsage(used, available)
-    spills = {key: _count(value, key, source) for key, value in obj.items()
-              if "spill" in key and not key.startswith("_") and not isinstance(value, str)}
-    label = obj.get("program", obj.get("name"))
-    return LloProgram(
-        name=label if isinstance(label, str) and label else name, source=source, form="bundle_util",
-        bundle_count=total, op_count=None,
-        ops_per_family={UNIT_FAMILY[unit]: slot.used for unit, slot in usage.items() if unit in UNIT_FAMILY},
-        mxu_units=(), ops_per_bundle={}, mxu_bundle_share=None, loops=(), spills=spills, slot_usage=usage,
-        ignored_lines=0, operands=(), allocations={}, bundles=(),
-    )
-
-
-def parse_bundle_util_json(text: str, source: str = "<bundle_util>", program: str | None = None) -> list[LloProgram]:
-    """xprof ``get_llo_static_analysis --mode=bundle_util`` JSON (an object, or a list of them) → program records
-    holding what it reports: bundle count, per-unit used/available slots, spill counts. Keys starting with ``_`` are
-    comments."""
-    _check_text(text, source)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LloParseError(source, exc.lineno, f"not JSON: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:  # over-long integers, pathological nesting
-        raise LloParseError(source, 0, f"not usable JSON: {type(exc).__name__}") from None
-    entries = document if isinstance(document, list) else [document]
-    if not entries:
-        raise LloParseError(source, 0, "empty bundle_util list")
-    default = program or (source if source.startswith("<") else Path(source).stem)
-    return [_from_bundle_util(entry, default if len(entries) == 1 else f"{default}#{i}", source)
-            for i, entry in enumerate(entries)]
-
-
-def parse_bundle_util_file(path: str | Path, max_bytes: int = DEFAULT_MAX_BYTES,
-                           program: str | None = None) -> list[LloProgram]:
-    return parse_bundle_util_json(_read_capped(path, max_bytes), str(path), program)
+    return parse_llo(read_capped(path, max_bytes), str(path), program or program_name_from_path(path))

@@ -164,6 +164,9 @@ def _nest(events: list[_Event]) -> None:
 
 
 def _host_lines(planes: Iterable[Any]) -> list[list[_Event]]:
+    """Op events of the host plane, by line. Most host events are not ops, but whether one carries ``hlo_op``
+    can only be learned from its own stats (ProfileData exposes no metadata id, and stats are per event), so every
+    event's stats are read, the cheapest way the binding allows: one ``dict()`` over its iterator, inline."""
     lines = []
     for plane in planes:
         if plane.name != HOST_PLANE:
@@ -171,7 +174,10 @@ def _host_lines(planes: Iterable[Any]) -> list[list[_Event]]:
         for line in plane.lines:
             found = []
             for event in line.events:
-                stats = _stats(event)
+                try:
+                    stats = dict(event.stats)
+                except (TypeError, ValueError):  # as _stats: unreadable stats are none
+                    continue
                 if "hlo_op" in stats and "hlo_module" in stats:
                     start, end = _span(event, stats)
                     found.append(_Event(str(stats["hlo_module"]), str(stats["hlo_op"]), start, end))

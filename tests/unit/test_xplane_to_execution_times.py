@@ -1,5 +1,6 @@
 """Execution times from profiler traces: synthetic accelerator XSpaces (text protos) and a real CPU trace."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import jax.numpy as jnp
@@ -60,3 +61,26 @@ def test_a_traced_pass_on_this_cpu_reports_each_call() -> None:
     wall, traced = measure(BenchmarkInstance(spec=spec), TimingPlan(samples=4, warmup=1, trace=True))
     assert traced.metric == "execution_time" and traced.status == "ok"
     assert len(traced.samples) == len(wall.samples) == 4 and all(t > 0 for t in traced.samples)
+
+
+def test_host_executions_match_a_reference_walk_on_a_real_trace(tmp_path: Path) -> None:
+    import jax
+
+    f = jax.jit(lambda v: jnp.tanh(jnp.exp(v) * 2.0))
+    x = np.ones((64, 256), np.float32)
+    f(x).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        for _ in range(3):
+            f(x).block_until_ready()
+    (path,) = tmp_path.glob("plugins/profile/*/*.xplane.pb")
+    planes = list(ProfileData.from_file(str(path)).planes)
+    spans: dict[object, list[float]] = {}
+    for line in (line for plane in planes if plane.name == "/host:CPU" for line in plane.lines):
+        for event in line.events:
+            stats = dict(event.stats)
+            if "run_id" in stats and "hlo_op" in stats:
+                span = spans.setdefault(stats["run_id"], [float("inf"), float("-inf")])
+                span[0] = min(span[0], float(event.start_ns))
+                span[1] = max(span[1], float(event.start_ns) + float(event.duration_ns))
+    assert host_executions(planes) == [(end - start) / 1e9 for start, end in sorted(spans.values())]
+    assert len(spans) == 3

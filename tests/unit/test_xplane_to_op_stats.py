@@ -275,3 +275,46 @@ def test_random_bytes_are_a_trace_parse_error(data: bytes) -> None:
     except TraceParseError:
         return
     assert all(isinstance(s, OpStat) for s in stats)
+
+
+# --- the host walk against a straightforward reference -------------------------------------------------------------
+
+
+def reference_host_stats(path: Path) -> dict[tuple[str, str], tuple[int, float, float]]:
+    """Per (module, op): occurrences, total and self time, by the plainest walk: every event's stats as a dict,
+    and each op event's time charged to the innermost op event of its line that contains it (latest start, then
+    earliest end; identical spans nest in the order they were recorded)."""
+    table: dict[tuple[str, str], list[float]] = {}
+    for plane in ProfileData.from_file(str(path)).planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            events = []
+            for event in line.events:
+                stats = dict(event.stats)
+                if "hlo_op" in stats and "hlo_module" in stats:
+                    start = float(event.start_ns)
+                    events.append((str(stats["hlo_module"]), str(stats["hlo_op"]), start, start + event.duration_ns))
+            children = [0.0] * len(events)
+            for index, (_, _, start, end) in enumerate(events):
+                parents = [other for other, (_, _, s, e) in enumerate(events)
+                           if other != index and s - 1e-3 <= start and end <= e + 1e-3
+                           and ((s, -e) < (start, -end) or ((s, -e) == (start, -end) and other < index))]
+                if parents:
+                    children[max(parents, key=lambda p: (events[p][2], -events[p][3], p))] += end - start
+            for (module, op, start, end), inner in zip(events, children, strict=True):
+                row = table.setdefault((module, op), [0, 0.0, 0.0])
+                row[0] += 1
+                row[1] += end - start
+                row[2] += end - start - inner
+    return {key: (int(count), total, self_ns) for key, (count, total, self_ns) in table.items()}
+
+
+def test_host_walk_matches_a_reference_walk_on_a_real_trace(cpu_trace: Path) -> None:
+    expected = reference_host_stats(cpu_trace)
+    stats = parse_xplane_file(cpu_trace)
+    assert {(s.module, s.op) for s in stats} == set(expected) and expected
+    for stat in stats:
+        count, total, self_ns = expected[(stat.module, stat.op)]
+        assert stat.occurrences == count
+        assert stat.total_ns == pytest.approx(total, rel=1e-12) and stat.self_ns == pytest.approx(self_ns, rel=1e-9)
