@@ -16,7 +16,7 @@ from typing import Any
 from runners.gitrepo import ensure_repository
 from runners.local import RunRequest, run_commits
 
-Upload = Callable[[dict[str, Any]], None]
+Upload = Callable[[dict[str, Any]], object]  # whatever it returns is not used
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     app.config["SECRET_KEY"] = settings.secret_key or None
     app.extensions["kernelwatch"] = ctx
 
+    from service.api import install as install_api
     from web.views import bp as web_bp
 
     app.register_blueprint(web_bp)
+    install_api(app)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from runners.uploader import UploadError
 from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
 
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
     run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
     run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
-    run.add_argument("--no-ingest", action="store_true", help="do not store; use with --output")
+    run.add_argument("--no-ingest", action="store_true",
+                     help="do not store (nor upload, with KERNELWATCH_URL and KERNELWATCH_TOKEN); use with --output")
 
     ingest = sub.add_parser("ingest", help="store a manifest file produced by a runner")
     ingest.add_argument("manifest", type=Path)
@@ -111,12 +113,26 @@ def build_parser() -> argparse.ArgumentParser:
     alerts_triage.add_argument("--author", default=None, help="default: $USER")
 
     worker = sub.add_parser("worker", help="start a Celery worker (needs KERNELWATCH_REDIS_URL)")
-    worker.add_argument("--queues", default="detect", help="comma-separated: detect, runner.cpu, runner.h200...")
+    worker.add_argument("--queues", default="ingest,detect,notify",
+                        help="comma-separated: ingest, detect, notify (the default), runner.cpu, runner.h200...")
     worker.add_argument("--concurrency", type=int, default=1)
     worker.add_argument("--pool", default=None, choices=["prefork", "solo", "threads"],
                         help="default: solo for runner queues (one suite at a time, in child processes of its "
                              "own), prefork otherwise")
     worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@HOST)")
+
+    sub.add_parser("beat", help="queue runs of the tracked branches' tips every period (KERNELWATCH_TRACK; "
+                                "needs KERNELWATCH_REDIS_URL)")
+    token = sub.add_parser("token", help="API tokens: create (shown once), list, revoke")
+    token_sub = token.add_subparsers(dest="token_command", required=True)
+    token_create = token_sub.add_parser("create", help="create a token and print it (the only time it is shown)")
+    token_create.add_argument("name")
+    token_create.add_argument("--scope", action="append", required=True, choices=["submit", "triage", "admin"],
+                              help="what it may do; repeat for several (admin grants every scope)")
+    token_list = token_sub.add_parser("list", help="tokens by id: name, prefix, scopes, last use; never secrets")
+    token_list.add_argument("--format", choices=["text", "json"], default="text")
+    token_revoke = token_sub.add_parser("revoke", help="revoke a token by id or by name")
+    token_revoke.add_argument("ref", metavar="NAME|ID")
     return parser
 
 
@@ -167,7 +183,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     settings.ensure_dirs()
     per_commit = run_commits(requests, settings.worktree_dir, progress)
     # Validate here too: never write a file, or report a run, that the service would refuse.
-    manifests = [parse_manifest(m) for commit_manifests in per_commit for m in commit_manifests]
+    documents = [m for commit_manifests in per_commit for m in commit_manifests]
+    manifests = [parse_manifest(m) for m in documents]
     if args.output:
         args.output.mkdir(parents=True, exist_ok=True)
         for m in manifests:
@@ -179,8 +196,15 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
             print(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}", file=sys.stderr)
         print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
               f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
-    if not args.no_ingest:
+    if not args.no_ingest and settings.uploads_over_http:
+        from service.tasks import http_uploader
 
+        send = http_uploader(settings)
+        for doc in documents:
+            sent = send(doc)
+            print(f"uploaded as run {sent.run_id} to {send.api}"
+                  f"{'' if sent.created else ' (already stored; nothing changed)'}")
+    elif not args.no_ingest:
         ctx = _context(settings)
         for m in manifests:
             outcome = ctx.submit(m)
@@ -256,6 +280,12 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.
     from runners.worker import SuiteTask, execute
 
+    if settings.uploads_over_http:
+        from service.tasks import http_uploader
+
+        run_ids = execute(SuiteTask.from_kwargs(task), str(uuid.uuid4()), settings.home, http_uploader(settings))
+        print(f"ran {commit[:12]} here, uploaded to {settings.service_url}: runs {', '.join(run_ids)}")
+        return EXIT_OK
     ctx = _context(settings)
 
     def upload(manifest: dict[str, Any]) -> None:
@@ -360,6 +390,23 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_beat(settings: Settings) -> int:
+    if not settings.redis_url:
+        raise ConfigurationError("kernelwatch beat needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
+    from service.tasks import make_celery
+
+    if not settings.tracked:
+        print("kernelwatch beat: KERNELWATCH_TRACK names no branch (REPO@BRANCH[@HARDWARE],...): nothing to "
+              "schedule", file=sys.stderr)
+    for branch in settings.tracked:
+        print(f"tracking {branch.label} every {settings.track_period_s} s", file=sys.stderr)
+    settings.ensure_dirs()
+    # Beat keeps when each entry last ran in this file, so a restart does not fire every entry at once.
+    schedule_file = settings.home / "celerybeat-schedule"
+    make_celery(settings).start(["beat", "--schedule", str(schedule_file), "--loglevel", "INFO"])
+    return EXIT_OK
+
+
 def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if not settings.redis_url:
         raise ConfigurationError("kernelwatch worker needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
@@ -408,6 +455,40 @@ def cmd_alerts_triage(settings: Settings, alert_id: int, state: str, note: str, 
     return EXIT_OK
 
 
+def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
+    from service.pipeline.tokens import create_token, list_tokens, revoke_token
+    from service.store.db import unit_of_work
+
+    ctx = _context(settings)
+    with unit_of_work(ctx.sessions) as session:
+        if args.token_command == "create":
+            view, token = create_token(session, args.name, args.scope)
+        elif args.token_command == "revoke":
+            view = revoke_token(session, args.ref)
+        else:
+            views = list_tokens(session)
+    if args.token_command == "create":
+        print(f"token {view.name} (id {view.id}, {', '.join(view.scopes)}): shown this once, keep it now",
+              file=sys.stderr)
+        print(token)
+    elif args.token_command == "revoke":
+        print(f"token {view.name} (id {view.id}) revoked")
+    elif args.format == "json":
+        print(json.dumps([{"id": v.id, "name": v.name, "prefix": v.prefix, "scopes": v.scopes,
+                           "created_at": v.created_at.isoformat(),
+                           "last_used_at": v.last_used_at.isoformat() if v.last_used_at else None,
+                           "revoked_at": v.revoked_at.isoformat() if v.revoked_at else None} for v in views],
+                         indent=2))
+    else:
+        for v in views:
+            used = f"{v.last_used_at:%Y-%m-%d %H:%M}" if v.last_used_at else "never used"
+            state = f"revoked {v.revoked_at:%Y-%m-%d %H:%M}" if v.revoked_at else "active"
+            print(f"{v.id:>4}  {v.name:<24} kw_{v.prefix}_…  {','.join(v.scopes):<20} {used:<16}  {state}")
+        if not views:
+            print("no tokens: make one with `kernelwatch token create NAME --scope submit`")
+    return EXIT_OK
+
+
 def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "db":
         return cmd_db_upgrade(settings, args.revision)
@@ -432,10 +513,14 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_submit(settings, args)
     if args.command == "worker":
         return cmd_worker(settings, args)
+    if args.command == "beat":
+        return cmd_beat(settings)
     if args.command == "alerts" and args.alerts_command == "list":
         return cmd_alerts_list(settings, args.repo, args.state, args.format)
     if args.command == "alerts":
         return cmd_alerts_triage(settings, args.id, args.state, args.note, args.author)
+    if args.command == "token":
+        return cmd_token(settings, args)
     raise AssertionError(f"unhandled command {args.command}")
 
 
@@ -443,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return dispatch(args, load_settings())
-    except (KernelWatchError, FileExistsError) as exc:
+    except (KernelWatchError, FileExistsError, UploadError) as exc:
         print(f"kernelwatch: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

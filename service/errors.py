@@ -20,12 +20,22 @@ class Unauthorized(KernelWatchError):
     http_status = 401
 
 
+class Forbidden(KernelWatchError):
+    """Who the caller is is known, and it may not do this (a token without the scope)."""
+
+    http_status = 403
+
+
 class NotFound(KernelWatchError):
     http_status = 404
 
 
 class Conflict(KernelWatchError):
     http_status = 409
+
+
+class PayloadTooLarge(InvalidInput):
+    http_status = 413
 
 
 class Transient(KernelWatchError):

@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from service.errors import ConfigurationError
+from service.tracked import TrackedBranch, TrackError, parse_track
 
 ENV_PREFIX = "KERNELWATCH_"
 _DB_SCHEMES = ("sqlite", "postgresql", "postgresql+psycopg")
@@ -36,12 +37,25 @@ class Settings:
     # one is isolated, "confirm" re-runs base and head interleaved until their samples decide. Both cost runner
     # time on the hardware queue the series was measured on.
     follow_up: tuple[str, ...] = ("bisect", "confirm")
+    # Branches whose tip `kernelwatch beat` has run on their hardware every `track_period_s` (trigger schedule).
+    tracked: tuple[TrackedBranch, ...] = ()
+    track_period_s: int = 3600
+    # Reads of the HTTP API (/api/v1) need a valid token too, not only writes.
+    read_token_required: bool = False
+    # A runner with both uploads its manifests and artifacts to this service's HTTP API (a token with scope
+    # submit) instead of writing to a database of its own.
+    service_url: str | None = None
+    service_token: str = field(default="", repr=False)
 
     @property
     def effective_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.home / 'kernelwatch.db'}"
+
+    @property
+    def uploads_over_http(self) -> bool:
+        return bool(self.service_url and self.service_token)
 
     @property
     def embedded(self) -> bool:
@@ -102,11 +116,48 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     if set(follow_up) - set(FOLLOW_UPS):
         raise ConfigurationError(f"{ENV_PREFIX}FOLLOW_UP is a comma-separated subset of {', '.join(FOLLOW_UPS)} "
                                  f"(or none), got {raw_follow_up!r}")
+    try:
+        tracked = parse_track(env.get(f"{ENV_PREFIX}TRACK", ""))
+    except TrackError as exc:
+        raise ConfigurationError(str(exc)) from None
+    raw_period = env.get(f"{ENV_PREFIX}TRACK_PERIOD", "").strip() or "3600"
+    if not raw_period.isdigit() or int(raw_period) < 1:
+        raise ConfigurationError(f"{ENV_PREFIX}TRACK_PERIOD is how often tracked branches are run, in whole "
+                                 f"seconds (e.g. 3600), got {raw_period!r}")
+    service_url, service_token = _upload_target(env)
     return Settings(
+        tracked=tracked,
+        track_period_s=int(raw_period),
         home=home,
         follow_up=follow_up,
         task_visibility_timeout_s=int(raw_timeout),
         database_url=database_url,
         redis_url=redis_url,
         secret_key=env.get(f"{ENV_PREFIX}SECRET_KEY", ""),
+        read_token_required=_flag(env.get(f"{ENV_PREFIX}READ_TOKEN_REQUIRED", ""), "READ_TOKEN_REQUIRED"),
+        service_url=service_url,
+        service_token=service_token,
     )
+
+
+def _upload_target(env: Mapping[str, str]) -> tuple[str | None, str]:
+    url = env.get(f"{ENV_PREFIX}URL", "").strip() or None
+    token = env.get(f"{ENV_PREFIX}TOKEN", "").strip()
+    if url and urlsplit(url).scheme not in ("http", "https"):
+        raise ConfigurationError(f"{ENV_PREFIX}URL is the service's address, e.g. http://kernelwatch:8000, "
+                                 f"got one with scheme {urlsplit(url).scheme!r}")
+    if bool(url) != bool(token):
+        # Half a configuration would silently fall back to a local database: say what is missing instead.
+        missing = "TOKEN (a token with scope submit)" if url else "URL (the service's address)"
+        raise ConfigurationError(f"{ENV_PREFIX}URL and {ENV_PREFIX}TOKEN go together (runners upload over HTTP "
+                                 f"when both are set): set {ENV_PREFIX}{missing} too, or unset the other")
+    return url, token
+
+
+def _flag(value: str, name: str) -> bool:
+    raw = value.strip().lower()
+    if raw in ("", "0", "false", "no"):
+        return False
+    if raw in ("1", "true", "yes"):
+        return True
+    raise ConfigurationError(f"{ENV_PREFIX}{name} is 1 or 0, got {raw!r}")

@@ -1,7 +1,8 @@
 """Celery app and task wrappers: ids in, pipeline called, only Transient errors retried.
 
 Used when KERNELWATCH_REDIS_URL is set; the embedded default runs the same pipeline functions in-process.
-Start a worker with ``kernelwatch worker --queues detect``.
+Start a worker with ``kernelwatch worker --queues ingest,detect,notify`` and the schedule of tracked branches
+with ``kernelwatch beat``.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from typing import Any
 
 from celery import Celery
 
+from runners.artifacts import ArtifactStore
+from runners.uploader import HttpUploader
 from service.errors import Transient
 from service.settings import Settings, load_settings
+from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
 
 RUN_SUITE_TASK = "kernelwatch.run_suite"
 
@@ -27,6 +31,13 @@ def _worker_context() -> Any:
     from service.context import Context
 
     return Context.create(load_settings())
+
+
+def http_uploader(settings: Settings) -> HttpUploader:
+    """The runners' upload to KERNELWATCH_URL with KERNELWATCH_TOKEN, taking artifacts from this host's store."""
+    if not settings.uploads_over_http or settings.service_url is None:
+        raise ValueError("http_uploader needs KERNELWATCH_URL and KERNELWATCH_TOKEN")
+    return HttpUploader(settings.service_url, settings.service_token, ArtifactStore(settings.artifacts_dir))
 
 
 def make_celery(settings: Settings) -> Celery:
@@ -47,9 +58,13 @@ def make_celery(settings: Settings) -> Celery:
         result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],
+        beat_schedule=beat_schedule(settings.tracked, settings.track_period_s),
     )
+    # Every task below is shared=False: a closure over this app and these settings. A shared task (Celery's
+    # default) would be registered into every app made later in the same process, with the first app's
+    # settings and broker in its closure.
 
-    @app.task(name="kernelwatch.parse_artifacts", bind=True, max_retries=5)
+    @app.task(name="kernelwatch.parse_artifacts", bind=True, max_retries=5, shared=False)
     def parse_artifacts(self: Any, result_ids: list[int]) -> int:
         from service.pipeline.parse_artifacts import parse_results
         from service.store.db import unit_of_work
@@ -61,9 +76,25 @@ def make_celery(settings: Settings) -> Celery:
         except Transient as exc:
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
 
-    @app.task(name=RUN_SUITE_TASK, bind=True)
+    @app.task(name=RUN_SUITE_TASK, bind=True, shared=False)
     def run_suite(self: Any, **kwargs: Any) -> list[str]:
         from runners.worker import SuiteTask, execute
+
+        task = SuiteTask.from_kwargs(kwargs)
+        if settings.uploads_over_http:
+            # A runner host apart from the service: manifests and artifacts go to its HTTP API, no database here.
+            from runners.uploader import UploadConflict
+
+            send = http_uploader(settings)
+
+            def upload_http(manifest: dict[str, Any]) -> None:
+                try:
+                    send(manifest)
+                except UploadConflict:
+                    pass  # another delivery of this same task stored its own measurement first; keep that one
+
+            return execute(task, self.request.id, settings.home, upload_http)
+
         from service.errors import Conflict
 
         ctx = _worker_context()
@@ -74,9 +105,9 @@ def make_celery(settings: Settings) -> Celery:
             except Conflict:
                 pass  # another delivery of this same task stored its own measurement first; keep that one
 
-        return execute(SuiteTask.from_kwargs(kwargs), self.request.id, ctx.settings.home, upload)
+        return execute(task, self.request.id, ctx.settings.home, upload)
 
-    @app.task(name="kernelwatch.detect_series", bind=True, max_retries=5)
+    @app.task(name="kernelwatch.detect_series", bind=True, max_retries=5, shared=False)
     def detect_series(self: Any, series_ids: list[int]) -> int:
         from service.pipeline.detection import detect_many
         from service.pipeline.queue import follow_up
@@ -90,5 +121,30 @@ def make_celery(settings: Settings) -> Celery:
             return found
         except Transient as exc:
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
+
+    @app.task(name=RUN_TRACKED_TASK, bind=True, max_retries=3, shared=False)
+    def run_tracked(self: Any, repo: str, branch: str, hardware: str) -> dict[str, str]:
+        """A beat tick: queue the default suite at the branch's tip on runner.<hardware>, once per tip."""
+        import redis
+
+        from service.pipeline.tracking import RedisQueuedMarks, branch_tip, scheduled_run_stored, tick
+        from service.tracked import TrackedBranch
+
+        ctx = _worker_context()
+
+        def send(queue: str, task_id: str, kwargs: dict[str, Any]) -> None:
+            self.app.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=queue, task_id=task_id)
+
+        client = redis.Redis.from_url(ctx.settings.redis_url, socket_timeout=10)
+        try:
+            outcome = tick(TrackedBranch(repo, branch, hardware), branch_tip, scheduled_run_stored(ctx.sessions),
+                           RedisQueuedMarks(client), send,
+                           queued_mark_ttl_s(ctx.settings.track_period_s, ctx.settings.task_visibility_timeout_s))
+        except Transient as exc:
+            # A tick that keeps failing is replaced by the next beat anyway: a few quick retries, no more.
+            raise self.retry(exc=exc, countdown=min(60, 5 * 2 ** self.request.retries)) from exc
+        finally:
+            client.close()
+        return {"sha": outcome.sha, "action": outcome.action, "task_id": outcome.task_id}
 
     return app

@@ -20,7 +20,8 @@ FORMAT_VERSION = 1
 Direction = Literal["lower_is_better", "higher_is_better"]
 ResultStatus = Literal["ok", "failed"]
 RunStatus = Literal["complete", "partial", "failed"]
-Trigger = Literal["push", "pr", "manual", "bisect", "confirm"]
+# "schedule": a run of a tracked branch's tip made by `kernelwatch beat`.
+Trigger = Literal["push", "pr", "manual", "bisect", "confirm", "schedule"]
 
 _SHA_PATTERN = r"^[0-9a-f]{40}$"
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,200}$"

@@ -24,6 +24,7 @@ Incremental use: each window is judged on its own values only, so a window read 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -96,14 +97,21 @@ def _candidates(length: int, min_side: int) -> int:
     return max(1, length - 2 * min_side + 1)
 
 
-def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams) -> list[int]:
-    """Change indices in one window ``y`` by binary segmentation, then pruning between final neighbours."""
+def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, first: int | None = None) -> list[int]:
+    """Change indices in one window ``y`` by binary segmentation, then pruning between final neighbours.
+
+    ``first``: the split of the whole window, when the caller has already placed it and seen it pass (the bulk
+    path tests every series' first split at once)."""
     side = params.min_side
     found: list[int] = []
     stack = [(0, y.size)]
     while stack:
         lo, hi = stack.pop()
         if hi - lo < 2 * side:
+            continue
+        if first is not None and (lo, hi) == (0, y.size):
+            found.append(first)
+            stack += [(lo, first), (first, hi)]
             continue
         k, _ = energy_split(y[None, lo:hi], side)
         split = lo + int(k[0])
@@ -215,22 +223,36 @@ def detect_many(matrix: np.ndarray, params: ChangePointParams | None = None) -> 
 
 
 def _bulk_walk(prepared: _Prepared, params: ChangePointParams) -> dict[int, list[int]]:
-    """Change indices per usable row; rows read window by window together until a first test passes."""
+    """Change indices per usable row, all rows read window by window together.
+
+    Each row has its own window start (windows re-anchor at a row's changes); the windows of one length, from
+    whatever start, are one batch for the first split and its test. Only a window whose first split passes is
+    segmented further, alone. The steps are those of ``_walk_row``, so the answers are the same.
+    """
     y, n, side = prepared.y, prepared.y.shape[1], params.min_side
-    quiet = np.flatnonzero(prepared.ok)
-    result: dict[int, list[int]] = {int(r): [] for r in quiet}
-    start = 0
-    while quiet.size:
-        end = _window_end(start, n, params)
-        window, sigma = _damped_window(y[quiet, start:end], params)
-        k, _ = energy_split(window, side)
-        delta, p = split_test(window, k, sigma, np.full(quiet.size, float(_candidates(end - start, side))))
-        shift = np.maximum(math.log1p(params.min_effect), params.k_noise * sigma)
-        passed = (np.abs(delta) >= shift) & (p <= params.alpha)
-        for row in quiet[passed]:  # something is there: this row goes on alone, from this same window
-            result[int(row)] = _walk_row(y[row], start, params)[0]
-        quiet = quiet[~passed]
-        if end == n:
-            break
-        start = _next_start(start, end, [], params)
-    return result
+    starts = {int(r): 0 for r in np.flatnonzero(prepared.ok)}
+    found: dict[int, list[int]] = {r: [] for r in starts}
+    while starts:
+        by_length: dict[int, list[int]] = defaultdict(list)
+        for row, start in starts.items():
+            by_length[_window_end(start, n, params) - start].append(row)
+        following: dict[int, int] = {}
+        for length, rows in by_length.items():
+            begin = np.array([starts[r] for r in rows])
+            window, sigma = _damped_window(y[np.array(rows)[:, None], begin[:, None] + np.arange(length)], params)
+            k, _ = energy_split(window, side)
+            delta, p = split_test(window, k, sigma, np.full(len(rows), float(_candidates(length, side))))
+            shift = np.maximum(math.log1p(params.min_effect), params.k_noise * sigma)
+            passed = (np.abs(delta) >= shift) & (p <= params.alpha) & (length >= 2 * side)
+            for i, row in enumerate(rows):
+                start, end = starts[row], starts[row] + length
+                changes = [start + c for c in _segment_window(window[i], float(sigma[i]), params, int(k[i]))
+                           ] if passed[i] else []
+                if end == n:
+                    found[row] += changes
+                    continue
+                accepted = [c for c in changes if c <= end - params.margin]
+                found[row] += accepted
+                following[row] = _next_start(start, end, accepted, params)
+        starts = following
+    return found

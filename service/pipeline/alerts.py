@@ -30,8 +30,8 @@ from service.detect.grouping import (
     initial_state,
 )
 from service.errors import InvalidInput, NotFound
-from service.store.models import Alert, AlertNote, Commit, Finding, Repository, Series
-from service.store.queries import series_label
+from service.store.models import Alert, AlertNote, Benchmark, Commit, Finding, Repository, Series
+from service.store.queries import label_of
 
 SYSTEM_AUTHOR = "kernelwatch"  # the author of the notes grouping writes
 EMPTIED = "no findings left: "  # how grouping's note on an emptied alert starts
@@ -304,14 +304,19 @@ def _views(session: Session, conditions: list[Any]) -> list[AlertView]:
     findings: dict[int | None, list[AlertFindingView]] = defaultdict(list)
     notes: dict[int, list[AlertNoteView]] = defaultdict(list)
     for chunk in _chunks(ids):
-        for f, s, alert_id in session.execute(
-            select(Finding, Series, Finding.alert_id).join(Series, Series.id == Finding.series_id)
+        # Columns, not entities: a Series entity brings its repository, benchmark and environment along.
+        for f in session.execute(
+            select(Finding.id, Finding.series_id, Finding.alert_id, Finding.direction, Finding.magnitude,
+                   Finding.confidence, Finding.p_value, Finding.detector, Series.metric, Series.unit,
+                   Benchmark.suite, Benchmark.name, Benchmark.params)
+            .join(Series, Series.id == Finding.series_id)
+            .join(Benchmark, Benchmark.id == Series.benchmark_id)
             .where(Finding.alert_id.in_(chunk))
             .order_by(func.abs(Finding.magnitude).desc(), Finding.id)
         ).all():
-            findings[alert_id].append(AlertFindingView(
-                id=f.id, series_id=s.id, benchmark=series_label(s.benchmark), metric=s.metric,
-                unit=s.unit, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
+            findings[f.alert_id].append(AlertFindingView(
+                id=f.id, series_id=f.series_id, benchmark=label_of(f.suite, f.name, f.params), metric=f.metric,
+                unit=f.unit, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
                 p_value=f.p_value, detector=f.detector))
         for n in session.scalars(select(AlertNote).where(AlertNote.alert_id.in_(chunk))
                                  .order_by(AlertNote.created_at, AlertNote.id)):

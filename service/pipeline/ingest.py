@@ -7,14 +7,15 @@ benchmark, series) are created on first sight, tolerating a concurrent ingest th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import insert, select, text, tuple_
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from service.contract import ArtifactInfo, BenchmarkResult, Manifest
@@ -34,6 +35,7 @@ from service.store.models import (
 )
 
 T = TypeVar("T")
+CHUNK = 1000  # rows per batched lookup or INSERT
 
 
 @dataclass(frozen=True)
@@ -59,16 +61,54 @@ def _get_or_create(session: Session, model: type[T], lookup: dict[str, Any], bui
         return session.scalars(stmt).one()
 
 
-def _benchmark_for(session: Session, r: BenchmarkResult) -> Benchmark:
-    params_key = r.params_key()
-    return _get_or_create(
-        session, Benchmark, {"suite": r.suite, "name": r.name, "params_key": params_key},
-        partial(Benchmark, suite=r.suite, name=r.name, params_key=params_key, params=dict(r.params), unit=r.unit,
-                direction=r.direction),
-    )
+def _chunks(items: list[T]) -> Iterator[list[T]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]
 
 
-def _link_artifacts(session: Session, result: Result, artifacts: list[ArtifactInfo]) -> None:
+def _benchmark_ids(session: Session, results: Sequence[BenchmarkResult]) -> dict[tuple[str, str, str], int]:
+    """The benchmark id of every (suite, name, params_key) the results name: looked up in batches, the few
+    missing ones created (first sight)."""
+    first: dict[tuple[str, str, str], BenchmarkResult] = {}
+    for r in results:
+        first.setdefault((r.suite, r.name, r.params_key()), r)
+    ids: dict[tuple[str, str, str], int] = {}
+    for chunk in _chunks(list(first)):
+        for id_, suite, name, params_key in session.execute(
+            select(Benchmark.id, Benchmark.suite, Benchmark.name, Benchmark.params_key)
+            .where(tuple_(Benchmark.suite, Benchmark.name, Benchmark.params_key).in_(chunk))
+        ):
+            ids[(suite, name, params_key)] = id_
+    for key, r in first.items():
+        if key not in ids:
+            ids[key] = _get_or_create(
+                session, Benchmark, {"suite": r.suite, "name": r.name, "params_key": key[2]},
+                partial(Benchmark, suite=r.suite, name=r.name, params_key=key[2], params=dict(r.params),
+                        unit=r.unit, direction=r.direction),
+            ).id
+    return ids
+
+
+def _series_ids(session: Session, repository_id: int, environment_id: int,
+                wanted: dict[str, BenchmarkResult]) -> dict[str, int]:
+    """The series id of every key, looked up in batches; the missing ones (first sight) created, with their
+    benchmarks."""
+    ids: dict[str, int] = {}
+    for chunk in _chunks(list(wanted)):
+        found = session.execute(select(Series.id, Series.key).where(Series.key.in_(chunk)))
+        ids.update((key, id_) for id_, key in found)
+    missing = {key: r for key, r in wanted.items() if key not in ids}
+    if missing:
+        benchmark_ids = _benchmark_ids(session, list(missing.values()))
+        for key, r in missing.items():
+            build = partial(Series, key=key, repository_id=repository_id,
+                            benchmark_id=benchmark_ids[(r.suite, r.name, r.params_key())],
+                            environment_id=environment_id, metric=r.metric, unit=r.unit, direction=r.direction)
+            ids[key] = _get_or_create(session, Series, {"key": key}, build).id
+    return ids
+
+
+def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactInfo]) -> None:
     now = datetime.now(UTC)
     seen: set[tuple[int, str]] = set()
     for info in artifacts:
@@ -78,7 +118,41 @@ def _link_artifacts(session: Session, result: Result, artifacts: list[ArtifactIn
         )
         if (artifact.id, info.name) not in seen:  # the same bytes under the same name, listed twice
             seen.add((artifact.id, info.name))
-            session.add(ResultArtifact(result_id=result.id, artifact_id=artifact.id, name=info.name))
+            session.add(ResultArtifact(result_id=result_id, artifact_id=artifact.id, name=info.name))
+
+
+RESULT_COLUMNS = ("id", "run_id", "series_id", "status", "message", "samples", "sample_count", "median", "mean",
+                  "stddev", "minimum", "maximum", "compile_time_s", "flops", "bytes_accessed", "max_abs_error",
+                  "cost")
+
+
+def _insert_results(session: Session, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert the rows in order and return their ids, in order. On PostgreSQL with psycopg: ids drawn from the
+    sequence in one query, then one COPY (a multi-row INSERT of a thousand results spends most of its time in
+    the driver rewriting placeholders); elsewhere, multi-row INSERT ... RETURNING."""
+    if not rows:
+        return []
+    connection = session.connection()
+    if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
+        ids = list(session.scalars(text("SELECT nextval(pg_get_serial_sequence('result', 'id')) "
+                                        "FROM generate_series(1, :n)"), {"n": len(rows)}))
+        raw: Any = connection.connection.dbapi_connection
+        statement = f"COPY result ({', '.join(RESULT_COLUMNS)}) FROM STDIN"
+        dbapi_error = connection.dialect.loaded_dbapi.Error
+        try:
+            with raw.cursor() as cursor, cursor.copy(statement) as copy:
+                for id_, row in zip(ids, rows, strict=True):
+                    row = {**row, "id": id_, "samples": json.dumps(row["samples"]), "cost": json.dumps(row["cost"])}
+                    copy.write_row(tuple(row[c] for c in RESULT_COLUMNS))
+        except dbapi_error as exc:
+            # As SQLAlchemy would have raised it (IntegrityError, OperationalError...): callers sort failures
+            # by those classes (an unavailable database is transient, a duplicate is not).
+            raise DBAPIError.instance(statement, None, exc, dbapi_error) from exc
+        return ids
+    result_ids: list[int] = []
+    for chunk in _chunks(rows):
+        result_ids += session.scalars(insert(Result).returning(Result.id, sort_by_parameter_order=True), chunk)
+    return result_ids
 
 
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
@@ -116,29 +190,29 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     session.add(run)
     session.flush()
 
-    touched: list[int] = []
-    captured: list[int] = []
-    for r in manifest.results:
-        benchmark = _benchmark_for(session, r)
-        key = series_key(repository.name, r.suite, r.name, r.params_key(), r.metric, fingerprint)
-        series = _get_or_create(
-            session, Series, {"key": key},
-            partial(Series, key=key, repository_id=repository.id, benchmark_id=benchmark.id,
-                    environment_id=environment.id, metric=r.metric, unit=r.unit, direction=r.direction),
-        )
+    # Shared rows in batches, then every result in one multi-row INSERT: a run of thousands of results costs a
+    # few round trips, not several per result.
+    results = manifest.results
+    keys = [series_key(repository.name, r.suite, r.name, r.params_key(), r.metric, fingerprint) for r in results]
+    wanted: dict[str, BenchmarkResult] = {}
+    for key, r in zip(keys, results, strict=True):
+        wanted.setdefault(key, r)
+    series_ids = _series_ids(session, repository.id, environment.id, wanted)
+    rows: list[dict[str, Any]] = []
+    for key, r in zip(keys, results, strict=True):
         stats = summarize(r.samples)
-        result = Result(
-            run_id=run.id, series_id=series.id, status=r.status, message=r.message, samples=list(r.samples),
+        rows.append(dict(
+            run_id=run.id, series_id=series_ids[key], status=r.status, message=r.message, samples=list(r.samples),
             sample_count=stats.count, median=stats.median, mean=stats.mean, stddev=stats.stddev,
             minimum=stats.minimum, maximum=stats.maximum, compile_time_s=r.compile_time_s, flops=r.flops,
             bytes_accessed=r.bytes_accessed, max_abs_error=r.max_abs_error, cost=dict(r.cost),
-        )
-        session.add(result)
+        ))
+    result_ids = _insert_results(session, rows)
+    captured: list[int] = []
+    for result_id, r in zip(result_ids, results, strict=True):
         if r.artifacts:
-            session.flush()
-            _link_artifacts(session, result, r.artifacts)
-            captured.append(result.id)
-        if r.status == "ok":
-            touched.append(series.id)
+            _link_artifacts(session, result_id, r.artifacts)
+            captured.append(result_id)
+    touched = {series_ids[key] for key, r in zip(keys, results, strict=True) if r.status == "ok"}
     session.flush()
-    return IngestOutcome(run_id=run.id, created=True, series_ids=sorted(set(touched)), captured_result_ids=captured)
+    return IngestOutcome(run_id=run.id, created=True, series_ids=sorted(touched), captured_result_ids=captured)

@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from kombu.exceptions import OperationalError as KombuOperationalError
+from redis.exceptions import RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector
+from service.errors import Transient
 from service.pipeline.bisect import FollowUpPolicy, GitCommitLister, RunOrder, advance_follow_ups, fail_job
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results
@@ -96,12 +99,20 @@ class CeleryQueue:
 
     def enqueue_detect(self, series_ids: Sequence[int]) -> None:
         if series_ids:
-            self.app.send_task(self.DETECT_TASK, args=[list(series_ids)], queue="detect")
+            self._send(self.DETECT_TASK, queue="detect", args=[list(series_ids)])
 
     def enqueue_parse(self, result_ids: Sequence[int]) -> None:
         if result_ids:
-            self.app.send_task(self.PARSE_TASK, args=[list(result_ids)], queue="ingest")
+            self._send(self.PARSE_TASK, queue="ingest", args=[list(result_ids)])
 
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
         for order in orders:
-            self.app.send_task(self.RUN_TASK, kwargs=run_task_kwargs(order), queue=f"runner.{order.hardware}")
+            self._send(self.RUN_TASK, queue=f"runner.{order.hardware}", kwargs=run_task_kwargs(order))
+
+    def _send(self, name: str, queue: str, **arguments: Any) -> None:
+        # A broker that cannot be reached is a transient failure: the submitter is told (HTTP 503) and retries,
+        # and a retried submission enqueues its follow-ups again (``submit_manifest``).
+        try:
+            self.app.send_task(name, queue=queue, **arguments)
+        except (KombuOperationalError, RedisError, OSError) as exc:
+            raise Transient(f"task broker unavailable: {exc}") from exc

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
@@ -12,6 +14,7 @@ from service.errors import InvalidInput
 from service.pipeline.ingest import IngestOutcome, ingest_manifest
 from service.pipeline.queue import TaskQueue
 from service.store.db import unit_of_work
+from service.store.models import Artifact, Result, ResultArtifact
 
 
 def submit_manifest(
@@ -27,11 +30,39 @@ def submit_manifest(
         missing = sorted({a.sha256 for r in manifest.results for a in r.artifacts if not artifacts.has(a.sha256)})
         if missing:
             raise InvalidInput(f"manifest references {len(missing)} artifact(s) not in the store, e.g. {missing[0]}")
+    try:
+        outcome, parse_ids, series_ids = _store(sessions, manifest)
+    except IntegrityError:
+        # A concurrent submission of this same run id committed between our look-up and our insert (two
+        # deliveries of one task, a runner's retry racing its first try). Ours is rolled back whole; a second pass
+        # finds that run and answers as for any repeat: the same payload is not created, another is a Conflict.
+        outcome, parse_ids, series_ids = _store(sessions, manifest)
+    # Only after the commit. A failure to enqueue raises Transient: the caller (an HTTP 503) retries.
+    if parse_ids:
+        queue.enqueue_parse(parse_ids)
+    if series_ids:
+        queue.enqueue_detect(series_ids)
+    return outcome
+
+
+def _store(sessions: sessionmaker[Session], manifest: Manifest) -> tuple[IngestOutcome, list[int], list[int]]:
     with unit_of_work(sessions) as session:
         outcome = ingest_manifest(session, manifest)
-    # Only after the commit, and only when something new was written: a resubmission triggers nothing.
-    if outcome.created and outcome.captured_result_ids:
-        queue.enqueue_parse(outcome.captured_result_ids)
-    if outcome.created and outcome.series_ids:
-        queue.enqueue_detect(outcome.series_ids)
-    return outcome
+        if not outcome.created:
+            # The same run again: a runner retrying because its first submission's follow-ups could not be
+            # enqueued (the broker was down after the commit, and it was told so). Enqueue them again: parsing
+            # and detection are idempotent, so a retry costs one redundant pass and never drops work.
+            parse_ids, series_ids = _follow_ups(session, outcome.run_id)
+        else:
+            parse_ids, series_ids = outcome.captured_result_ids, outcome.series_ids
+    return outcome, parse_ids, series_ids
+
+
+def _follow_ups(session: Session, run_id: int) -> tuple[list[int], list[int]]:
+    """(results of the run with artifacts not parsed yet, series the run measured) of a stored run."""
+    rows = session.execute(select(Result.id, Result.series_id, Result.status).where(Result.run_id == run_id)).all()
+    unparsed = set(session.scalars(
+        select(ResultArtifact.result_id).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
+        .where(ResultArtifact.result_id.in_([r.id for r in rows]), Artifact.parsed_version.is_(None),
+               Artifact.parse_error.is_(None))))
+    return sorted(unparsed), sorted({r.series_id for r in rows if r.status == "ok"})

@@ -80,15 +80,23 @@ class SeriesView:
 
 
 def series_label(benchmark: Benchmark) -> str:
-    params = ",".join(f"{k}={v}" for k, v in sorted(benchmark.params.items()))
-    return f"{benchmark.suite}/{benchmark.name}[{params}]" if params else f"{benchmark.suite}/{benchmark.name}"
+    return label_of(benchmark.suite, benchmark.name, benchmark.params)
+
+
+def label_of(suite: str, name: str, params: dict[str, object]) -> str:
+    text = ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return f"{suite}/{name}[{text}]" if text else f"{suite}/{name}"
 
 
 def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
     prev = Commit.__table__.alias("prev")
+    # The series' columns, not the Series entity: its eagerly joined repository, benchmark and environment
+    # would cost three joins and three objects per finding.
     rows = session.execute(
-        select(Finding, Series, Commit.sha, Commit.subject, prev.c.sha)
+        select(Finding, Series.metric, Series.unit, Benchmark.suite, Benchmark.name, Benchmark.params, Commit.sha,
+               Commit.subject, prev.c.sha)
         .join(Series, Series.id == Finding.series_id)
+        .join(Benchmark, Benchmark.id == Series.benchmark_id)
         .join(Commit, Commit.id == Finding.commit_id)
         .outerjoin(prev, prev.c.id == Finding.previous_commit_id)
         .where(*conditions)  # type: ignore[arg-type]
@@ -97,14 +105,14 @@ def _finding_views(session: Session, *conditions: object) -> list[FindingView]:
     verdicts = _confirmations(session, {f.series_id for f, *_ in rows})
     return [
         FindingView(
-            id=f.id, series_id=s.id, series_label=series_label(s.benchmark), metric=s.metric, commit_sha=sha,
-            commit_subject=subject,
+            id=f.id, series_id=f.series_id, series_label=label_of(suite, name, params), metric=metric,
+            commit_sha=sha, commit_subject=subject,
             previous_sha=prev_sha, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
-            value_before=f.value_before, value_after=f.value_after, unit=s.unit, detector=f.detector,
+            value_before=f.value_before, value_after=f.value_after, unit=unit, detector=f.detector,
             detector_version=f.detector_version, kind=f.kind, p_value=f.p_value,
-            confirmation=verdicts.get((s.id, prev_sha, sha)),
+            confirmation=verdicts.get((f.series_id, prev_sha, sha)),
         )
-        for f, s, sha, subject, prev_sha in rows
+        for f, metric, unit, suite, name, params, sha, subject, prev_sha in rows
     ]
 
 
@@ -122,12 +130,14 @@ def all_findings(session: Session) -> list[FindingView]:
     return _finding_views(session)
 
 
-def recent_commits(session: Session, limit: int = 100) -> list[CommitView]:
-    """Measured commits, newest first, each with its findings."""
+def recent_commits(session: Session, limit: int = 100, repository: str | None = None) -> list[CommitView]:
+    """Measured commits, newest first, each with its findings; ``repository`` (a name) narrows them to one."""
+    where = [] if repository is None else [Repository.name == repository]
     rows = session.execute(
         select(Commit, Repository.name, func.count(Run.id))
         .join(Repository, Repository.id == Commit.repository_id)
         .join(Run, Run.commit_id == Commit.id)
+        .where(*where)
         .group_by(Commit.id, Repository.name)
         .order_by(Commit.authored_at.desc(), Commit.position.desc())
         .limit(limit)

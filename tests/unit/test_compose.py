@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import re
 import shutil
+import tomllib
+from pathlib import Path
 
 import yaml
 
 from service.cli import build_parser
+from service.settings import load_settings
 from tests.conftest import REPO_ROOT
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
 KNOWN_VARIABLES = {"KERNELWATCH_DATABASE_URL", "KERNELWATCH_REDIS_URL", "KERNELWATCH_HOME", "KERNELWATCH_SECRET_KEY",
-                   "KERNELWATCH_TASK_VISIBILITY_TIMEOUT", "KERNELWATCH_FOLLOW_UP"}
+                   "KERNELWATCH_TASK_VISIBILITY_TIMEOUT", "KERNELWATCH_FOLLOW_UP",
+                   "KERNELWATCH_TRACK", "KERNELWATCH_TRACK_PERIOD", "KERNELWATCH_READ_TOKEN_REQUIRED",
+                   "KERNELWATCH_URL", "KERNELWATCH_TOKEN"}
 
 
 def app_services() -> dict[str, dict]:  # type: ignore[type-arg]
@@ -20,7 +25,7 @@ def app_services() -> dict[str, dict]:  # type: ignore[type-arg]
 
 
 def test_the_services_of_the_distributed_form_are_there() -> None:
-    assert {"postgres", "redis", "migrate", "web", "worker", "runner-cpu"} <= set(COMPOSE["services"])
+    assert {"postgres", "redis", "migrate", "web", "worker", "beat", "runner-cpu"} <= set(COMPOSE["services"])
     assert "healthcheck" in COMPOSE["services"]["postgres"] and "healthcheck" in COMPOSE["services"]["redis"]
     assert COMPOSE["services"]["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
@@ -50,3 +55,72 @@ def test_known_variables_are_the_ones_settings_read() -> None:
     source = (REPO_ROOT / "service/settings.py").read_text()
     read = {f"KERNELWATCH_{m}" for m in re.findall(r'ENV_PREFIX}(\w+)', source)}
     assert read == KNOWN_VARIABLES
+
+
+def test_each_process_runs_the_verb_and_queues_its_role_needs() -> None:
+    parser = build_parser()
+    parsed = {name: parser.parse_args(svc["command"][1:]) for name, svc in app_services().items()
+              if svc["command"][0] == "kernelwatch"}
+    assert parsed["migrate"].command == "db" and parsed["beat"].command == "beat"
+    assert parsed["worker"].command == "worker" and parsed["worker"].queues.split(",") == ["ingest", "detect", "notify"]
+    assert parsed["runner-cpu"].command == "worker" and parsed["runner-cpu"].queues == "runner.cpu"
+    # A bare `kernelwatch worker` serves the same queues as the compose worker.
+    assert parser.parse_args(["worker"]).queues == parsed["worker"].queues
+
+
+def _interpolated(value: object) -> str:
+    """What compose passes for ``${VAR:-default}`` when VAR is unset."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+
+
+def test_the_environment_passed_is_valid_settings(tmp_path: Path) -> None:
+    for name, svc in app_services().items():
+        env = {k: _interpolated(v) for k, v in svc["environment"].items()}
+        env["KERNELWATCH_HOME"] = str(tmp_path / name)  # /data does not exist here
+        settings = load_settings(env)  # raises ConfigurationError with the variable's name
+        assert settings.redis_url and settings.database_url, name
+
+
+def test_web_is_checked_on_the_health_endpoint_without_curl() -> None:
+    web = COMPOSE["services"]["web"]
+    test = web["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], "the image has python but no curl"
+    compile(test[3], "healthcheck", "exec")  # a syntax error would leave web unhealthy forever
+    port = web["command"][web["command"].index("--bind") + 1].rsplit(":", 1)[1]
+    assert f"http://127.0.0.1:{port}/api/v1/health" in test[3]
+
+
+def test_depends_on_conditions_are_sound() -> None:
+    services = COMPOSE["services"]
+    conditions = {"service_started", "service_healthy", "service_completed_successfully"}
+    for name, svc in services.items():
+        for target, spec in svc.get("depends_on", {}).items():
+            assert target in services, f"{name} depends on a missing {target}"
+            assert spec["condition"] in conditions, (name, target)
+            if spec["condition"] == "service_healthy":
+                assert "healthcheck" in services[target], f"{name} waits for {target} to be healthy: it has no check"
+            if spec["condition"] == "service_completed_successfully":
+                assert services[target].get("restart") == "no", f"{target} is waited for to exit: make it one-shot"
+    for name, svc in app_services().items():
+        if name in ("migrate", "beat"):
+            continue  # migrate makes the schema; beat only talks to Redis
+        assert svc["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
+    assert COMPOSE["services"]["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert COMPOSE["services"]["beat"]["depends_on"]["redis"]["condition"] == "service_healthy"
+
+    def reaches(start: str, seen: tuple[str, ...]) -> None:
+        for target in services[start].get("depends_on", {}):
+            assert target not in seen, f"depends_on cycle: {' -> '.join((*seen, target))}"
+            reaches(target, (*seen, target))
+
+    for name in services:
+        reaches(name, (name,))
+
+
+def test_the_dockerfile_copies_every_package_and_has_git() -> None:
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set(re.findall(r"^COPY (\S+) \./\1\s*$", dockerfile, re.M))
+    assert packages <= copied, f"not copied into the image: {packages - copied}"
+    assert "install -y --no-install-recommends git" in dockerfile, "runners and beat call git"

@@ -1,0 +1,56 @@
+"""Artifacts by content address: PUT to upload (digest checked on arrival, size-capped, idempotent), HEAD to ask
+whether the service has them (a runner skips those), GET to download."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from flask import Response, request
+
+from runners.artifacts import ArtifactError
+from service.api.auth import readable, requires
+from service.api.blueprint import bp, context, read_body, reply
+from service.errors import InvalidInput, NotFound
+
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _digest(sha256: str) -> str:
+    if not _SHA256.match(sha256):
+        raise InvalidInput(f"{sha256[:80]!r} is not a sha256 digest (64 lowercase hex digits)")
+    return sha256
+
+
+@bp.put("/artifacts/<sha256>")
+@requires("submit")
+def put_artifact(sha256: str) -> Response:
+    digest = _digest(sha256)
+    store = context().artifacts
+    if store.has(digest):
+        # Write-once: the stored bytes already match this digest. Drain nothing more than needed.
+        return reply({"sha256": digest, "created": False}, 200)
+    data = read_body(store.max_bytes)
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        raise InvalidInput(f"the body's sha256 is {actual}, not {digest}: upload corrupted or misaddressed")
+    store.put(data, kind="upload", name=digest)
+    return reply({"sha256": digest, "size": len(data), "created": True}, 201,
+                 {"Location": f"{request.script_root}{request.path}"})
+
+
+@bp.route("/artifacts/<sha256>", methods=["GET", "HEAD"])
+@readable
+def get_artifact(sha256: str) -> Response:
+    digest = _digest(sha256)
+    store = context().artifacts
+    if not store.has(digest):
+        raise NotFound(f"no artifact {digest}")
+    if request.method == "HEAD":
+        return Response(status=200, headers={"ETag": f'"{digest}"'})
+    try:
+        data = store.get(digest)
+    except ArtifactError as exc:  # damaged on disk, or expands past the cap: the server's problem, said plainly
+        raise NotFound(f"artifact {digest} cannot be read back: {exc}") from None
+    return Response(data, mimetype="application/octet-stream",
+                    headers={"ETag": f'"{digest}"', "Content-Disposition": f"attachment; filename={digest}"})

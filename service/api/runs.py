@@ -1,0 +1,116 @@
+"""Runs: a runner submits a manifest (idempotent by run id), anyone reads it back, a submitter enqueues one."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from flask import Response, current_app
+
+from service.api.auth import readable, requires
+from service.api.blueprint import MAX_MANIFEST_BYTES, bp, context, json_object, read_body, reply
+from service.contract import parse_manifest
+from service.errors import InvalidInput, NotFound, Transient
+from service.store.api_queries import run_results, run_view
+
+
+class MissingArtifacts(InvalidInput):
+    """A manifest names artifacts the service does not have; ``details`` lists them, so a runner can upload
+    exactly those and submit again."""
+
+    def __init__(self, missing: list[str]) -> None:
+        super().__init__(f"the manifest references {len(missing)} artifact(s) the service does not have: "
+                         f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}; PUT them to "
+                         "/api/v1/artifacts/<sha256> first")
+        self.details = {"missing_artifacts": missing}
+
+
+@bp.post("/runs")
+@requires("submit")
+def submit_run() -> Response:
+    ctx = context()
+    raw = read_body(int(current_app.config.get("KERNELWATCH_MAX_MANIFEST_BYTES", MAX_MANIFEST_BYTES)))
+    manifest = parse_manifest(raw)
+    missing = sorted({a.sha256 for r in manifest.results for a in r.artifacts if not ctx.artifacts.has(a.sha256)})
+    if missing:
+        raise MissingArtifacts(missing)
+    outcome = ctx.submit(manifest)
+    body = {"run_id": manifest.run_id, "created": outcome.created, "url": f"/api/v1/runs/{manifest.run_id}"}
+    return reply(body, 201 if outcome.created else 200)
+
+
+@bp.get("/runs/<run_uid>")
+@readable
+def get_run(run_uid: str) -> Response:
+    with context().sessions() as session:
+        view = run_view(session, run_uid)
+    if view is None:
+        raise NotFound(f"no run {run_uid[:80]!r}")
+    return reply(view)
+
+
+@bp.get("/runs/<run_uid>/results")
+@readable
+def get_run_results(run_uid: str) -> Response:
+    with context().sessions() as session:
+        results = run_results(session, run_uid)
+    if results is None:
+        raise NotFound(f"no run {run_uid[:80]!r}")
+    return reply({"run_id": run_uid, "results": results})
+
+
+_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]{0,254}$")  # never starts with '-': not a git option
+_HARDWARE = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")
+_TRIGGERS = ("push", "pr", "manual", "bisect", "confirm")
+
+
+def suite_task(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(hardware, run_suite task kwargs) of an enqueue request, validated; the kwargs `kernelwatch submit` sends."""
+    def text(name: str, default: str | None = None) -> str:
+        value = body.get(name, default)
+        if not isinstance(value, str) or not value.strip():
+            raise InvalidInput(f"give {name!r} as a non-empty string")
+        return value.strip()
+
+    repo, commit, hardware = text("repo"), text("commit"), text("hardware", "cpu")
+    if len(repo) > 2000 or repo.startswith("-"):
+        raise InvalidInput("'repo' is a repository URL or path of at most 2000 characters")
+    if not _REV.match(commit):
+        raise InvalidInput(f"'commit' {commit[:80]!r} is not a revision (a sha, branch or tag)")
+    if not _HARDWARE.match(hardware):
+        raise InvalidInput(f"'hardware' {hardware[:80]!r} is not a runner queue suffix (cpu, h200, tpu-v5e-8...)")
+    quick, samples = body.get("quick", False), body.get("samples", 20)
+    if not isinstance(quick, bool):
+        raise InvalidInput("'quick' is true or false")
+    if not isinstance(samples, int) or isinstance(samples, bool) or not 1 <= samples <= 10000:
+        raise InvalidInput("'samples' is a whole number from 1 to 10000")
+    trigger = text("trigger", "manual")
+    if trigger not in _TRIGGERS:
+        raise InvalidInput(f"'trigger' is one of {', '.join(_TRIGGERS)}")
+    branch = body.get("branch")
+    if branch is not None and (not isinstance(branch, str) or not _REV.match(branch)):
+        raise InvalidInput("'branch' is a branch name")
+    return hardware, {"repo": repo, "commit": commit, "suite": text("suite", "*"),
+                      "params": body.get("params", "") if isinstance(body.get("params", ""), str) else "",
+                      "quick": quick, "samples": samples, "trigger": trigger, "branch": branch, "capture": True}
+
+
+@bp.post("/runs/enqueue")
+@requires("submit")
+def enqueue_run() -> Response:
+    hardware, kwargs = suite_task(json_object())
+    settings = context().settings
+    if not settings.redis_url:
+        # A suite run takes minutes: an HTTP request is no place to wait for one, and the embedded form has no
+        # runner to hand it to. `kernelwatch run` (or `kernelwatch submit`) runs it here instead.
+        raise Transient("no runner queue in the embedded form: set KERNELWATCH_REDIS_URL and start a runner "
+                        "(`kernelwatch worker --queues runner.HW`), or run it here with `kernelwatch run`")
+    from service.pipeline.queue import CeleryQueue
+    from service.tasks import RUN_SUITE_TASK, make_celery, runner_queue
+
+    queue = context().queue
+    celery = queue.app if isinstance(queue, CeleryQueue) else make_celery(settings)
+    task_id = str(uuid.uuid4())
+    celery.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=runner_queue(hardware), task_id=task_id)
+    return reply({"task_id": task_id, "queue": runner_queue(hardware), "commit": kwargs["commit"]}, 202)

@@ -1,0 +1,111 @@
+"""API tokens in the store: create (the token is returned once), list, revoke, and authenticate a request's."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from service import tokens
+from service.errors import Conflict, InvalidInput, NotFound
+from service.store.models import ApiToken
+
+# last_used_at is for people deciding what to revoke; minute precision spares a write on every request.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class TokenView:
+    id: int
+    name: str
+    scopes: list[str]
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+def _view(row: ApiToken) -> TokenView:
+    return TokenView(id=row.id, name=row.name, scopes=list(row.scopes), prefix=row.prefix, created_at=row.created_at,
+                     last_used_at=row.last_used_at, revoked_at=row.revoked_at)
+
+
+def create_token(session: Session, name: str, scopes: Iterable[str]) -> tuple[TokenView, str]:
+    """A new token and its text, which exists nowhere else afterwards. One active token per name."""
+    try:
+        name = tokens.check_name(name)
+        scope_list = tokens.check_scopes(scopes)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from None
+    taken = session.scalars(select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))).first()
+    if taken is not None:
+        raise Conflict(f"an active token named {name!r} exists (id {taken}); revoke it first or pick another name")
+    for _ in range(3):  # 48 random bits of prefix: a collision is rare, and then another draw settles it
+        minted = tokens.mint()
+        row = ApiToken(name=name, scopes=scope_list, prefix=minted.prefix, secret_hash=minted.secret_hash,
+                       created_at=datetime.now(UTC))
+        try:
+            with session.begin_nested():
+                session.add(row)
+        except IntegrityError:
+            continue
+        return _view(row), minted.token
+    raise Conflict("could not draw an unused token prefix; try again")
+
+
+def list_tokens(session: Session) -> list[TokenView]:
+    return [_view(t) for t in session.scalars(select(ApiToken).order_by(ApiToken.id))]
+
+
+def get_token(session: Session, token_id: int) -> TokenView:
+    row = session.get(ApiToken, token_id)
+    if row is None:
+        raise NotFound(f"no token {token_id}")
+    return _view(row)
+
+
+def revoke_token(session: Session, ref: str | int) -> TokenView:
+    """Revoke by id, or by the name of an active token. Revoking a revoked token changes nothing."""
+    row: ApiToken | None = None
+    if isinstance(ref, int) or ref.isdigit():
+        row = session.get(ApiToken, int(ref))
+    if row is None and isinstance(ref, str):
+        row = session.scalars(select(ApiToken).where(ApiToken.name == ref)
+                              .order_by(ApiToken.revoked_at.is_(None).desc(), ApiToken.id.desc())).first()
+    if row is None:
+        raise NotFound(f"no token {ref!r} (give its id or its name)")
+    if row.revoked_at is None:
+        row.revoked_at = datetime.now(UTC)
+        session.flush()
+    return _view(row)
+
+
+def authenticate(session: Session, raw: str) -> TokenView | None:
+    """The active token ``raw`` is, or None (malformed, unknown, wrong secret or revoked: the caller cannot tell
+    which, and need not)."""
+    try:
+        prefix, secret = tokens.parse(raw)
+    except tokens.TokenFormatError:
+        return None
+    row = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).first()
+    if not tokens.matches(secret, row.secret_hash if row is not None else None):
+        return None
+    assert row is not None
+    if row.revoked_at is not None:
+        return None
+    now = datetime.now(UTC)
+    last = row.last_used_at
+    if last is not None and last.tzinfo is None:  # SQLite hands back naive datetimes
+        last = last.replace(tzinfo=UTC)
+    if last is None or now - last >= LAST_USED_RESOLUTION:
+        row.last_used_at = now
+        session.flush()
+    return _view(row)

@@ -1,0 +1,140 @@
+"""A beat tick for one tracked branch: resolve its tip, and queue the default suite there on its hardware unless
+that tip's scheduled run is already stored or already queued.
+
+Two checks make ticks idempotent, each covering what the other cannot see:
+
+- **stored**: the scheduled run of a tip has a deterministic task id (``service.tracked.scheduled_task_id``) and
+  a runner stores its run under the task id, so one indexed lookup of that run id tells whether the tip was
+  measured on that hardware. It holds forever, whatever Redis forgets.
+- **queued**: between sending and storing (queue wait plus the run, minutes to hours) the database knows
+  nothing, so the tick marks the task id in Redis with ``SET NX EX``: the first tick sets it and sends, later ticks
+  find it and skip. The mark lives in the broker's Redis, so a Redis that lost its queues lost the marks with them
+  and the tip is queued again; a run that failed before storing anything is queued again when its mark expires.
+
+Should both checks ever miss (a mark expired while the task still waited), the second message carries the same
+task id, so its run has the same run id and ingest refuses it as a duplicate: runner time lost, nothing stored
+twice.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from sqlalchemy import or_, select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.errors import InvalidInput, Transient
+from service.store.models import Run
+from service.tracked import TrackedBranch, scheduled_run_kwargs, scheduled_task_id
+
+GIT_TIMEOUT_S = 60
+MARK_PREFIX = "kernelwatch:scheduled:"
+
+TipResolver = Callable[[str, str], str]
+IsStored = Callable[[str], bool]
+Send = Callable[[str, str, dict[str, Any]], None]  # (queue, task id, run_suite kwargs)
+
+
+class QueuedMarks(Protocol):
+    def mark(self, task_id: str, ttl_s: int) -> bool:
+        """Mark the task as queued; False when it was marked already (and the mark has not expired)."""
+
+    def clear(self, task_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class TickOutcome:
+    branch: TrackedBranch
+    sha: str
+    task_id: str
+    action: Literal["queued", "stored", "already-queued"]
+
+
+def tick(branch: TrackedBranch, resolve_tip: TipResolver, is_stored: IsStored, marks: QueuedMarks, send: Send,
+         mark_ttl_s: int) -> TickOutcome:
+    """One beat tick for one branch; raises Transient when git, the database or the broker is unavailable."""
+    sha = resolve_tip(branch.repo, branch.branch)
+    task_id = scheduled_task_id(branch.repo, sha, branch.hardware)
+    if is_stored(task_id):
+        return TickOutcome(branch, sha, task_id, "stored")
+    if not marks.mark(task_id, mark_ttl_s):
+        return TickOutcome(branch, sha, task_id, "already-queued")
+    try:
+        send(f"runner.{branch.hardware}", task_id, scheduled_run_kwargs(branch, sha))
+    except Exception as exc:
+        marks.clear(task_id)  # not sent: the next tick (or this one's retry) must be free to send it
+        raise Transient(f"cannot queue the scheduled run of {branch.label} at {sha[:12]}: {exc}") from exc
+    return TickOutcome(branch, sha, task_id, "queued")
+
+
+def branch_tip(repo: str, branch: str) -> str:
+    """The sha a branch points at: ``git rev-parse`` in a local repository, ``git ls-remote`` for a URL
+    (``file://`` URLs included)."""
+    local = Path(repo).expanduser()
+    is_local = "://" not in repo and local.is_dir()
+    if is_local:
+        args = ["git", "-C", str(local), "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"]
+    else:
+        args = ["git", "ls-remote", "--heads", "--", repo, f"refs/heads/{branch}"]
+    try:
+        proc = subprocess.run(args, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+    except subprocess.TimeoutExpired:
+        raise Transient(f"git did not answer within {GIT_TIMEOUT_S} s for {repo}") from None
+    if is_local:
+        if proc.returncode != 0:
+            raise InvalidInput(f"{repo} has no branch {branch!r}")
+        return proc.stdout.strip()
+    if proc.returncode != 0:  # unreachable host, or no such repository: git does not tell the two apart
+        raise Transient(f"git ls-remote {repo} failed: {proc.stderr.strip()}")
+    for line in proc.stdout.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref == f"refs/heads/{branch}":
+            return sha
+    raise InvalidInput(f"{repo} has no branch {branch!r}")
+
+
+def scheduled_run_stored(sessions: sessionmaker[Session]) -> IsStored:
+    """Whether the run of a scheduled task is stored: its run id is the task id without dashes (one run per
+    environment; environments after the first get ``-d<group>`` suffixes)."""
+
+    def is_stored(task_id: str) -> bool:
+        run_uid = task_id.replace("-", "")
+        try:
+            with sessions() as session:
+                found = session.scalar(select(Run.id).where(or_(Run.run_uid == run_uid,
+                                                                Run.run_uid.like(f"{run_uid}-d%"))).limit(1))
+        except OperationalError as exc:
+            raise Transient(f"database unavailable: {exc.orig}") from exc
+        return found is not None
+
+    return is_stored
+
+
+class RedisQueuedMarks:
+    """Queued marks as Redis keys with an expiry (``SET NX EX``), in the broker's Redis."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def mark(self, task_id: str, ttl_s: int) -> bool:
+        import redis
+
+        try:
+            return bool(self.client.set(MARK_PREFIX + task_id, "1", nx=True, ex=ttl_s))
+        except redis.exceptions.RedisError as exc:
+            raise Transient(f"Redis unavailable: {exc}") from exc
+
+    def clear(self, task_id: str) -> None:
+        import redis
+
+        try:
+            self.client.delete(MARK_PREFIX + task_id)
+        except redis.exceptions.RedisError:
+            pass  # the mark expires on its own

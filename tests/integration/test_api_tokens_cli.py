@@ -1,0 +1,52 @@
+"""`kernelwatch token create|list|revoke` as a user types them, on both databases."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.pipeline.tokens import authenticate
+from service.store.db import unit_of_work
+
+
+def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_create_list_revoke(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:
+    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url}
+    made = kernelwatch(["token", "create", "ci-runner", "--scope", "submit", "--scope", "triage"], env)
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("kw_") and len(token.splitlines()) == 1  # the token alone: `$(kernelwatch token ...)`
+    assert "shown this once" in made.stderr and token not in made.stderr
+    with unit_of_work(sessions) as s:
+        view = authenticate(s, token)
+    assert view is not None and view.name == "ci-runner" and view.scopes == ["submit", "triage"]
+
+    listed = kernelwatch(["token", "list"], env)
+    assert listed.returncode == 0 and "ci-runner" in listed.stdout and view.prefix in listed.stdout
+    assert token.split("_", 2)[2] not in listed.stdout and "active" in listed.stdout
+    as_json = kernelwatch(["token", "list", "--format", "json"], env)
+    assert token.split("_", 2)[2] not in as_json.stdout and '"prefix"' in as_json.stdout
+
+    twice = kernelwatch(["token", "create", "ci-runner", "--scope", "submit"], env)
+    assert twice.returncode == 2 and "active token named 'ci-runner'" in twice.stderr
+    bad = kernelwatch(["token", "create", "x", "--scope", "root"], env)
+    assert bad.returncode == 2
+
+    revoked = kernelwatch(["token", "revoke", "ci-runner"], env)
+    assert revoked.returncode == 0 and "revoked" in revoked.stdout
+    with unit_of_work(sessions) as s:
+        assert authenticate(s, token) is None
+    assert "revoked" in kernelwatch(["token", "list"], env).stdout
+    assert kernelwatch(["token", "revoke", str(view.id)], env).returncode == 0  # again: nothing changes
+    missing = kernelwatch(["token", "revoke", "nobody"], env)
+    assert missing.returncode == 2 and "no token" in missing.stderr
+    again = kernelwatch(["token", "create", "ci-runner", "--scope", "submit"], env)  # the name is free again
+    assert again.returncode == 0 and again.stdout.strip() != token

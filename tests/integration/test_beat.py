@@ -1,0 +1,169 @@
+"""The schedule of tracked branches on the real Redis and PostgreSQL: a beat tick queues each branch tip's suite
+on its runner queue once, a second tick queues nothing, a stored run keeps the tip from being queued again, and
+`kernelwatch beat` itself sends the ticks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from runners.worker import SuiteTask, execute
+from service import tasks
+from service.settings import load_settings
+from service.store.db import upgrade
+from service.tracked import RUN_TRACKED_TASK, scheduled_task_id
+from tests.conftest import fresh_redis
+
+TICK_REDIS_URL = "redis://127.0.0.1:6379/12"
+BEAT_REDIS_URL = "redis://127.0.0.1:6379/13"
+
+SUITE = '''
+import numpy as np
+from runners.suite import Case, benchmark, grid
+
+@benchmark(suite="toy", params=grid(n=[64]))
+def double(n):
+    x = np.arange(n, dtype=np.float32)
+    return Case(fn=lambda v: v * 2, args=(x,), reference=lambda: x * 2)
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with two branches: main, and dev one commit ahead of it."""
+    root = tmp_path / "kernels"
+    (root / "kernels_under_test").mkdir(parents=True)
+    (root / "kernels_under_test" / "__init__.py").write_text("")
+    (root / "kernels_under_test" / "toy.py").write_text(SUITE)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "first")
+    git(root, "checkout", "-q", "-b", "dev")
+    git(root, "commit", "-q", "--allow-empty", "-m", "on dev")
+    git(root, "checkout", "-q", "main")
+    return root
+
+
+def queued(client: redis.Redis, queue: str) -> list[dict[str, Any]]:
+    """The task messages waiting on a queue (kombu's Redis transport keeps them in a list named after it)."""
+    out = []
+    for raw in client.lrange(queue, 0, -1):
+        envelope = json.loads(raw)
+        args, kwargs, _ = json.loads(base64.b64decode(envelope["body"]))
+        out.append({"task": envelope["headers"]["task"], "id": envelope["headers"]["id"], "args": args,
+                    "kwargs": kwargs})
+    return out
+
+
+@pytest.fixture
+def worker_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path, pg_database: str) -> Iterator[None]:
+    """This process configured as a detect worker would be, with main tracked on cpu and dev (by a file:// URL,
+    so through ls-remote) on h200."""
+    upgrade(pg_database)
+    for name in [k for k in os.environ if k.startswith("KERNELWATCH_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("KERNELWATCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("KERNELWATCH_DATABASE_URL", pg_database)
+    monkeypatch.setenv("KERNELWATCH_REDIS_URL", fresh_redis(TICK_REDIS_URL))
+    monkeypatch.setenv("KERNELWATCH_TRACK", f"{repo}@main,file://{repo}@dev@h200")
+    monkeypatch.setenv("KERNELWATCH_TRACK_PERIOD", "60")
+    tasks._worker_context.cache_clear()
+    yield
+    if tasks._worker_context.cache_info().currsize:
+        tasks._worker_context().close()
+    tasks._worker_context.cache_clear()
+
+
+def test_each_tip_is_queued_once_on_its_runner_queue(worker_env: None, repo: Path) -> None:
+    settings = load_settings()
+    app = tasks.make_celery(settings)
+    run_tracked = app.tasks[RUN_TRACKED_TASK]
+    ticks = [entry["args"] for entry in app.conf.beat_schedule.values()]
+    client = redis.Redis.from_url(TICK_REDIS_URL)
+    main, dev = git(repo, "rev-parse", "main"), git(repo, "rev-parse", "dev")
+
+    # The first beat: both tips queued, each on its hardware's runner queue, under its deterministic task id.
+    assert [run_tracked(*args)["action"] for args in ticks] == ["queued", "queued"]
+    [on_cpu] = queued(client, "runner.cpu")
+    [on_h200] = queued(client, "runner.h200")
+    assert on_cpu["task"] == on_h200["task"] == "kernelwatch.run_suite"
+    assert on_cpu["id"] == scheduled_task_id(str(repo), main, "cpu")
+    assert on_h200["id"] == scheduled_task_id(f"file://{repo}", dev, "h200")
+    assert on_cpu["kwargs"] == {"repo": str(repo), "commit": main, "suite": "*", "params": "",
+                                 "quick": False, "samples": 20, "trigger": "schedule", "branch": "main",
+                                 "capture": True}
+    assert (on_h200["kwargs"]["commit"], on_h200["kwargs"]["branch"]) == (dev, "dev")
+
+    # The second beat, tips unmoved and runs not yet stored: nothing more is queued.
+    assert [run_tracked(*args)["action"] for args in ticks] == ["already-queued", "already-queued"]
+    assert len(queued(client, "runner.cpu")) == 1 and len(queued(client, "runner.h200")) == 1
+
+    # A runner takes the cpu message and stores its run (the code run_suite runs, with the message's id and
+    # arguments). Once it is stored, even a lapsed queued mark does not queue the tip again.
+    client.lpop("runner.cpu")
+    ctx = tasks._worker_context()
+    execute(SuiteTask.from_kwargs({**on_cpu["kwargs"], "samples": 3, "capture": False}), on_cpu["id"],
+            ctx.settings.home, ctx.submit)
+    for key in client.scan_iter("kernelwatch:scheduled:*"):
+        client.delete(key)
+    assert run_tracked(*ticks[0])["action"] == "stored"
+    assert queued(client, "runner.cpu") == []
+
+    # main moves: its new tip is queued on the next beat.
+    git(repo, "commit", "-q", "--allow-empty", "-m", "later on main")
+    outcome = run_tracked(*ticks[0])
+    assert outcome["action"] == "queued" and outcome["sha"] == git(repo, "rev-parse", "main")
+    [again] = queued(client, "runner.cpu")
+    assert again["kwargs"]["commit"] == outcome["sha"] != main
+
+
+def beat_env(home: Path, track: str, period: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    env.update(KERNELWATCH_HOME=str(home), KERNELWATCH_REDIS_URL=fresh_redis(BEAT_REDIS_URL),
+               KERNELWATCH_TRACK=track, KERNELWATCH_TRACK_PERIOD=period)
+    return env
+
+
+def test_kernelwatch_beat_sends_a_tick_per_branch_to_the_detect_queue(tmp_path: Path, repo: Path) -> None:
+    env = beat_env(tmp_path / "home", f"{repo}@main,{repo}@dev@h200", "1")
+    log = tmp_path / "beat.log"
+    with log.open("w") as out:
+        beat = subprocess.Popen([sys.executable, "-m", "service.cli", "beat"], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    client = redis.Redis.from_url(BEAT_REDIS_URL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len({tuple(m["args"]) for m in queued(client, "detect")}) < 2:
+            assert beat.poll() is None, log.read_text()
+            time.sleep(0.3)
+    finally:
+        beat.terminate()
+        beat.wait(timeout=30)
+    ticks = queued(client, "detect")
+    assert {m["task"] for m in ticks} == {RUN_TRACKED_TASK}, log.read_text()
+    assert {tuple(m["args"]) for m in ticks} == {(str(repo), "main", "cpu"), (str(repo), "dev", "h200")}
+    assert list((tmp_path / "home").glob("celerybeat-schedule*")), "beat keeps its schedule under KERNELWATCH_HOME"
+
+
+def test_kernelwatch_beat_without_redis_says_what_to_set(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    env["KERNELWATCH_HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "service.cli", "beat"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("kernelwatch: error: kernelwatch beat needs KERNELWATCH_REDIS_URL "
+                                   "(e.g. redis://127.0.0.1:6379/0)")

@@ -1,0 +1,196 @@
+"""Runners upload through the HTTP API: the real `kernelwatch serve` process on PostgreSQL, a token from
+`kernelwatch token create`, a real runner with KERNELWATCH_URL and KERNELWATCH_TOKEN (and no database of its own),
+then 20 uploaders at once submitting 50 manifests each, some of them the same run twice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from runners.artifacts import ArtifactStore
+from runners.uploader import HttpUploader, UploadOutcome
+from service.store.models import Artifact, Result, ResultArtifact, Run
+from tests import builders
+from tests.conftest import fresh_redis
+from tests.integration.test_api_server import free_port
+from tests.integration.test_bisect import make_repository
+
+# Follow-up tasks of the concurrent test go to this Redis database (no worker takes them): detection would
+# otherwise run inside each request of the embedded server and the test would measure detection, not uploads.
+UPLOAD_REDIS_URL = "redis://127.0.0.1:6379/7"
+
+
+@pytest.fixture
+def database_url(pg_database: str) -> str:
+    return pg_database  # PostgreSQL only: the concurrent writers are what it is for
+
+
+@contextmanager
+def serving(database_url: str, home: Path, **env: str) -> Iterator[str]:
+    """`kernelwatch serve` in its own process; yields the service's root URL once /health answers."""
+    port = free_port()
+    full_env = {**os.environ, "KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url, **env}
+    for name in ("KERNELWATCH_URL", "KERNELWATCH_TOKEN"):
+        full_env.pop(name, None)
+    # Its log goes to a file: a pipe nobody reads fills up after a few hundred requests and stalls the server.
+    log_path = home.parent / f"serve-{port}.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], env=full_env,
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{root}/api/v1/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"kernelwatch serve did not come up: {log_path.read_text()[-2000:]}")
+                time.sleep(0.2)
+        yield root
+    except BaseException:
+        print(f"--- kernelwatch serve's log ---\n{log_path.read_text()[-6000:]}")
+        raise
+    finally:
+        log.close()
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def kernelwatch(*args: str, env: dict[str, str], timeout: float = 240) -> str:
+    done = subprocess.run([sys.executable, "-m", "service.cli", *args], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def submit_token(database_url: str, home: Path) -> str:
+    out = kernelwatch("token", "create", "runner-cpu", "--scope", "submit",
+                      env={"KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url})
+    token = out.strip().splitlines()[-1]
+    assert token.startswith("kw_")
+    return token
+
+
+def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
+        sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:
+    service_home, runner_home = tmp_path / "service", tmp_path / "runner"
+    repo, shas = make_repository(tmp_path)
+    token = submit_token(database_url, service_home)
+    with serving(database_url, service_home) as root:
+        runner_env = {"KERNELWATCH_HOME": str(runner_home), "KERNELWATCH_URL": root, "KERNELWATCH_TOKEN": token,
+                      "KERNELWATCH_DATABASE_URL": "", "KERNELWATCH_REDIS_URL": ""}
+        # The embedded `kernelwatch submit`: the same runners/worker.py code a run_suite task runs.
+        out = kernelwatch("submit", "--repo", str(repo), "--commit", shas[-1], "--samples", "3",
+                          "--trigger", "manual", env=runner_env)
+        assert f"uploaded to {root}" in out
+        run_id = out.strip().rsplit("runs ", 1)[-1].split(",")[0].strip()
+
+        with sessions() as s:
+            assert s.scalar(select(func.count()).select_from(Run).where(Run.run_uid == run_id)) == 1
+            digests = set(s.scalars(select(Artifact.sha256).join(ResultArtifact).join(Result).join(Run)
+                                    .where(Run.run_uid == run_id)))
+        assert digests, "a captured run names artifacts"
+        service_store = ArtifactStore(service_home / "artifacts")
+        runner_store = ArtifactStore(runner_home / "artifacts")
+        for digest in digests:  # they crossed over HTTP: the runner's bytes are in the service's store
+            assert service_store.get(digest) == runner_store.get(digest)
+        assert not (runner_home / "kernelwatch.db").exists(), "the runner never opened a database of its own"
+
+        # Another run naming the same artifacts: the service has them, nothing is sent twice.
+        with urllib.request.urlopen(f"{root}/api/v1/runs/{run_id}") as response:
+            assert response.status == 200
+        send = HttpUploader(root, token, runner_store, timeout=30, retries=2, backoff=0.2)
+        assert token not in repr(send)
+        outcome = send(_naming(digests, runner_store))
+        assert outcome.created and outcome.artifacts_present == len(digests) and outcome.artifacts_sent == 0
+
+        # `kernelwatch run` outside Celery: the same two variables send its run to the service.
+        out = kernelwatch("run", "--repo", str(repo), "--commit", shas[0], "--samples", "2", "--no-capture",
+                          env=runner_env)
+        assert f"to {root}/api/v1" in out, out
+    with sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Run).where(Run.run_uid == run_id)) == 1
+        assert s.scalar(select(func.count()).select_from(Run)) == 3
+
+
+def _naming(digests: set[str], store: ArtifactStore) -> dict[str, Any]:
+    """A new run naming the same artifacts: what a second commit's upload from this runner looks like."""
+    doc = builders.manifest(3)
+    doc["results"][0]["artifacts"] = [{"kind": "hlo", "name": f"a{i}", "sha256": d, "size": len(store.get(d))}
+                                      for i, d in enumerate(sorted(digests))]
+    return doc
+
+
+def test_twenty_uploaders_at_once_store_every_run_exactly_once(
+        sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:
+    service_home = tmp_path / "service"
+    token = submit_token(database_url, service_home)
+    store = ArtifactStore(tmp_path / "runner" / "artifacts")
+    shared_blob = store.put(b"HloModule shared\n" * 50, "hlo", "shared.txt")
+    uploaders, per_uploader, shared = 20, 50, 40
+    # 40 runs every uploader may send (each sent by three uploaders), the rest each uploader's own.
+    pool = [builders.manifest(i) for i in range(shared)]
+    work: list[list[dict[str, Any]]] = []
+    position = shared
+    for u in range(uploaders):
+        mine = [pool[(u * 6 + k) % shared] for k in range(6)]
+        for _ in range(per_uploader - len(mine)):
+            doc = builders.manifest(position, [builders.result(samples=[1e-3, 1.1e-3, 0.9e-3])])
+            position += 1
+            if position % 7 == 0:
+                doc["results"][0]["artifacts"] = [{"kind": "hlo", "name": "shared.txt", "sha256": shared_blob.sha256,
+                                                   "size": shared_blob.size}]
+            mine.append(doc)
+        work.append(mine)
+    unique = {doc["run_id"] for mine in work for doc in mine}
+
+    with serving(database_url, service_home, KERNELWATCH_REDIS_URL=fresh_redis(UPLOAD_REDIS_URL)) as root:
+        def run(mine: list[dict[str, Any]]) -> list[UploadOutcome]:
+            send = HttpUploader(root, token, store, timeout=60, retries=5, backoff=0.2)
+            return [send(doc) for doc in mine]
+
+        # The same run from every uploader at the same instant: the race a redelivered task runs into.
+        same, gate = builders.manifest(10_000), threading.Barrier(uploaders)
+
+        def race(_: int) -> UploadOutcome:
+            send = HttpUploader(root, token, store, timeout=60, retries=5, backoff=0.2)
+            gate.wait()
+            return send(same)
+
+        with ThreadPoolExecutor(max_workers=uploaders) as pool_exec:
+            raced = list(pool_exec.map(race, range(uploaders)))
+        assert sum(o.created for o in raced) == 1
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=uploaders) as pool_exec:
+            outcomes = [o for batch in pool_exec.map(run, work) for o in batch]
+        elapsed = time.monotonic() - started
+    fresh_redis(UPLOAD_REDIS_URL)
+
+    assert len(outcomes) == uploaders * per_uploader  # every call a success: duplicates answered 200
+    assert sum(o.created for o in outcomes) == len(unique)
+    with sessions() as s:
+        assert s.scalar(select(func.count()).select_from(Run)) == len(unique) + 1
+        assert s.scalar(select(func.count(func.distinct(Run.run_uid)))) == len(unique) + 1
+        assert s.scalar(select(func.count()).select_from(Artifact)) == 1
+    print(f"{len(outcomes)} uploads ({len(unique)} runs) in {elapsed:.1f} s")
