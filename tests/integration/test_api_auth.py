@@ -3,12 +3,7 @@ token: a new endpoint cannot be added without a scope, nor reached without one."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.routing import Rule
 
 from service import tokens
@@ -17,21 +12,12 @@ from service.pipeline.tokens import create_token, revoke_token
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Run
 from tests import builders
-from tests.api_client import Api, error_of, make_api
+from tests.api_client import Api, error_of
 
 WRITE_METHODS = {"POST", "PUT", "DELETE", "PATCH"}
 KNOWN_WRITES = {("PUT", "/api/v1/artifacts/<sha256>"), ("POST", "/api/v1/runs"), ("POST", "/api/v1/runs/enqueue"),
                 ("POST", "/api/v1/alerts/<int:alert_id>/triage"), ("POST", "/api/v1/tokens"),
                 ("DELETE", "/api/v1/tokens/<int:token_id>")}
-
-
-@pytest.fixture
-def api(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> Iterator[Api]:
-    api = make_api(database_url, tmp_path)
-    try:
-        yield api
-    finally:
-        api.ctx.close()
 
 
 def api_rules(api: Api) -> list[Rule]:

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
 
 from service.store.models import Run
 from tests import builders
-from tests.api_client import Api, error_of, make_api
-
-
-@pytest.fixture
-def api(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> Iterator[Api]:
-    api = make_api(database_url, tmp_path)
-    try:
-        yield api
-    finally:
-        api.ctx.close()
+from tests.api_client import Api, error_of
 
 
 def with_artifacts(doc: dict, *blobs: bytes) -> dict:  # type: ignore[type-arg]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,6 @@ from tests.api_client import Api, error_of, make_api
 from tests.conftest import fresh_redis
 
 REDIS_URL = "redis://127.0.0.1:6379/14"
-
-
-@pytest.fixture
-def api(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> Iterator[Api]:
-    api = make_api(database_url, tmp_path)
-    try:
-        yield api
-    finally:
-        api.ctx.close()
 
 
 def test_routing_errors_are_json_under_the_api_and_html_elsewhere(api: Api) -> None:
