@@ -15,6 +15,9 @@ from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector, SeriesPoint
+from service.pipeline.alerts import group_series
+from service.pipeline.attribution import attribute_findings, findings_of_series
+from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
 from service.store.models import Commit, Finding, Repository, Result, Run, Series
 
 # Metrics that measure speed; any other metric a benchmark reports (rel_error, recall...) measures its numerics,
@@ -89,12 +92,7 @@ def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,
     # Static findings (exact code diffs) and every finding's attribution, before grouping so that static
     # findings join their commit range's alert. Both idempotent, both cheap when nothing changed; with
     # ``artifacts`` the attribution also diffs the changed kernels' disassembly.
-    from service.pipeline.attribution import attribute_findings, findings_of_series
-    from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
-
     detect_static(session, series_ids, artifacts)
     attribute_findings(session, findings_of_series(session, series_ids, exclude_detector=STATIC_DETECTOR), artifacts)
-    from service.pipeline.alerts import group_series
-
     group_series(session, series_ids)  # findings at one commit range become one alert, in this transaction
     return found
