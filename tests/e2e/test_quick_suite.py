@@ -17,15 +17,13 @@ from service.contract import parse_manifest
 from service.store.db import make_engine, make_session_factory
 from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Series
 from tests.conftest import REPO_ROOT
+from tests.gitrepo import git
 
 pytestmark = pytest.mark.slow
 
 FAMILIES = {"matmul", "quantized", "attention", "norms", "softmax", "softmax_long", "sampling", "collectives"}
 
 
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True,
-                   capture_output=True)
 
 
 def test_quick_suite_runs_clean(tmp_path: Path) -> None:

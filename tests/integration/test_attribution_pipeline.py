@@ -5,7 +5,6 @@ time finding names the changed fusion, a static finding marks the commit, and re
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
 from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Commit, Finding, Result, ResultArtifact, Run, Series
+from tests.gitrepo import git as _git
 
 KERNEL = '''import jax
 import jax.numpy as jnp
@@ -58,8 +58,6 @@ CHANGED_FUSION = "broadcast_add_fusion"  # x * 2 + 1, then tanh(...tanh(x)) * 2 
 DEPTH = 16
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True)
 
 
 @pytest.fixture(scope="module")

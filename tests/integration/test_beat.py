@@ -23,6 +23,7 @@ from service.settings import load_settings
 from service.store.db import upgrade
 from service.tracked import RUN_TRACKED_TASK, scheduled_task_id
 from tests.conftest import fresh_redis
+from tests.gitrepo import git
 
 TICK_REDIS_URL = "redis://127.0.0.1:6379/12"
 BEAT_REDIS_URL = "redis://127.0.0.1:6379/13"
@@ -38,9 +39,6 @@ def double(n):
 '''
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True,
-                          capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ confirms it. Embedded form (SQLite, in-process queue, local CPU runner): the cod
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 from pathlib import Path
 
 from sqlalchemy import select
@@ -16,6 +15,7 @@ from service.settings import load_settings
 from service.store.db import upgrade
 from service.store.models import BisectJob, Commit, Finding, Result, Run
 from service.store.queries import all_findings
+from tests.gitrepo import git as _git
 
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
 # machine does to a run (up to ~2.5x here), so the test checks the bisection, not the weather.
@@ -42,9 +42,6 @@ def chained(n: int) -> Case:
 PLANTED = 5
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=T", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 def make_repository(root: Path) -> tuple[Path, list[str]]:

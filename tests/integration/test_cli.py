@@ -17,6 +17,7 @@ from service.store.db import make_engine, make_session_factory
 from service.store.models import Artifact, Commit, Result, ResultArtifact, Run, Series
 from tests import builders
 from tests.conftest import REPO_ROOT
+from tests.gitrepo import git
 
 KERNELWATCH = [sys.executable, "-m", "service.cli"]
 
@@ -25,8 +26,6 @@ def kernelwatch(args: list[str], env: dict[str, str], timeout: float = 300) -> s
     return subprocess.run([*KERNELWATCH, *args], env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture

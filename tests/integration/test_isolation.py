@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from runners.local import RunRequest, run_at_commit, run_commits
 from service.contract import parse_manifest
+from tests.gitrepo import git
 
 BAD_SUITE = '''
 import os, signal, time
@@ -46,8 +46,6 @@ def f_fine_after():
 '''
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
 def make_repo(root: Path, body: str) -> Path:

@@ -17,6 +17,7 @@ from sqlalchemy import func, select
 from service.store.db import make_engine, make_session_factory, upgrade
 from service.store.models import Commit, Result, Run, Series
 from tests.conftest import fresh_redis
+from tests.gitrepo import git
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 
@@ -37,9 +38,6 @@ def scale(n):
 '''
 
 
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True,
-                          capture_output=True, text=True).stdout.strip()
 
 
 @pytest.fixture
