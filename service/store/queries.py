@@ -145,7 +145,9 @@ def recent_commits(session: Session, limit: int = 100, repository: str | None = 
     ids = [c.id for c, _, _ in rows]
     by_commit: dict[str, list[FindingView]] = defaultdict(list)
     if ids:
-        for f in _finding_views(session, Finding.commit_id.in_(ids)):
+        # Findings that flag the commit first (a person opens those), then code diffs and improvements.
+        views = _finding_views(session, Finding.commit_id.in_(ids))
+        for f in sorted(views, key=lambda f: not f.flags_commit):
             by_commit[f.commit_sha].append(f)
     return [
         CommitView(repository=repo, sha=c.sha, subject=c.subject, author=c.author, authored_at=c.authored_at,
