@@ -1,5 +1,5 @@
-"""Reads: health, repositories, commits, series, findings, alerts, compare. Stored results only: nothing is
-analysed here (compare's statistics run over the stored samples of two points, as the CLI's do)."""
+"""Reads: health, repositories, commits, series, findings, alerts. Stored results only: nothing is analysed here
+(compare, which computes statistics over two stored points, lives in its own module)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from service.api.auth import public, readable
 from service.api.blueprint import bp, context, int_arg, reply
 from service.errors import InvalidInput, NotFound, Transient
 from service.pipeline.alerts import list_alerts
-from service.pipeline.compare import compare_refs
 from service.report.alerts_text import alerts_to_json
-from service.report.compare_table import to_json
 from service.store.api_queries import repositories
 from service.store.queries import all_findings, recent_commits, series_view
 
@@ -97,25 +95,3 @@ def get_alerts() -> Response:
         alerts = list_alerts(session, repository=request.args.get("repository") or None,
                              state=request.args.get("state") or None)
     return reply(alerts_to_json(alerts))
-
-
-def _float_arg(name: str, default: float) -> float:
-    raw = request.args.get(name)
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} is a number, got {raw[:80]!r}") from None
-
-
-@bp.get("/compare")
-@readable
-def get_compare() -> Response:
-    base, head = request.args.get("base", ""), request.args.get("head", "")
-    if not base or not head:
-        raise InvalidInput("give base and head: each a run id, a commit sha or a unique sha prefix")
-    with context().sessions() as session:
-        outcome = compare_refs(session, base, head, repository=request.args.get("repo") or None,
-                               alpha=_float_arg("alpha", 0.05), min_effect=_float_arg("min_effect", 0.01))
-    return reply(to_json(outcome.report, outcome.base, outcome.head, outcome.notes))
