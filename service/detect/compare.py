@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -43,7 +44,7 @@ VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "fail
 
 EXACT_MAX_PRODUCT = 10_000  # m * n up to which the exact U distribution (no ties) is used
 EXACT_MAX_ARRANGEMENTS = 5_000  # with ties: exact permutation test up to this many ways to split the samples
-BOOTSTRAP_CELLS = 2_000_000  # resampled values held in memory at once
+GEOMEAN_NORMAL_MIN = 30  # members from which a geomean's interval is the normal one (see _geomean_interval)
 
 
 @dataclass(frozen=True)
@@ -162,18 +163,32 @@ def min_samples_for_interval(confidence: float) -> int:
     return n
 
 
-def median_estimate(samples: Sequence[float], confidence: float = 0.95) -> MedianEstimate:
-    x = np.sort(np.asarray(samples, dtype=float))
-    n = int(x.size)
-    if n == 0:
-        raise ValueError("no samples")
-    median = float(np.median(x))
+@lru_cache(maxsize=256)
+def _interval_rank(n: int, confidence: float) -> int | None:
+    """k of the narrowest ``[x(k), x(n+1-k)]`` holding the median with at least this probability; None below
+    the fewest samples that can."""
     if n < min_samples_for_interval(confidence):
-        return MedianEstimate(n, median, None, None)
+        return None
     ranks = np.arange(1, n // 2 + 1)
     coverage = 1 - 2 * stats.binom.cdf(ranks - 1, n, 0.5)  # decreasing in the rank
-    k = int(ranks[coverage >= confidence - 1e-12].max())
-    return MedianEstimate(n, median, float(x[k - 1]), float(x[n - k]))
+    return int(ranks[coverage >= confidence - 1e-12].max())
+
+
+def _estimates(sorted_samples: np.ndarray, confidence: float) -> list[MedianEstimate]:
+    """Median estimates of each row of a (rows, n) array sorted along its rows."""
+    rows, n = sorted_samples.shape
+    if n == 0:
+        raise ValueError("no samples")
+    medians = np.median(sorted_samples, axis=1).tolist()
+    k = _interval_rank(n, confidence)
+    if k is None:
+        return [MedianEstimate(n, m, None, None) for m in medians]
+    lows, highs = sorted_samples[:, k - 1].tolist(), sorted_samples[:, n - k].tolist()
+    return [MedianEstimate(n, m, lo, hi) for m, lo, hi in zip(medians, lows, highs, strict=True)]
+
+
+def median_estimate(samples: Sequence[float], confidence: float = 0.95) -> MedianEstimate:
+    return _estimates(np.sort(np.asarray(samples, dtype=float)).reshape(1, -1), confidence)[0]
 
 
 def mann_whitney_p(base: Sequence[float], head: Sequence[float]) -> float:
@@ -193,6 +208,25 @@ def mann_whitney_p(base: Sequence[float], head: Sequence[float]) -> float:
     return min(1.0, p)
 
 
+def _mann_whitney_many(base: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """``mann_whitney_p`` of each row pair of two (rows, n) arrays. Rows without ties (timings nearly always)
+    go to scipy in one vectorised call, whose exact distribution is built once per pair of sizes; the rare rows
+    with ties take the per-row path and its permutation test."""
+    rows, nx = base.shape
+    ny = head.shape[1]
+    pooled = np.sort(np.concatenate([base, head], axis=1), axis=1)
+    tied = np.any(pooled[:, 1:] == pooled[:, :-1], axis=1)
+    p = np.empty(rows)
+    clean = np.flatnonzero(~tied)
+    if clean.size:
+        method = "exact" if nx * ny <= EXACT_MAX_PRODUCT else "asymptotic"
+        result = stats.mannwhitneyu(base[clean], head[clean], axis=1, alternative="two-sided", method=method)
+        p[clean] = np.minimum(1.0, result.pvalue)
+    for i in np.flatnonzero(tied):
+        p[i] = mann_whitney_p(base[i], head[i])
+    return p
+
+
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     """Adjusted p-values (q-values) controlling the false discovery rate, in the order given."""
     m = len(p_values)
@@ -207,38 +241,96 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     return [float(v) for v in q]
 
 
-def _rng_for(key: BenchmarkKey, seed: int) -> np.random.Generator:
-    digest = hashlib.sha256(repr(key).encode()).digest()
-    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+@lru_cache(maxsize=64)
+def _median_draws(n: int, resamples: int, seed: int, side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bootstrap resamples of n values, as what they select: the median of a resample is the mean of two order
+    statistics of the sample (one, twice, for odd n), so a draw is the pair of their positions in the sorted
+    sample. Returns the distinct pairs (``lo``, ``hi``) and each draw's index among them. The draws depend only
+    on n, the seed and the side, which is what lets every benchmark share them (see ``_ratio_replicates``)."""
+    rng = np.random.default_rng([seed, n, side])
+    draws = np.sort(rng.integers(0, n, size=(resamples, n)), axis=1)
+    lo, hi = draws[:, (n - 1) // 2], draws[:, n // 2]
+    atoms, inverse = np.unique(lo * n + hi, return_inverse=True)
+    return atoms // n, atoms % n, inverse.reshape(-1)
 
 
-def _resampled_medians(x: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    out = np.empty(resamples)
-    chunk = max(1, BOOTSTRAP_CELLS // x.size)
-    for start in range(0, resamples, chunk):
-        rows = min(chunk, resamples - start)
-        out[start:start + rows] = np.median(x[rng.integers(0, x.size, size=(rows, x.size))], axis=1)
+def _rotation(key: BenchmarkKey, seed: int, side: int, resamples: int) -> int:
+    digest = hashlib.sha256(repr((seed, side, key)).encode()).digest()
+    return int.from_bytes(digest[:8], "little") % resamples
+
+
+@dataclass(frozen=True)
+class _Replicates:
+    """One benchmark's bootstrap distribution of ``log(median(head*) / median(base*))``, kept as the log medians
+    of each side's distinct draws (a few dozen values) and which draw each replicate takes: the replicates
+    themselves (``resamples`` values) are only made for the rows and groups whose interval is asked for."""
+
+    base_logs: np.ndarray  # log median per distinct base draw
+    head_logs: np.ndarray
+    base_draws: np.ndarray  # per replicate: its base draw, this benchmark's rotation applied
+    head_draws: np.ndarray
+    mean: float  # of the replicates, and their variance: exact, from the draws' counts
+    variance: float
+
+    def values(self) -> np.ndarray:
+        return self.head_logs[self.head_draws] - self.base_logs[self.base_draws]
+
+
+def _moments(logs: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance over the replicates of each row of a (rows, distinct draws) table of log medians."""
+    weights = np.bincount(draws, minlength=logs.shape[1]) / draws.size
+    mean = logs @ weights
+    return mean, ((logs - mean[:, None]) ** 2) @ weights
+
+
+def _replicates(keys: Sequence[BenchmarkKey], base: np.ndarray, head: np.ndarray,
+                params: CompareParams) -> list[_Replicates | None]:
+    """The bootstrap of the ratio for rows of equal sample sizes: one set of draws per size and side, shared by
+    every benchmark (a benchmark's interval still depends only on its own samples, the seed and its identity),
+    each benchmark reading them from its own rotation so that two benchmarks' replicates are independent (the
+    geomean's interval needs that). None for a row where a resampled median is not positive (no logarithm)."""
+    sides = []
+    for code, values in ((0, base), (1, head)):
+        lo, hi, inverse = _median_draws(values.shape[1], params.resamples, params.seed, code)
+        medians = (values[:, lo] + values[:, hi]) / 2
+        positive = np.all(medians > 0, axis=1)
+        logs = np.log(np.where(medians > 0, medians, 1.0))
+        sides.append((logs, inverse, positive, *_moments(logs, inverse)))
+    (bl, bi, bpos, bmean, bvar), (hl, hi_, hpos, hmean, hvar) = sides
+    out: list[_Replicates | None] = []
+    for row, key in enumerate(keys):
+        if not (bpos[row] and hpos[row]):
+            out.append(None)
+            continue
+        shift_b = _rotation(key, params.seed, 0, params.resamples)
+        shift_h = _rotation(key, params.seed, 1, params.resamples)
+        out.append(_Replicates(bl[row], hl[row], np.roll(bi, -shift_b), np.roll(hi_, -shift_h),
+                               float(hmean[row] - bmean[row]), float(hvar[row] + bvar[row])))
     return out
 
 
-def bootstrap_log_ratios(base: Sequence[float], head: Sequence[float], resamples: int,
-                         rng: np.random.Generator) -> np.ndarray | None:
-    """``log(median(head*) / median(base*))`` per bootstrap replicate; None where a resampled median is not
-    positive (a ratio of such medians has no logarithm)."""
-    x, y = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
-    mx = _resampled_medians(x, resamples, rng)
-    my = _resampled_medians(y, resamples, rng)
-    if np.any(mx <= 0) or np.any(my <= 0):
-        return None
-    return np.log(my) - np.log(mx)
+def _sample_matrix(sides: Sequence[Side | None]) -> np.ndarray:
+    """The samples of sides of one size as the rows of an array."""
+    return np.array([side.samples if side is not None else () for side in sides], dtype=np.float64)
 
 
-def _side_result(side: Side | None, confidence: float) -> SideResult | None:
-    if side is None:
-        return None
-    if side.status != "ok" or not side.samples:
-        return SideResult(side.status if side.status != "ok" else "failed", side.message or "no samples", None)
-    return SideResult("ok", side.message, median_estimate(side.samples, confidence))
+def _side_results(sides: Sequence[Side | None], confidence: float) -> list[SideResult | None]:
+    """Each side's median estimate, computed for all sides of one sample size at once."""
+    out: list[SideResult | None] = [None] * len(sides)
+    by_size: dict[int, list[int]] = {}
+    for index, side in enumerate(sides):
+        if side is None:
+            continue
+        if side.status != "ok" or not side.samples:
+            out[index] = SideResult(side.status if side.status != "ok" else "failed", side.message or "no samples",
+                                    None)
+        else:
+            by_size.setdefault(len(side.samples), []).append(index)
+    for indices in by_size.values():
+        values = np.sort(_sample_matrix([sides[i] for i in indices]), axis=1)
+        for index, estimate in zip(indices, _estimates(values, confidence), strict=True):
+            out[index] = SideResult("ok", sides[index].message, estimate)  # type: ignore[union-attr]
+    return out
 
 
 def _absent_verdict(base: SideResult | None, head: SideResult | None) -> Verdict | None:
@@ -260,56 +352,72 @@ def _percentiles(log_values: np.ndarray, confidence: float) -> tuple[float, floa
     return float(math.exp(low)), float(math.exp(high))
 
 
-def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> ComparisonReport:
-    """Compare every pair; rows come back in the order given."""
+def compare(pairs: Sequence[Pair], params: CompareParams | None = None, *,
+            intervals_for: Collection[int] | None = None) -> ComparisonReport:
+    """Compare every pair; rows come back in the order given. ``intervals_for``: the rows (indices into pairs)
+    whose ratio interval is wanted, every row when None; a page of a large comparison asks for its own rows
+    only, since an interval takes ``resamples`` values to make where everything else takes a few."""
     params = params or CompareParams()
     keys = [pair.key for pair in pairs]
     if len(set(keys)) != len(keys):
         raise ValueError("a benchmark appears twice in one comparison")
-    interval_n = min_samples_for_interval(params.confidence)
-
-    sides: list[tuple[SideResult | None, SideResult | None]] = []
-    tested: list[int] = []
-    p_values: list[float] = []
-    replicates: dict[int, np.ndarray] = {}
-    for index, pair in enumerate(pairs):
+    for pair in pairs:
         if pair.base is None and pair.head is None:
             raise ValueError(f"{pair.key.label}: neither side has it")
-        base, head = _side_result(pair.base, params.confidence), _side_result(pair.head, params.confidence)
-        sides.append((base, head))
-        if _absent_verdict(base, head) is not None:
-            continue
-        assert pair.base is not None and pair.head is not None
-        tested.append(index)
-        p_values.append(mann_whitney_p(pair.base.samples, pair.head.samples))
-        if min(len(pair.base.samples), len(pair.head.samples)) >= interval_n:
-            logs = bootstrap_log_ratios(pair.base.samples, pair.head.samples, params.resamples,
-                                        _rng_for(pair.key, params.seed))
-            if logs is not None:
-                replicates[index] = logs
-    q_by_index = dict(zip(tested, benjamini_hochberg(p_values), strict=True))
-    p_by_index = dict(zip(tested, p_values, strict=True))
+    interval_n = min_samples_for_interval(params.confidence)
+    bases = _side_results([pair.base for pair in pairs], params.confidence)
+    heads = _side_results([pair.head for pair in pairs], params.confidence)
 
+    # Tested pairs, grouped by their sample sizes so that each statistic runs over arrays.
+    by_sizes: dict[tuple[int, int], list[int]] = {}
+    for index, (pair, base, head) in enumerate(zip(pairs, bases, heads, strict=True)):
+        if _absent_verdict(base, head) is None:
+            assert pair.base is not None and pair.head is not None
+            by_sizes.setdefault((len(pair.base.samples), len(pair.head.samples)), []).append(index)
+    p_by_index: dict[int, float] = {}
+    replicates: dict[int, _Replicates] = {}
+    for (nx, ny), indices in by_sizes.items():
+        base_values = _sample_matrix([pairs[i].base for i in indices])
+        head_values = _sample_matrix([pairs[i].head for i in indices])
+        p_by_index.update(zip(indices, _mann_whitney_many(base_values, head_values).tolist(), strict=True))
+        if min(nx, ny) >= interval_n:
+            made = _replicates([keys[i] for i in indices], base_values, head_values, params)
+            replicates.update((i, r) for i, r in zip(indices, made, strict=True) if r is not None)
+    tested = sorted(p_by_index)
+    q_by_index = dict(zip(tested, benjamini_hochberg([p_by_index[i] for i in tested]), strict=True))
+
+    wanted = range(len(pairs)) if intervals_for is None else set(intervals_for)
     rows: list[Comparison] = []
-    for index, (pair, (base, head)) in enumerate(zip(pairs, sides, strict=True)):
+    for index, (pair, base, head) in enumerate(zip(pairs, bases, heads, strict=True)):
         absent = _absent_verdict(base, head)
         if absent is not None:
             rows.append(Comparison(pair.key, absent, base, head))
             continue
-        rows.append(_tested_row(pair.key, base, head, p_by_index[index], q_by_index[index],
-                                replicates.get(index), params))
+        found = replicates.get(index)
+        interval = _percentiles(found.values(), params.confidence) if found and index in wanted else None
+        rows.append(_tested_row(pair.key, base, head, p_by_index[index], q_by_index[index], interval, params))
     geomeans = _geomeans(rows, replicates, params.confidence)
     return ComparisonReport(params=params, rows=tuple(rows), geomeans=geomeans, tests=len(tested))
 
 
+def with_intervals(report: ComparisonReport, pairs: Sequence[Pair], indices: Sequence[int]) -> ComparisonReport:
+    """The report of ``compare(pairs, intervals_for=())`` with the ratio intervals of these rows filled in, as
+    the full comparison would have them: a row's interval depends only on its own pair and the parameters."""
+    if not indices:
+        return report
+    part = compare([pairs[i] for i in indices], report.params)
+    rows = list(report.rows)
+    for index, row in zip(indices, part.rows, strict=True):
+        rows[index] = replace(rows[index], ratio_low=row.ratio_low, ratio_high=row.ratio_high)
+    return replace(report, rows=tuple(rows))
+
+
 def _tested_row(key: BenchmarkKey, base: SideResult | None, head: SideResult | None, p: float, q: float,
-                logs: np.ndarray | None, params: CompareParams) -> Comparison:
+                interval: tuple[float, float] | None, params: CompareParams) -> Comparison:
     assert base is not None and base.estimate is not None and head is not None and head.estimate is not None
     b, h = base.estimate.median, head.estimate.median
     ratio = h / b if b > 0 else None
-    low = high = None
-    if logs is not None:
-        low, high = _percentiles(logs, params.confidence)
+    low, high = interval if interval is not None else (None, None)
     significant = q < params.alpha and h != b
     # From a zero median any change is infinitely large relative to it.
     large = ratio is None or abs(ratio - 1) >= params.min_effect
@@ -321,7 +429,20 @@ def _tested_row(key: BenchmarkKey, base: SideResult | None, head: SideResult | N
                       q_value=q, below_min_effect=significant and not large)
 
 
-def _geomeans(rows: Sequence[Comparison], replicates: dict[int, np.ndarray],
+def _geomean_interval(members: Sequence[_Replicates], confidence: float) -> tuple[float, float]:
+    """The percentile interval of the mean of the members' independent log-ratio replicates. From
+    ``GEOMEAN_NORMAL_MIN`` members on, that mean is normal to well within the Monte Carlo error of the
+    percentiles (a mean of that many independent, bounded terms), and its exact mean and variance come from
+    the members' draws without making a single replicate; below, the replicates are averaged as they are."""
+    if len(members) < GEOMEAN_NORMAL_MIN:
+        return _percentiles(np.mean([m.values() for m in members], axis=0), confidence)
+    mean = float(np.mean([m.mean for m in members]))
+    spread = math.sqrt(sum(m.variance for m in members)) / len(members)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    return math.exp(mean - z * spread), math.exp(mean + z * spread)
+
+
+def _geomeans(rows: Sequence[Comparison], replicates: dict[int, _Replicates],
               confidence: float) -> tuple[Geomean, ...]:
     groups: dict[tuple[str, str, str], list[int]] = {}
     for index, row in enumerate(rows):
@@ -334,12 +455,11 @@ def _geomeans(rows: Sequence[Comparison], replicates: dict[int, np.ndarray],
     for (environment, metric, unit), members in groups.items():
         if not members:
             continue
-        base_logs = [math.log(_median(rows[i].base)) for i in members]
-        head_logs = [math.log(_median(rows[i].head)) for i in members]
-        base_geo, head_geo = math.exp(float(np.mean(base_logs))), math.exp(float(np.mean(head_logs)))
+        base_geo = math.exp(float(np.mean([math.log(_median(rows[i].base)) for i in members])))
+        head_geo = math.exp(float(np.mean([math.log(_median(rows[i].head)) for i in members])))
         low = high = None
         if all(i in replicates for i in members):
-            low, high = _percentiles(np.mean([replicates[i] for i in members], axis=0), confidence)
+            low, high = _geomean_interval([replicates[i] for i in members], confidence)
         out.append(Geomean(environment, metric, unit, len(members), base_geo, head_geo, head_geo / base_geo,
                            low, high))
     return tuple(out)

@@ -30,3 +30,24 @@ def summarize(samples: Sequence[float]) -> Summary:
         minimum=float(x.min()),
         maximum=float(x.max()),
     )
+
+
+def summarize_many(sample_lists: Sequence[Sequence[float]]) -> list[Summary]:
+    """``summarize`` of each list, computed over all the lists of one length at once: a run of thousands of
+    results spent half its ingest time summarising them one by one."""
+    out: list[Summary | None] = [None] * len(sample_lists)
+    by_length: dict[int, list[int]] = {}
+    for index, samples in enumerate(sample_lists):
+        by_length.setdefault(len(samples), []).append(index)
+    for n, indices in by_length.items():
+        if n == 0:
+            for index in indices:
+                out[index] = Summary(0, None, None, None, None, None)
+            continue
+        x = np.array([sample_lists[i] for i in indices], dtype=np.float64)
+        columns = (np.median(x, axis=1).tolist(), x.mean(axis=1).tolist(),
+                   (x.std(axis=1, ddof=1) if n > 1 else np.zeros(len(indices))).tolist(),
+                   x.min(axis=1).tolist(), x.max(axis=1).tolist())
+        for row, index in enumerate(indices):
+            out[index] = Summary(n, *(float(column[row]) for column in columns))
+    return [s for s in out if s is not None]

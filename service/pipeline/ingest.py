@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from service.contract import ArtifactInfo, BenchmarkResult, Manifest
-from service.detect.summary import summarize
+from service.detect.summary import summarize_many
 from service.errors import Conflict
 from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key
 from service.store.models import (
@@ -199,8 +199,7 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         wanted.setdefault(key, r)
     series_ids = _series_ids(session, repository.id, environment.id, wanted)
     rows: list[dict[str, Any]] = []
-    for key, r in zip(keys, results, strict=True):
-        stats = summarize(r.samples)
+    for key, r, stats in zip(keys, results, summarize_many([r.samples for r in results]), strict=True):
         rows.append(dict(
             run_id=run.id, series_id=series_ids[key], status=r.status, message=r.message, samples=list(r.samples),
             sample_count=stats.count, median=stats.median, mean=stats.mean, stddev=stats.stddev,

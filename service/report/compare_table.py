@@ -180,8 +180,12 @@ def _side_json(side: SideResult | None) -> dict[str, Any] | None:
             "ci_high": _num(e.high) if e else None}
 
 
-def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = ()) -> dict[str, Any]:
+def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = (),
+            rows: Sequence[int] | None = None) -> dict[str, Any]:
+    """``rows``: the benchmarks to list (indices into the report's rows, in the order to list them), all when
+    None; the summary and the geomeans always cover the whole comparison."""
     p = report.params
+    listed = report.rows if rows is None else [report.rows[i] for i in rows]
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
@@ -196,7 +200,7 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
              "verdict": r.verdict, "base": _side_json(r.base), "head": _side_json(r.head),
              "ratio": _num(r.ratio), "ratio_ci_low": _num(r.ratio_low), "ratio_ci_high": _num(r.ratio_high),
              "p_value": _num(r.p_value), "q_value": _num(r.q_value), "below_min_effect": r.below_min_effect}
-            for r in report.rows
+            for r in listed
         ],
         "geomeans": [
             {"environment": g.environment, "metric": g.metric, "unit": g.unit, "count": g.count,

@@ -198,3 +198,46 @@ def test_bad_parameters_and_input() -> None:
         compare([Pair(key(), Side((1.0,)), Side((1.0,)))] * 2)
     with pytest.raises(ValueError, match="neither"):
         compare([Pair(key(), None, None)])
+
+
+def test_vectorised_mann_whitney_agrees_with_one_pair_at_a_time() -> None:
+    from service.detect.compare import _mann_whitney_many
+
+    rng = np.random.default_rng(3)
+    base = rng.normal(1.0, 0.01, (40, 10))
+    head = rng.normal(1.005, 0.01, (40, 10))
+    head[5] = base[5]  # ties: the per-row permutation path
+    head[6, :3] = base[6, :3]
+    many = _mann_whitney_many(base, head)
+    assert many.tolist() == pytest.approx([mann_whitney_p(b, h) for b, h in zip(base, head, strict=True)],
+                                          rel=1e-12)
+
+
+def test_intervals_filled_in_later_match_the_full_comparison() -> None:
+    from service.detect.compare import with_intervals
+
+    pairs = [Pair(key(f"b{i}"), Side(samples(1e-3, seed=i)), Side(samples(1.03e-3, seed=90 + i)))
+             for i in range(12)]
+    full = compare(pairs)
+    bare = compare(pairs, intervals_for=())
+    assert all(row.ratio_low is None for row in bare.rows) and bare.geomeans == full.geomeans
+    filled = with_intervals(bare, pairs, [7, 2])
+    assert filled.rows[7] == full.rows[7] and filled.rows[2] == full.rows[2]
+    assert filled.rows[3].ratio_low is None
+
+
+def test_a_large_group_geomean_interval_matches_its_replicates() -> None:
+    """From GEOMEAN_NORMAL_MIN members on the interval is the normal one; it must agree with the percentiles of
+    the members' averaged replicates, which the small-group path takes."""
+    from service.detect.compare import GEOMEAN_NORMAL_MIN, _geomean_interval, _replicates
+
+    n = GEOMEAN_NORMAL_MIN + 10
+    keys = [key(f"b{i}") for i in range(n)]
+    base = np.sort(np.array([samples(1e-3, seed=i) for i in range(n)]), axis=1)
+    head = np.sort(np.array([samples(1.02e-3, seed=500 + i) for i in range(n)]), axis=1)
+    members = [r for r in _replicates(keys, base, head, CompareParams()) if r is not None]
+    assert len(members) == n
+    low, high = _geomean_interval(members, 0.95)
+    tail_low, tail_high = np.exp(np.percentile(np.mean([m.values() for m in members], axis=0), [2.5, 97.5]))
+    width = tail_high - tail_low
+    assert abs(low - tail_low) < 0.1 * width and abs(high - tail_high) < 0.1 * width
