@@ -254,26 +254,28 @@ def _median_draws(n: int, resamples: int, seed: int, side: int) -> tuple[np.ndar
     return atoms // n, atoms % n, inverse.reshape(-1)
 
 
-def _rotation(key: BenchmarkKey, seed: int, side: int, resamples: int) -> int:
-    digest = hashlib.sha256(repr((seed, side, key)).encode()).digest()
-    return int.from_bytes(digest[:8], "little") % resamples
-
-
 @dataclass(frozen=True)
 class _Replicates:
     """One benchmark's bootstrap distribution of ``log(median(head*) / median(base*))``, kept as the log medians
     of each side's distinct draws (a few dozen values) and which draw each replicate takes: the replicates
     themselves (``resamples`` values) are only made for the rows and groups whose interval is asked for."""
 
+    key: BenchmarkKey
     base_logs: np.ndarray  # log median per distinct base draw
     head_logs: np.ndarray
-    base_draws: np.ndarray  # per replicate: its base draw, this benchmark's rotation applied
+    base_draws: np.ndarray  # per replicate: its distinct base draw (shared by every benchmark of this size)
     head_draws: np.ndarray
     mean: float  # of the replicates, and their variance: exact, from the draws' counts
     variance: float
 
-    def values(self) -> np.ndarray:
-        return self.head_logs[self.head_draws] - self.base_logs[self.base_draws]
+    def values(self, params: CompareParams) -> np.ndarray:
+        """The replicates, each side's draws read from this benchmark's own rotation (made only when asked:
+        hashing the identity of thousands of benchmarks is not free)."""
+        digest = hashlib.sha256(repr((params.seed, self.key)).encode()).digest()
+        shift_base = int.from_bytes(digest[:8], "little") % params.resamples
+        shift_head = int.from_bytes(digest[8:16], "little") % params.resamples
+        return (self.head_logs[np.roll(self.head_draws, -shift_head)]
+                - self.base_logs[np.roll(self.base_draws, -shift_base)])
 
 
 def _moments(logs: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -302,10 +304,8 @@ def _replicates(keys: Sequence[BenchmarkKey], base: np.ndarray, head: np.ndarray
         if not (bpos[row] and hpos[row]):
             out.append(None)
             continue
-        shift_b = _rotation(key, params.seed, 0, params.resamples)
-        shift_h = _rotation(key, params.seed, 1, params.resamples)
-        out.append(_Replicates(bl[row], hl[row], np.roll(bi, -shift_b), np.roll(hi_, -shift_h),
-                               float(hmean[row] - bmean[row]), float(hvar[row] + bvar[row])))
+        out.append(_Replicates(key, bl[row], hl[row], bi, hi_, float(hmean[row] - bmean[row]),
+                               float(hvar[row] + bvar[row])))
     return out
 
 
@@ -394,9 +394,9 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None, *,
             rows.append(Comparison(pair.key, absent, base, head))
             continue
         found = replicates.get(index)
-        interval = _percentiles(found.values(), params.confidence) if found and index in wanted else None
+        interval = _percentiles(found.values(params), params.confidence) if found and index in wanted else None
         rows.append(_tested_row(pair.key, base, head, p_by_index[index], q_by_index[index], interval, params))
-    geomeans = _geomeans(rows, replicates, params.confidence)
+    geomeans = _geomeans(rows, replicates, params)
     return ComparisonReport(params=params, rows=tuple(rows), geomeans=geomeans, tests=len(tested))
 
 
@@ -429,21 +429,21 @@ def _tested_row(key: BenchmarkKey, base: SideResult | None, head: SideResult | N
                       q_value=q, below_min_effect=significant and not large)
 
 
-def _geomean_interval(members: Sequence[_Replicates], confidence: float) -> tuple[float, float]:
+def _geomean_interval(members: Sequence[_Replicates], params: CompareParams) -> tuple[float, float]:
     """The percentile interval of the mean of the members' independent log-ratio replicates. From
     ``GEOMEAN_NORMAL_MIN`` members on, that mean is normal to well within the Monte Carlo error of the
     percentiles (a mean of that many independent, bounded terms), and its exact mean and variance come from
     the members' draws without making a single replicate; below, the replicates are averaged as they are."""
     if len(members) < GEOMEAN_NORMAL_MIN:
-        return _percentiles(np.mean([m.values() for m in members], axis=0), confidence)
+        return _percentiles(np.mean([m.values(params) for m in members], axis=0), params.confidence)
     mean = float(np.mean([m.mean for m in members]))
     spread = math.sqrt(sum(m.variance for m in members)) / len(members)
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = float(stats.norm.ppf(0.5 + params.confidence / 2))
     return math.exp(mean - z * spread), math.exp(mean + z * spread)
 
 
 def _geomeans(rows: Sequence[Comparison], replicates: dict[int, _Replicates],
-              confidence: float) -> tuple[Geomean, ...]:
+              params: CompareParams) -> tuple[Geomean, ...]:
     groups: dict[tuple[str, str, str], list[int]] = {}
     for index, row in enumerate(rows):
         groups.setdefault((row.key.environment, row.key.metric, row.key.unit), [])
@@ -459,7 +459,7 @@ def _geomeans(rows: Sequence[Comparison], replicates: dict[int, _Replicates],
         head_geo = math.exp(float(np.mean([math.log(_median(rows[i].head)) for i in members])))
         low = high = None
         if all(i in replicates for i in members):
-            low, high = _geomean_interval([replicates[i] for i in members], confidence)
+            low, high = _geomean_interval([replicates[i] for i in members], params)
         out.append(Geomean(environment, metric, unit, len(members), base_geo, head_geo, head_geo / base_geo,
                            low, high))
     return tuple(out)
