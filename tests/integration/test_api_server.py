@@ -5,11 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,44 +17,14 @@ from sqlalchemy.orm import Session, sessionmaker
 from service.pipeline.tokens import create_token
 from service.store.db import unit_of_work
 from tests import builders
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.processes import clean_env, start_web
 
 
 @pytest.fixture
 def server(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url}
-    # The server's log goes to a file: a pipe nobody reads fills after a few hundred requests and stalls it.
-    log = tmp_path / "serve.log"
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], env=env,
-                            stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}/api/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    output = log.read_text()
-                    pytest.fail(f"kernelwatch serve did not come up: {output[-2000:]}")
-                time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """`kernelwatch serve` in its own process over the migrated database; yields the API's root URL."""
+    with start_web(clean_env(tmp_path, KERNELWATCH_DATABASE_URL=database_url), tmp_path) as web:
+        yield f"{web.url}/api/v1"
 
 
 def call(method: str, url: str, token: str | None = None, body: bytes | None = None,

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from service.store.db import upgrade
 from service.tracked import RUN_TRACKED_TASK, scheduled_task_id
 from tests.conftest import fresh_redis
 from tests.gitrepo import git
+from tests.processes import clean_env, start_kernelwatch
 
 TICK_REDIS_URL = "redis://127.0.0.1:6379/12"
 BEAT_REDIS_URL = "redis://127.0.0.1:6379/13"
@@ -131,37 +131,25 @@ def test_each_tip_is_queued_once_on_its_runner_queue(worker_env: None, repo: Pat
 
 
 def beat_env(home: Path, track: str, period: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(home), KERNELWATCH_REDIS_URL=fresh_redis(BEAT_REDIS_URL),
-               KERNELWATCH_TRACK=track, KERNELWATCH_TRACK_PERIOD=period)
-    return env
+    return clean_env(home, KERNELWATCH_REDIS_URL=fresh_redis(BEAT_REDIS_URL), KERNELWATCH_TRACK=track,
+                     KERNELWATCH_TRACK_PERIOD=period)
 
 
 def test_kernelwatch_beat_sends_a_tick_per_branch_to_the_detect_queue(tmp_path: Path, repo: Path) -> None:
     env = beat_env(tmp_path / "home", f"{repo}@main,{repo}@dev@h200", "1")
-    log = tmp_path / "beat.log"
-    with log.open("w") as out:
-        beat = subprocess.Popen([sys.executable, "-m", "service.cli", "beat"], env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
     client = redis.Redis.from_url(BEAT_REDIS_URL)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len({tuple(m["args"]) for m in queued(client, "detect")}) < 2:
-            assert beat.poll() is None, log.read_text()
-            time.sleep(0.3)
-    finally:
-        beat.terminate()
-        beat.wait(timeout=30)
+    with start_kernelwatch(env, tmp_path, "beat", name="beat") as beat:
+        beat.wait_until(lambda: len({tuple(m["args"]) for m in queued(client, "detect")}) >= 2, 60,
+                        "a tick of each branch on the detect queue")
     ticks = queued(client, "detect")
-    assert {m["task"] for m in ticks} == {RUN_TRACKED_TASK}, log.read_text()
+    assert {m["task"] for m in ticks} == {RUN_TRACKED_TASK}, beat.tail()
     assert {tuple(m["args"]) for m in ticks} == {(str(repo), "main", "cpu"), (str(repo), "dev", "h200")}
     assert list((tmp_path / "home").glob("celerybeat-schedule*")), "beat keeps its schedule under KERNELWATCH_HOME"
 
 
 def test_kernelwatch_beat_without_redis_says_what_to_set(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env["KERNELWATCH_HOME"] = str(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "service.cli", "beat"], env=env, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "service.cli", "beat"], env=clean_env(tmp_path),
+                          capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("kernelwatch: error: kernelwatch beat needs KERNELWATCH_REDIS_URL "
                                    "(e.g. redis://127.0.0.1:6379/0)")

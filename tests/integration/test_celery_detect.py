@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +15,7 @@ from service.store.db import upgrade
 from service.store.models import Commit, Finding
 from tests import builders
 from tests.conftest import fresh_redis
+from tests.processes import clean_env, start_worker
 
 REDIS_URL = "redis://127.0.0.1:6379/9"
 
@@ -31,32 +27,25 @@ def redis_url() -> str:
 
 def test_detection_runs_in_a_celery_worker(tmp_path: Path, pg_database: str, redis_url: str) -> None:
     upgrade(pg_database)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(tmp_path), KERNELWATCH_DATABASE_URL=pg_database, KERNELWATCH_REDIS_URL=redis_url)
-    worker = subprocess.Popen([sys.executable, "-m", "service.cli", "worker", "--queues", "detect"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    env = clean_env(tmp_path, KERNELWATCH_DATABASE_URL=pg_database, KERNELWATCH_REDIS_URL=redis_url)
     ctx = Context.create(load_settings(env))
-    try:
-        assert isinstance(ctx.queue, CeleryQueue)
-        docs = builders.step_series_manifests([1e-3] * 5 + [2.5e-3] * 5)
-        for doc in docs:
-            submit_manifest(ctx.sessions, ctx.queue, doc)
-        deadline = time.monotonic() + 90
-        found: list[str] = []
-        while time.monotonic() < deadline and not found:
-            with ctx.sessions() as s:
-                found = list(s.scalars(select(Commit.sha).join(Finding, Finding.commit_id == Commit.id)))
-            time.sleep(0.5)
-        assert worker.poll() is None, "the worker died"
-        assert found == [docs[5]["commit"]["sha"]]
-        with ctx.sessions() as s:
-            assert s.scalar(select(func.count(Finding.id))) == 1
-    finally:
-        ctx.close()
-        worker.send_signal(signal.SIGTERM)
+    with start_worker(env, tmp_path, "detect") as worker:
         try:
-            output, _ = worker.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            output, _ = worker.communicate()
-    assert "kernelwatch.detect_series" in output
+            assert isinstance(ctx.queue, CeleryQueue)
+            docs = builders.step_series_manifests([1e-3] * 5 + [2.5e-3] * 5)
+            for doc in docs:
+                submit_manifest(ctx.sessions, ctx.queue, doc)
+            found: list[str] = []
+
+            def flagged() -> bool:
+                with ctx.sessions() as s:
+                    found[:] = s.scalars(select(Commit.sha).join(Finding, Finding.commit_id == Commit.id))
+                return bool(found)
+
+            worker.wait_until(flagged, 90, "the worker to detect the step")
+            assert found == [docs[5]["commit"]["sha"]]
+            with ctx.sessions() as s:
+                assert s.scalar(select(func.count(Finding.id))) == 1
+        finally:
+            ctx.close()
+    assert "kernelwatch.detect_series" in worker.output()

@@ -7,9 +7,6 @@ The database is a private cluster of this test (the machine's PostgreSQL serves 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,7 +23,8 @@ from service.pipeline.tokens import create_token
 from service.store.db import make_engine, make_session_factory, unit_of_work
 from service.store.models import Result, Run
 from tests import builders
-from tests.private_servers import PrivatePostgres, free_port
+from tests.private_servers import PrivatePostgres
+from tests.processes import clean_env, kernelwatch, start_web
 
 RESULTS_PER_RUN = 6
 
@@ -69,31 +67,15 @@ def assert_error_shape(body: Any) -> None:
 def test_submissions_get_503_while_postgres_is_down_and_succeed_after(
     tmp_path: Path, private_pg: PrivatePostgres
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(tmp_path), KERNELWATCH_DATABASE_URL=private_pg.url)
-    migrated = subprocess.run([sys.executable, "-m", "service.cli", "db", "upgrade"], env=env,
-                              capture_output=True, text=True, timeout=120)
-    assert migrated.returncode == 0, migrated.stderr
+    env = clean_env(tmp_path, KERNELWATCH_DATABASE_URL=private_pg.url)
+    kernelwatch("db", "upgrade", env=env, timeout=120)
     engine = make_engine(private_pg.url)
     sessions = make_session_factory(engine)
     with unit_of_work(sessions) as s:
         token = create_token(s, "runner-cpu", ["submit"])[1]
 
-    port = free_port()
-    log = (tmp_path / "serve.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], env=env,
-                              stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/api/v1"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=2):
-                    break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-                time.sleep(0.2)
-
+    with start_web(env, tmp_path) as web:
+        base = f"{web.url}/api/v1"
         first = run_doc(0)
         status, body, _ = post(f"{base}/runs", token, first)
         assert status == 201, body
@@ -138,14 +120,6 @@ def test_submissions_get_503_while_postgres_is_down_and_succeed_after(
         assert status == 201, body
         assert done.wait(60), "the runner did not finish its submissions"
         thread.join()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
 
     statuses = [status for status, _, _ in seen]
     assert set(statuses) <= {200, 201, 503}, [(s, b) for s, _, b in seen if s not in (200, 201, 503)]

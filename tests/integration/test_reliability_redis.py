@@ -6,10 +6,6 @@ The broker is a private redis-server of each test (the machine's Redis serves ev
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -22,9 +18,10 @@ from sqlalchemy import select
 
 from service.store.db import make_engine, make_session_factory, upgrade
 from service.store.models import Commit, Finding
-from tests import builders
+from tests import builders, processes
 from tests.api_client import make_api
 from tests.private_servers import PrivateRedis
+from tests.processes import ServiceProcess, clean_env
 
 
 @pytest.fixture
@@ -38,32 +35,23 @@ def broker() -> Iterator[PrivateRedis]:
 
 
 def service_env(home: Path, database_url: str, broker_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(home), KERNELWATCH_DATABASE_URL=database_url, KERNELWATCH_REDIS_URL=broker_url,
-               KERNELWATCH_FOLLOW_UP="none", KERNELWATCH_TASK_VISIBILITY_TIMEOUT="30")
-    return env
+    return clean_env(home, KERNELWATCH_DATABASE_URL=database_url, KERNELWATCH_REDIS_URL=broker_url,
+                     KERNELWATCH_FOLLOW_UP="none", KERNELWATCH_TASK_VISIBILITY_TIMEOUT="30")
 
 
 @pytest.fixture
-def start_worker(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
+def start_worker(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], ServiceProcess]]:
+    started: list[ServiceProcess] = []
 
-    def start(env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"worker-{len(started)}.log").open("w")
-        proc = subprocess.Popen([sys.executable, "-m", "service.cli", "worker", "--queues", "ingest,detect"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        started.append(proc)
-        return proc
+    def start(env: dict[str, str]) -> ServiceProcess:
+        # Returned once consuming, so that the waits below count the work, not the worker's start-up.
+        worker = processes.start_worker(env, tmp_path, "ingest,detect", name=f"worker-{len(started)}")
+        started.append(worker)
+        return worker
 
     yield start
-    for proc in started:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+    for worker in started:
+        worker.stop()
 
 
 def flagged_shas(database_url: str) -> list[str]:
@@ -97,7 +85,7 @@ STEP = 7
 
 def test_queued_detection_survives_a_redis_restart(
     tmp_path: Path, pg_database: str, broker: PrivateRedis,
-    start_worker: Callable[[dict[str, str]], subprocess.Popen[bytes]],
+    start_worker: Callable[[dict[str, str]], ServiceProcess],
 ) -> None:
     """With the append-only log, the tasks queued before the broker died are run after it is back, and the web
     process that queued them reconnects by itself for the next submission."""
@@ -122,7 +110,7 @@ def test_queued_detection_survives_a_redis_restart(
 
 def test_a_submission_the_broker_refused_is_reported_and_its_detection_not_dropped(
     tmp_path: Path, pg_database: str, broker: PrivateRedis,
-    start_worker: Callable[[dict[str, str]], subprocess.Popen[bytes]],
+    start_worker: Callable[[dict[str, str]], ServiceProcess],
 ) -> None:
     upgrade(pg_database)
     env = service_env(tmp_path, pg_database, broker.url)
@@ -148,7 +136,7 @@ def test_a_submission_the_broker_refused_is_reported_and_its_detection_not_dropp
         outcomes.append((retried.status_code, retried.json, 0.0))
         # The worker reconnects by itself; give it time to run whatever reaches the queue.
         detected = wait_for(lambda: flagged_shas(pg_database) == [docs[STEP]["commit"]["sha"]], 25)
-        assert worker.poll() is None, "the worker died with the broker"
+        assert worker.alive(), "the worker died with the broker"
     finally:
         api.ctx.close()
     (status, body, took), (retry_status, _, _) = outcomes

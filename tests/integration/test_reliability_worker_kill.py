@@ -6,11 +6,7 @@ Real processes on the real PostgreSQL, and a private Redis (its queues are this 
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -29,6 +25,7 @@ from service.store.models import Commit, Finding, Run
 from service.tasks import make_celery
 from tests import builders
 from tests.private_servers import PrivateRedis
+from tests.processes import ServiceProcess, clean_env, start_worker
 
 COMMITS = 10
 STEP_AT = 5
@@ -63,32 +60,19 @@ def broker() -> Iterator[str]:
         server.destroy()
 
 
-class Worker:
-    def __init__(self, name: str, env: dict[str, str], log_dir: Path) -> None:
-        self.log = log_dir / f"{name}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker", "--queues", "detect", "--hostname", f"{name}@%h"],
-            env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+def tasks(worker: ServiceProcess, event: str) -> list[str]:
+    """Ids of the detect tasks the worker's log says were ``received`` or ``succeeded``."""
+    return re.findall(rf"kernelwatch\.detect_series\[([0-9a-f-]+)\] {event}", worker.output())
 
-    def tasks(self, event: str) -> list[str]:
-        return re.findall(rf"kernelwatch\.detect_series\[([0-9a-f-]+)\] {event}", self.log.read_text())
 
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)  # the pool's child included: the task dies with it
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+def detect_worker(name: str, env: dict[str, str], log_dir: Path) -> ServiceProcess:
+    # Not waited for: the batch is queued already, and the test watches the log for the tasks themselves.
+    return start_worker(env, log_dir, "detect", name=name, wait_ready=False)
 
 
 @pytest.fixture
-def workers() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
+def workers() -> Iterator[list[ServiceProcess]]:
+    started: list[ServiceProcess] = []
     yield started
     for w in started:
         w.stop()
@@ -103,12 +87,11 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def test_a_killed_detect_worker_loses_nothing_and_doubles_nothing(
-    tmp_path: Path, pg_database: str, broker: str, workers: list[Worker]
+    tmp_path: Path, pg_database: str, broker: str, workers: list[ServiceProcess]
 ) -> None:
     upgrade(pg_database)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(tmp_path), KERNELWATCH_DATABASE_URL=pg_database, KERNELWATCH_REDIS_URL=broker,
-               KERNELWATCH_TASK_VISIBILITY_TIMEOUT=str(VISIBILITY_TIMEOUT_S), KERNELWATCH_FOLLOW_UP="none")
+    env = clean_env(tmp_path, KERNELWATCH_DATABASE_URL=pg_database, KERNELWATCH_REDIS_URL=broker,
+                    KERNELWATCH_TASK_VISIBILITY_TIMEOUT=str(VISIBILITY_TIMEOUT_S), KERNELWATCH_FOLLOW_UP="none")
     engine = make_engine(pg_database)
     sessions = make_session_factory(engine)
 
@@ -134,25 +117,25 @@ def test_a_killed_detect_worker_loses_nothing_and_doubles_nothing(
             return int(s.scalar(select(func.count(func.distinct(Finding.series_id)))) or 0)
 
     # Worker A finishes one task, takes the next: kill it, pool child included, in the middle of that one.
-    workers.append(Worker("a", env, tmp_path))
+    workers.append(detect_worker("a", env, tmp_path))
     a = workers[0]
-    wait_for(lambda: len(a.tasks("succeeded")) >= 1 and len(a.tasks("received")) > len(a.tasks("succeeded")),
+    wait_for(lambda: len(tasks(a, "succeeded")) >= 1 and len(tasks(a, "received")) > len(tasks(a, "succeeded")),
              60, "worker A to be running its second task")
     time.sleep(0.4)
     a.kill()
-    in_flight = set(a.tasks("received")) - set(a.tasks("succeeded"))
+    in_flight = set(tasks(a, "received")) - set(tasks(a, "succeeded"))
     assert in_flight, "worker A had no task in flight when it was killed"
     stored_at_kill = series_with_findings()
     assert 0 < stored_at_kill < SERIES, "the kill should have landed in the middle of the batch"
 
-    workers.append(Worker("b", env, tmp_path))
+    workers.append(detect_worker("b", env, tmp_path))
     b = workers[1]
-    wait_for(lambda: series_with_findings() == SERIES and len(b.tasks("succeeded")) >= len(chunks) - len(
-        a.tasks("succeeded")), 90, "worker B to run the rest of the batch, the killed task included")
+    wait_for(lambda: series_with_findings() == SERIES and len(tasks(b, "succeeded")) >= len(chunks) - len(
+        tasks(a, "succeeded")), 90, "worker B to run the rest of the batch, the killed task included")
     time.sleep(VISIBILITY_TIMEOUT_S / 2)  # a duplicate redelivery, if any, would land now
-    assert in_flight <= set(b.tasks("succeeded")), "the task A was running was not redelivered to B"
-    assert set(a.tasks("succeeded")) | set(b.tasks("succeeded")) >= set(a.tasks("received")) | set(
-        b.tasks("received"))
+    assert in_flight <= set(tasks(b, "succeeded")), "the task A was running was not redelivered to B"
+    assert set(tasks(a, "succeeded")) | set(tasks(b, "succeeded")) >= set(tasks(a, "received")) | set(
+        tasks(b, "received"))
 
     with sessions() as s:
         step_commit = s.scalar(select(Commit.id).where(Commit.sha == builders.sha_for(f"demo-{STEP_AT}")))

@@ -4,9 +4,6 @@ then 20 uploaders at once submitting 50 manifests each, some of them the same ru
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -25,8 +22,8 @@ from runners.uploader import HttpUploader, UploadOutcome
 from service.store.models import Artifact, Result, ResultArtifact, Run
 from tests import builders
 from tests.conftest import fresh_redis
-from tests.integration.test_api_server import free_port
 from tests.integration.test_bisect import make_repository
+from tests.processes import clean_env, kernelwatch, start_web
 
 # Follow-up tasks of the concurrent test go to this Redis database (no worker takes them): detection would
 # otherwise run inside each request of the embedded server and the test would measure detection, not uploads.
@@ -41,51 +38,13 @@ def database_url(pg_database: str) -> str:
 @contextmanager
 def serving(database_url: str, home: Path, **env: str) -> Iterator[str]:
     """`kernelwatch serve` in its own process; yields the service's root URL once /health answers."""
-    port = free_port()
-    full_env = {**os.environ, "KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url, **env}
-    for name in ("KERNELWATCH_URL", "KERNELWATCH_TOKEN"):
-        full_env.pop(name, None)
-    # Its log goes to a file: a pipe nobody reads fills up after a few hundred requests and stalls the server.
-    log_path = home.parent / f"serve-{port}.log"
-    log = log_path.open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "serve", "--port", str(port)], env=full_env,
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
-    root = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{root}/api/v1/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"kernelwatch serve did not come up: {log_path.read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield root
-    except BaseException:
-        print(f"--- kernelwatch serve's log ---\n{log_path.read_text()[-6000:]}")
-        raise
-    finally:
-        log.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def kernelwatch(*args: str, env: dict[str, str], timeout: float = 240) -> str:
-    done = subprocess.run([sys.executable, "-m", "service.cli", *args], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=timeout)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    with start_web(clean_env(home, KERNELWATCH_DATABASE_URL=database_url, **env), home.parent) as web:
+        yield web.url
 
 
 def submit_token(database_url: str, home: Path) -> str:
     out = kernelwatch("token", "create", "runner-cpu", "--scope", "submit",
-                      env={"KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url})
+                      env=clean_env(home, KERNELWATCH_DATABASE_URL=database_url))
     token = out.strip().splitlines()[-1]
     assert token.startswith("kw_")
     return token
@@ -97,8 +56,8 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
     repo, shas = make_repository(tmp_path)
     token = submit_token(database_url, service_home)
     with serving(database_url, service_home) as root:
-        runner_env = {"KERNELWATCH_HOME": str(runner_home), "KERNELWATCH_URL": root, "KERNELWATCH_TOKEN": token,
-                      "KERNELWATCH_DATABASE_URL": "", "KERNELWATCH_REDIS_URL": ""}
+        # No database and no broker: the service's address and a token are all a runner host is given.
+        runner_env = clean_env(runner_home, KERNELWATCH_URL=root, KERNELWATCH_TOKEN=token)
         # The embedded `kernelwatch submit`: the same runners/worker.py code a run_suite task runs.
         out = kernelwatch("submit", "--repo", str(repo), "--commit", shas[-1], "--samples", "3",
                           "--trigger", "manual", env=runner_env)

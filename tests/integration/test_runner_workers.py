@@ -3,8 +3,6 @@ nothing, because another runner takes the task over, and nothing is stored twice
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +16,7 @@ from service.store.db import make_engine, make_session_factory, upgrade
 from service.store.models import Commit, Result, Run, Series
 from tests.conftest import fresh_redis
 from tests.gitrepo import git
+from tests.processes import ServiceProcess, clean_env, start_worker
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 
@@ -61,36 +60,18 @@ def broker() -> str:
 
 
 def service_env(home: Path, database_url: str, broker: str, marker: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(home), KERNELWATCH_DATABASE_URL=database_url, KERNELWATCH_REDIS_URL=broker,
-               KERNELWATCH_TASK_VISIBILITY_TIMEOUT="6", KW_TEST_MARKER=str(marker))
-    return env
+    return clean_env(home, KERNELWATCH_DATABASE_URL=database_url, KERNELWATCH_REDIS_URL=broker,
+                     KERNELWATCH_TASK_VISIBILITY_TIMEOUT="6", KW_TEST_MARKER=str(marker))
 
 
-class Worker:
-    def __init__(self, name: str, env: dict[str, str]) -> None:
-        self.log = Path(env["KERNELWATCH_HOME"]) / f"{name}.log"
-        self.log.parent.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "service.cli", "worker", "--queues", "runner.cpu", "--hostname", f"{name}@%h"],
-            env=env, stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
+def runner(name: str, env: dict[str, str]) -> ServiceProcess:
+    # Returned once consuming, so that the timeouts below count the runs, not the workers' start-up.
+    return start_worker(env, Path(env["KERNELWATCH_HOME"]), "runner.cpu", name=name)
 
 
 @pytest.fixture
-def workers() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
+def workers() -> Iterator[list[ServiceProcess]]:
+    started: list[ServiceProcess] = []
     yield started
     for w in started:
         w.stop()
@@ -107,7 +88,7 @@ def wait_for(condition, timeout: float, what: str) -> None:  # type: ignore[no-u
 
 
 def test_a_killed_runner_loses_nothing_and_duplicates_nothing(
-    tmp_path: Path, repo: Path, pg_database: str, broker: str, workers: list[Worker]
+    tmp_path: Path, repo: Path, pg_database: str, broker: str, workers: list[ServiceProcess]
 ) -> None:
     upgrade(pg_database)
     marker = tmp_path / "marker"
@@ -121,7 +102,7 @@ def test_a_killed_runner_loses_nothing_and_duplicates_nothing(
             return list(s.scalars(select(Run).join(Commit).where(Commit.sha == sha)))
 
     first = git(repo, "rev-parse", "HEAD~1")
-    workers.append(Worker("a", env_a))
+    workers.append(runner("a", env_a))
     queued = subprocess.run([sys.executable, "-m", "service.cli", "submit", "--repo", str(repo), "--commit", "HEAD~1",
                              "--hardware", "cpu", "--samples", "3"], env=env_a, capture_output=True, text=True)
     assert queued.returncode == 0, queued.stderr
@@ -132,7 +113,7 @@ def test_a_killed_runner_loses_nothing_and_duplicates_nothing(
     workers[0].kill()
     assert runs_of(first) == []
 
-    workers.append(Worker("b", env_b))
+    workers.append(runner("b", env_b))
     wait_for(lambda: len(runs_of(first)) > 0, 120, "runner B to take the task over and store the run")
     time.sleep(2)  # a duplicate, if any, would land now
     [run] = runs_of(first)

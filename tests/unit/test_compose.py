@@ -7,10 +7,12 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from service.cli import build_parser
-from service.settings import load_settings
+from service.errors import ConfigurationError
+from service.settings import Settings, load_settings
 from tests.conftest import REPO_ROOT
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
@@ -68,17 +70,37 @@ def test_each_process_runs_the_verb_and_queues_its_role_needs() -> None:
     assert parser.parse_args(["worker"]).queues == parsed["worker"].queues
 
 
-def _interpolated(value: object) -> str:
-    """What compose passes for ``${VAR:-default}`` when VAR is unset."""
-    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+def _interpolated(value: object, shell: dict[str, str] | None = None) -> str:
+    """What compose passes for ``${VAR:-default}``: VAR from the shell's environment, else the default."""
+    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: (shell or {}).get(m[1]) or m[2], str(value))
+
+
+def _settings(name: str, home: Path, shell: dict[str, str] | None = None) -> Settings:
+    env = {k: _interpolated(v, shell) for k, v in app_services()[name]["environment"].items()}
+    env["KERNELWATCH_HOME"] = str(home / name)  # /data does not exist here
+    return load_settings(env)  # raises ConfigurationError with the variable's name
 
 
 def test_the_environment_passed_is_valid_settings(tmp_path: Path) -> None:
-    for name, svc in app_services().items():
-        env = {k: _interpolated(v) for k, v in svc["environment"].items()}
-        env["KERNELWATCH_HOME"] = str(tmp_path / name)  # /data does not exist here
-        settings = load_settings(env)  # raises ConfigurationError with the variable's name
-        assert settings.redis_url and settings.database_url, name
+    for name in app_services():
+        if name == "runner-cpu":
+            continue  # below: it needs the token the operator makes
+        settings = _settings(name, tmp_path)
+        assert settings.redis_url and settings.database_url and not settings.uploads_over_http, name
+
+
+def test_the_runner_uploads_to_web_over_http_and_has_no_database(tmp_path: Path) -> None:
+    settings = _settings("runner-cpu", tmp_path, {"KERNELWATCH_RUNNER_TOKEN": "kw_abc_secret"})
+    assert settings.uploads_over_http and settings.service_token == "kw_abc_secret"
+    assert settings.database_url is None and settings.redis_url == _settings("worker", tmp_path).redis_url
+    web = COMPOSE["services"]["web"]["command"]
+    port = web[web.index("--bind") + 1].rsplit(":", 1)[1]
+    assert settings.service_url == f"http://web:{port}"
+    assert app_services()["runner-cpu"]["volumes"] != app_services()["web"]["volumes"], "a host of its own"
+    # Before the operator has made the token, the runner says what is missing instead of falling back to a
+    # database it does not have.
+    with pytest.raises(ConfigurationError, match="KERNELWATCH_TOKEN"):
+        _settings("runner-cpu", tmp_path)
 
 
 def test_web_is_checked_on_the_health_endpoint_without_curl() -> None:
@@ -102,9 +124,10 @@ def test_depends_on_conditions_are_sound() -> None:
             if spec["condition"] == "service_completed_successfully":
                 assert services[target].get("restart") == "no", f"{target} is waited for to exit: make it one-shot"
     for name, svc in app_services().items():
-        if name in ("migrate", "beat"):
-            continue  # migrate makes the schema; beat only talks to Redis
+        if name in ("migrate", "beat", "runner-cpu"):
+            continue  # migrate makes the schema; beat only talks to Redis; the runner to Redis and web
         assert svc["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
+    assert COMPOSE["services"]["runner-cpu"]["depends_on"]["web"]["condition"] == "service_healthy"
     assert COMPOSE["services"]["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert COMPOSE["services"]["beat"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
