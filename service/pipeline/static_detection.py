@@ -1,7 +1,8 @@
 """Static findings: between adjacent default-branch commits whose code was captured and parsed, any difference
 of the HLO or of the generated kernels is a finding, exact (confidence 1.0), with no statistics.
 
-Only time series get them (their benchmark's code is what the time measures); series are per environment
+Only time series get them (their benchmark's code is what the time measures), and of a benchmark's time series
+only one, wall time where there is one (see ``_primary_time_series``); series are per environment
 fingerprint, so a toolchain or flags change starts a new series and never shows here as a code change.
 Commits whose static records are unknown (not captured, not parsed yet, or broken) are skipped: the diff spans
 the nearest known commits on either side. Stored the way ``detection.detect_series`` stores its findings: this
@@ -67,18 +68,37 @@ def detect_static_series(session: Session, series: Series,
                                           .order_by(Finding.id))]
 
 
+def _primary_time_series(session: Session, benchmark_id: int, environment_id: int) -> int | None:
+    """The one time series of a benchmark in an environment that carries its static findings: wall time when it
+    has one, else the first of the other time metrics. Its wall and device time measure the same code, and one
+    code change found on both would be counted twice in every alert."""
+    rows = session.execute(select(Series.id, Series.metric).where(
+        Series.benchmark_id == benchmark_id, Series.environment_id == environment_id,
+        Series.metric.in_(TIME_METRICS))).all()
+    ranked = sorted(rows, key=lambda r: (TIME_METRICS.index(r.metric), r.id))
+    return ranked[0].id if ranked else None
+
+
 def detect_static(session: Session, series_ids: Sequence[int], artifacts: ArtifactStore | None = None) -> list[int]:
-    """Static findings for the time series among ``series_ids``, attributed; returns their ids."""
+    """Static findings for the benchmarks of the time series among ``series_ids``, on each one's primary time
+    series (the others' are removed), attributed; returns their ids."""
     ids: list[int] = []
-    loaded: dict[tuple[int, int], dict[int, CommitRecords]] = {}  # wall and device time share their records
+    groups: dict[tuple[int, int], list[int]] = {}
     for series_id in dict.fromkeys(series_ids):
         series = session.get(Series, series_id)
-        if series is None or series.metric not in TIME_METRICS:
-            continue
-        key = (series.benchmark_id, series.environment_id)
-        if key not in loaded:
-            loaded[key] = load_commit_records(session, *key, default_branch_only=True, with_ops=False)
-        ids.extend(detect_static_series(session, series, loaded[key]))
+        if series is not None and series.metric in TIME_METRICS:
+            groups.setdefault((series.benchmark_id, series.environment_id), []).append(series.id)
+    for (benchmark_id, environment_id), members in groups.items():
+        primary = _primary_time_series(session, benchmark_id, environment_id)
+        others = [m for m in members if m != primary]
+        if others:
+            session.execute(delete(Finding).where(Finding.series_id.in_(others),
+                                                  Finding.detector == STATIC_DETECTOR))
+        series = session.get(Series, primary) if primary is not None else None
+        if series is not None:
+            records = load_commit_records(session, benchmark_id, environment_id, default_branch_only=True,
+                                          with_ops=False)
+            ids.extend(detect_static_series(session, series, records))
     attribute_findings(session, ids, artifacts)
     return ids
 

@@ -130,11 +130,16 @@ def test_attribution_names_the_changed_fusion_and_static_findings_mark_the_commi
     store = ArtifactStore(store_root)
     queue = ParseLaterQueue(sessions, store)
     for manifest in manifests:
-        submit_manifest(sessions, queue, manifest, store)
+        # A second time series of the same benchmark (what a traced run reports): the code it measures is the
+        # wall time's, so it must not get a static finding of its own.
+        extra = [{**r, "metric": "execution_time", "artifacts": []} for r in manifest["results"]
+                 if r["metric"] == "wall_time"]
+        submit_manifest(sessions, queue, {**manifest, "results": manifest["results"] + extra}, store)
     assert queue.pending
 
     with sessions() as s:
         wall = s.scalars(select(Series).where(Series.metric == "wall_time")).one()
+        assert s.scalars(select(Series).where(Series.metric == "execution_time")).one()
         first, second = s.scalars(select(Commit).order_by(Commit.position)).all()
         assert not s.scalars(select(Finding).where(Finding.detector == STATIC_DETECTOR)).all()  # nothing parsed yet
         timed = s.scalars(select(Finding).where(Finding.detector == StepAtLatest.name,
@@ -180,6 +185,9 @@ def test_attribution_names_the_changed_fusion_and_static_findings_mark_the_commi
         assert static.magnitude == pytest.approx(static.value_after / static.value_before - 1)
         assert [k["name"] for k in static.attribution["static"]["kernels"]] == [CHANGED_FUSION]
         assert static.attribution["summary"].startswith(f"{CHANGED_FUSION} ")
+        # One code change, one static finding: the benchmark's other time series do not repeat it.
+        static_series = set(s.scalars(select(Finding.series_id).where(Finding.detector == STATIC_DETECTOR)))
+        assert static_series == {wall_id}
         before = snapshot(s)
 
     # Everything again, every way in: nothing changes.
