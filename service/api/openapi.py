@@ -32,6 +32,18 @@ def _json(ref: str) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
 
 
+STATE_NAMES = "untriaged, acknowledged, investigating, invalid, wontfix, fixed, improvement"
+# The filters the bounded reads share (service.store.read_filters); the time window is half-open.
+FILTERS: tuple[tuple[str, str, str], ...] = (
+    ("repository", "string", "repository name"),
+    ("hardware", "string", "device kind (\"NVIDIA H200\", \"TPU v5 lite\", \"cpu\") or backend (\"tpu\"), any case"),
+    ("since", "string", "ISO-8601 date or datetime (UTC unless an offset is given), inclusive: findings by when they "
+     "were found, alerts by when raised, commits by authored date"),
+    ("until", "string", "ISO-8601 date or datetime, exclusive"),
+)
+CURSOR = ("cursor", "string", "the `next` of the previous page (opaque), with the same filters")
+FINDINGS_LIMIT = ("findings_limit", "integer", "findings listed per item, 0 to 200, default 20")
+
 OPS: tuple[Op, ...] = (
     Op("get", "/health", "Service health: schema revision and version; 503 when the database is unreachable",
        errors=(503,)),
@@ -52,16 +64,24 @@ OPS: tuple[Op, ...] = (
     Op("get", "/runs/{run_uid}", "A run: commit, environment, status", errors=(404,)),
     Op("get", "/runs/{run_uid}/results", "A run's results with their samples and artifacts", errors=(404,)),
     Op("get", "/repositories", "Repositories with their commit and run counts"),
-    Op("get", "/commits", "Measured commits, newest first, with their findings",
-       query=(("repository", "string", "repository name"), ("limit", "integer", "1 to 1000, default 100")),
+    Op("get", "/commits", "Measured commits, newest first (authored date), a page at a time; each with its worst "
+       "findings_limit findings (those that flag the commit first) and finding_count; `next` is the cursor of the "
+       "following page (null on the last)",
+       query=(*FILTERS, ("limit", "integer", "commits per page, 1 to 1000, default 100"), CURSOR, FINDINGS_LIMIT),
        errors=(400,)),
     Op("get", "/series/{series_id}", "A series: per-commit points (samples, median) and findings", errors=(404,)),
-    Op("get", "/findings", "Findings, largest change first",
-       query=(("kind", "string", "time, static or numerics"), ("direction", "string", "regression or improvement")),
+    Op("get", "/findings", "Findings, newest first (by when detection found them), a page at a time; `next` is the "
+       "cursor of the following page (null on the last)",
+       query=(("state", "string", f"the state of the finding's alert: {STATE_NAMES}"),
+              ("kind", "string", "time, static or numerics"), ("direction", "string", "regression or improvement"),
+              *FILTERS, ("limit", "integer", "findings per page, 1 to 1000, default 100"), CURSOR),
        errors=(400,)),
-    Op("get", "/alerts", "Alerts, newest first, with findings and notes",
-       query=(("state", "string", "untriaged, acknowledged, investigating, invalid, wontfix, fixed, improvement"),
-              ("repository", "string", "repository name")), errors=(400, 404)),
+    Op("get", "/alerts", "Alerts, newest first, a page at a time, with notes and their worst findings_limit findings "
+       "(largest relative change) and finding_count; `total` counts the matching alerts (null with hardware); "
+       "`next` is the cursor of the following page (null on the last)",
+       query=(("state", "string", STATE_NAMES), *FILTERS,
+              ("limit", "integer", "alerts per page, 1 to 1000, default 100"), CURSOR, FINDINGS_LIMIT),
+       errors=(400, 404)),
     Op("post", "/alerts/{alert_id}/triage", "Triage an alert: a state change, a note, or both; the author is the "
        "token's name", scope="triage", body=_json("TriageRequest"), errors=(400, 404)),
     Op("get", "/compare", "Two runs or commits compared benchmark by benchmark (benchstat style)",

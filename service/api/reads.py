@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 
 from flask import Response, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from service.api.auth import public, readable
-from service.api.blueprint import bp, context, int_arg, reply
+from service.api.blueprint import bp, context, reply
+from service.api.paging import cursor_arg, encode_cursor, findings_limit_arg, limit_arg, read_filters
+from service.detect.grouping import STATES
 from service.errors import InvalidInput, NotFound, Transient
-from service.pipeline.alerts import list_alerts
+from service.pipeline.alerts import alerts_page
 from service.report.alerts_text import alerts_to_json
 from service.store.api_queries import repositories
-from service.store.queries import all_findings, recent_commits, series_view
+from service.store.queries import commits_page, findings_page, series_view
 
 FINDING_KINDS = ("time", "static", "numerics")
 FINDING_DIRECTIONS = ("regression", "improvement")
@@ -54,10 +57,12 @@ def get_repositories() -> Response:
 @bp.get("/commits")
 @readable
 def get_commits() -> Response:
-    limit = int_arg("limit", 100, 1, 1000)
-    repository = request.args.get("repository") or None
+    """Measured commits, newest first, a page at a time, each with its worst ``findings_limit`` findings."""
+    limit, findings_limit, filters = limit_arg(), findings_limit_arg(), read_filters()
+    after = cursor_arg((datetime, int, int))  # authored_at, position, id
     with context().sessions() as session:
-        return reply({"commits": recent_commits(session, limit=limit, repository=repository)})
+        page = commits_page(session, filters, limit=limit, findings_limit=findings_limit, after=after)
+    return reply({"commits": page.items, "next": encode_cursor(page.next)})
 
 
 @bp.get("/series/<int:series_id>")
@@ -80,18 +85,26 @@ def _choice(name: str, allowed: tuple[str, ...]) -> str | None:
 @bp.get("/findings")
 @readable
 def get_findings() -> Response:
+    """Findings newest first, a page at a time, filtered in SQL."""
     kind = _choice("kind", FINDING_KINDS)
     direction = _choice("direction", FINDING_DIRECTIONS)
+    state = _choice("state", STATES)
+    limit, filters = limit_arg(), read_filters()
+    after = cursor_arg((datetime, int))  # created_at, id
     with context().sessions() as session:
-        found = [f for f in all_findings(session)
-                 if (kind is None or f.kind == kind) and (direction is None or f.direction == direction)]
-    return reply({"findings": found})
+        page = findings_page(session, filters, kind=kind, direction=direction, state=state, limit=limit,
+                             after=after)
+    return reply({"findings": page.items, "next": encode_cursor(page.next)})
 
 
 @bp.get("/alerts")
 @readable
 def get_alerts() -> Response:
+    """Alerts newest first, a page at a time, each with its worst ``findings_limit`` findings and its notes."""
+    state = _choice("state", STATES)
+    limit, findings_limit, filters = limit_arg(), findings_limit_arg(), read_filters()
+    after = cursor_arg((int,))  # id
     with context().sessions() as session:
-        alerts = list_alerts(session, repository=request.args.get("repository") or None,
-                             state=request.args.get("state") or None)
-    return reply(alerts_to_json(alerts))
+        page = alerts_page(session, filters, state=state, limit=limit, findings_limit=findings_limit,
+                           after=None if after is None else after[0])
+    return reply({**alerts_to_json(page.items), "total": page.total, "next": encode_cursor(page.next)})

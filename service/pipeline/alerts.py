@@ -32,6 +32,7 @@ from service.detect.grouping import (
 from service.errors import InvalidInput, NotFound
 from service.store.models import Alert, AlertNote, Benchmark, Commit, Finding, Repository, Series
 from service.store.queries import label_of
+from service.store.read_filters import Page, ReadFilters, environment_ids, time_window, utc
 
 SYSTEM_AUTHOR = "kernelwatch"  # the author of the notes grouping writes
 EMPTIED = "no findings left: "  # how grouping's note on an emptied alert starts
@@ -84,8 +85,9 @@ class AlertView:
     kind: str
     created_at: datetime
     updated_at: datetime
-    findings: list[AlertFindingView]
+    findings: list[AlertFindingView]  # the largest changes, at most the findings_limit asked for
     notes: list[AlertNoteView]
+    finding_count: int  # every finding of the alert (on the hardware asked for), listed or not
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -269,18 +271,49 @@ def triage(session: Session, alert_id: int, state: str, note: str = "", author: 
 
 
 def list_alerts(session: Session, repository: str | None = None, state: str | None = None) -> list[AlertView]:
-    """Alerts newest first, each with its findings (largest change first) and its notes (oldest first)."""
+    """Every alert, newest first, each with all its findings (largest change first) and notes (oldest first):
+    what `kernelwatch alerts list` prints. The API pages through ``alerts_page`` instead."""
+    return alerts_page(session, ReadFilters(repository=repository), state=state).items
+
+
+def alerts_page(session: Session, filters: ReadFilters, state: str | None = None, limit: int | None = None,
+                after: int | None = None, findings_limit: int | None = None) -> Page[AlertView, int]:
+    """Alerts newest first, ``limit`` at a time (None: all), after the alert id ``after``; each with at most
+    ``findings_limit`` findings (the largest relative changes; None: all) and the count of all of them.
+
+    ``filters.since``/``until`` bound when the alert was raised; ``filters.hardware`` keeps the alerts with a
+    finding on that hardware and lists (and counts) only those findings. An unknown repository is NotFound,
+    as it always was here; ``total`` counts every alert the filters match (alerts are few: one per range),
+    except under a hardware filter (None).
+    """
     conditions: list[Any] = []
     if state is not None:
         if state not in STATES:
             raise InvalidInput(f"unknown alert state {state!r}; one of: {', '.join(STATES)}")
         conditions.append(Alert.state == state)
-    if repository is not None:
-        repo_id = session.scalar(select(Repository.id).where(Repository.name == repository))
+    if filters.repository is not None:
+        repo_id = session.scalar(select(Repository.id).where(Repository.name == filters.repository))
         if repo_id is None:
-            raise NotFound(f"no repository named {repository!r}")
+            raise NotFound(f"no repository named {filters.repository!r}")
         conditions.append(Alert.repository_id == repo_id)
-    return _views(session, conditions)
+    envs = environment_ids(session, filters.hardware)
+    on_hardware: list[Any] = [] if envs is None else [Finding.series_id.in_(
+        select(Series.id).where(Series.environment_id.in_(envs)))]
+    if on_hardware:
+        # OFFSET 0 keeps PostgreSQL from turning EXISTS into a semi-join, which hashes every finding on that
+        # hardware (a million at scale); probed per alert through ix_finding_alert, it stops at the first one.
+        conditions.append(select(Finding.id).where(Finding.alert_id == Alert.id, *on_hardware).offset(0).exists())
+    conditions += time_window(Alert.created_at, filters)
+    # Counting is cheap on the alert table alone (ix_alert_state); with a hardware filter it would probe the
+    # findings of every alert, so there is no total then.
+    total = None if on_hardware else session.scalar(select(func.count(Alert.id)).where(*conditions)) or 0
+    if after is not None:
+        conditions.append(Alert.id < after)
+    views = _views(session, conditions, limit=None if limit is None else limit + 1, findings_limit=findings_limit,
+                   finding_conditions=on_hardware)
+    more = limit is not None and len(views) > limit
+    items = views[:limit] if limit is not None else views
+    return Page(items=items, next=items[-1].id if more else None, total=total)
 
 
 def get_alert(session: Session, alert_id: int) -> AlertView:
@@ -290,41 +323,66 @@ def get_alert(session: Session, alert_id: int) -> AlertView:
     return views[0]
 
 
-def _views(session: Session, conditions: list[Any]) -> list[AlertView]:
+def _views(session: Session, conditions: list[Any], limit: int | None = None, findings_limit: int | None = None,
+           finding_conditions: Sequence[Any] = ()) -> list[AlertView]:
     prev = Commit.__table__.alias("prev")
-    rows = session.execute(
+    stmt = (
         select(Alert, Repository.name, Commit.sha, Commit.subject, prev.c.sha, prev.c.subject)
         .join(Repository, Repository.id == Alert.repository_id)
         .join(Commit, Commit.id == Alert.commit_id)
         .outerjoin(prev, prev.c.id == Alert.previous_commit_id)
         .where(*conditions)
         .order_by(Alert.id.desc())
-    ).all()
+    )
+    rows = session.execute(stmt if limit is None else stmt.limit(limit)).all()
     ids = [alert.id for alert, *_ in rows]
     findings: dict[int | None, list[AlertFindingView]] = defaultdict(list)
+    counts: dict[int | None, int] = {}
     notes: dict[int, list[AlertNoteView]] = defaultdict(list)
     for chunk in _chunks(ids):
-        # Columns, not entities: a Series entity brings its repository, benchmark and environment along.
-        for f in session.execute(
-            select(Finding.id, Finding.series_id, Finding.alert_id, Finding.direction, Finding.magnitude,
-                   Finding.confidence, Finding.p_value, Finding.detector, Series.metric, Series.unit,
-                   Benchmark.suite, Benchmark.name, Benchmark.params)
-            .join(Series, Series.id == Finding.series_id)
-            .join(Benchmark, Benchmark.id == Series.benchmark_id)
-            .where(Finding.alert_id.in_(chunk))
-            .order_by(func.abs(Finding.magnitude).desc(), Finding.id)
-        ).all():
-            findings[f.alert_id].append(AlertFindingView(
-                id=f.id, series_id=f.series_id, benchmark=label_of(f.suite, f.name, f.params), metric=f.metric,
-                unit=f.unit, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
-                p_value=f.p_value, detector=f.detector))
+        of_chunk = [Finding.alert_id.in_(chunk), *finding_conditions]
+        counts.update((aid, n) for aid, n in session.execute(
+            select(Finding.alert_id, func.count(Finding.id)).where(*of_chunk).group_by(Finding.alert_id)))
+        if findings_limit is None:
+            _add_findings(session, findings, of_chunk)
+        else:
+            # Ranked in SQL (a window), so an alert where a thousand series moved costs findings_limit rows;
+            # the ids first, then their rows: given the window as a subquery, PostgreSQL misjudges how few ids
+            # it yields and scans every finding to join them.
+            rank = func.row_number().over(partition_by=Finding.alert_id,
+                                          order_by=(func.abs(Finding.magnitude).desc(), Finding.id)).label("rank")
+            ranked = select(Finding.id, rank).where(*of_chunk).subquery()
+            worst = list(session.scalars(select(ranked.c.id).where(ranked.c.rank <= findings_limit)))
+            for ids_chunk in _chunks(worst):
+                _add_findings(session, findings, [Finding.id.in_(ids_chunk)])
         for n in session.scalars(select(AlertNote).where(AlertNote.alert_id.in_(chunk))
                                  .order_by(AlertNote.created_at, AlertNote.id)):
             notes[n.alert_id].append(AlertNoteView(author=n.author, text=n.text, state_from=n.state_from,
-                                                   state_to=n.state_to, created_at=n.created_at))
+                                                   state_to=n.state_to, created_at=utc(n.created_at)))
+    for listed in findings.values():  # chunks arrive in order, but each chunk is ordered on its own
+        listed.sort(key=lambda f: (-abs(f.magnitude), f.id))
     return [
         AlertView(id=a.id, repository=repo, commit_sha=sha, commit_subject=subject, previous_sha=prev_sha,
-                  previous_subject=prev_subject, state=a.state, kind=a.kind, created_at=a.created_at,
-                  updated_at=a.updated_at, findings=findings.get(a.id, []), notes=notes.get(a.id, []))
+                  previous_subject=prev_subject, state=a.state, kind=a.kind, created_at=utc(a.created_at),
+                  updated_at=utc(a.updated_at), findings=findings.get(a.id, []), notes=notes.get(a.id, []),
+                  finding_count=counts.get(a.id, 0))
         for a, repo, sha, subject, prev_sha, prev_subject in rows
     ]
+
+
+def _add_findings(session: Session, findings: dict[int | None, list[AlertFindingView]],
+                  conditions: Sequence[Any]) -> None:
+    # Columns, not entities: a Series entity brings its repository, benchmark and environment along.
+    for f in session.execute(
+        select(Finding.id, Finding.series_id, Finding.alert_id, Finding.direction, Finding.magnitude,
+               Finding.confidence, Finding.p_value, Finding.detector, Series.metric, Series.unit,
+               Benchmark.suite, Benchmark.name, Benchmark.params)
+        .join(Series, Series.id == Finding.series_id)
+        .join(Benchmark, Benchmark.id == Series.benchmark_id)
+        .where(*conditions)
+        .order_by(func.abs(Finding.magnitude).desc(), Finding.id)
+    ).all():
+        findings[f.alert_id].append(AlertFindingView(
+            id=f.id, series_id=f.series_id, benchmark=label_of(f.suite, f.name, f.params), metric=f.metric,
+            unit=f.unit, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
+            p_value=f.p_value, detector=f.detector))

@@ -26,6 +26,8 @@ def alerts_to_text(alerts: Sequence[AlertView]) -> str:
             p = f", p={f.p_value:.2g}" if f.p_value is not None else ""
             lines.append(f"  {f.magnitude:+8.1%}  {f.direction:<11}  {f.benchmark}  {f.metric}  "
                          f"({f.confidence:.1f} x noise{p}, {f.detector})")
+        if a.finding_count > len(a.findings):  # the listing was capped: say so rather than look complete
+            lines.append(f"  ... {a.finding_count - len(a.findings)} more finding(s)")
         for n in a.notes:
             change = f"{n.state_from} -> {n.state_to}" if n.state_to else "note"
             text = f": {n.text}" if n.text else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -100,6 +101,7 @@ def sample_alert() -> AlertView:
         notes=[AlertNoteView(author="ada", text="looking", state_from="untriaged", state_to="acknowledged",
                              created_at=AT),
                AlertNoteView(author="bo", text="", state_from="acknowledged", state_to=None, created_at=AT)],
+        finding_count=2,
     )
 
 
@@ -115,8 +117,15 @@ def test_alerts_as_text() -> None:
     assert alerts_to_text([]) == "no alerts\n"
 
 
+def test_a_capped_alert_says_how_many_findings_it_left_out() -> None:
+    capped = dataclasses.replace(sample_alert(), finding_count=5)
+    assert "\n  ... 3 more finding(s)\n" in alerts_to_text([capped])
+    assert "more finding" not in alerts_to_text([sample_alert()])
+
+
 def test_alerts_as_json() -> None:
     doc = alerts_to_json([sample_alert()])
     [a] = doc["alerts"]
     assert a["id"] == 7 and a["created_at"] == "2026-01-02T03:04:00+00:00"
     assert a["findings"][0]["magnitude"] == 1.5231 and a["notes"][1]["state_to"] is None
+    assert a["finding_count"] == 2
