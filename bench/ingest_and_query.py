@@ -26,6 +26,7 @@ are split over --environments environments (default 5: a fleet with five hardwar
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import random
@@ -234,6 +235,7 @@ class Capture:
 def time_endpoints(url: str, sa_url: str, args: argparse.Namespace) -> list[tuple[str, list[float], list[float]]]:
     with tempfile.TemporaryDirectory(prefix="kw-bench-") as home:
         app = create_app(Settings(home=Path(home), database_url=sa_url, follow_up=()))
+        gc.freeze()  # as service/wsgi.py does once the app is built
         ctx = app.extensions["kernelwatch"]
         capture = Capture()
         event.listen(ctx.engine, "before_cursor_execute", capture)

@@ -144,12 +144,18 @@ def _parse_samples(texts: Sequence[str | None]) -> list[list[float]]:
         values = np.fromstring(flat, sep=",") if fast and flat else np.empty(0)
     if not fast or values.size != sum(counts):
         return [[float(v) for v in json.loads(body)] for body in bodies]
-    return [chunk.tolist() for chunk in np.split(values, np.cumsum(counts)[:-1])] if bodies else []
+    if not bodies:
+        return []
+    if min(counts) == max(counts) and counts[0]:  # the usual case: every result has as many samples
+        rows: list[list[float]] = values.reshape(len(bodies), counts[0]).tolist()
+        return rows
+    return [chunk.tolist() for chunk in np.split(values, np.cumsum(counts)[:-1])]
 
 
 def _pools(session: Session, side: ResolvedSide, environments: set[int],
-           keys: dict[tuple[Any, ...], BenchmarkKey]) -> dict[tuple[Any, ...], _Pool]:
-    """``keys``: the benchmark keys made so far, shared by both sides so that each is made once."""
+           keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]]) -> dict[tuple[Any, ...], _Pool]:
+    """``keys``: per series, its pool identity and benchmark key, shared by both sides so that each is made once
+    (two repositories' series of one benchmark share an identity, and so pair up)."""
     # The result rows carry only what varies per result; each series, benchmark and environment is read once
     # (a commit of 5,000 results names 1,000 benchmarks and 5 environments: joining them into every row
     # multiplied the bytes read and decoded several times over).
@@ -160,22 +166,26 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
         .where(Result.run_id.in_(side.run_ids), Series.environment_id.in_(environments))
         .order_by(Result.run_id, Result.id)
     ).all()
-    benchmark_ids = {row.benchmark_id for row in rows}
-    benchmarks = {b.id: b for b in session.scalars(select(Benchmark).where(Benchmark.id.in_(benchmark_ids)))}
-    envs = {e.id: e for e in session.scalars(select(Environment).where(Environment.id.in_(environments)))}
+    # What identifies a benchmark and an environment, read off each ORM object once (not once per result).
+    benchmarks = {b.id: (b.suite, b.name, b.params_key, b.params) for b in session.scalars(
+        select(Benchmark).where(Benchmark.id.in_({row.benchmark_id for row in rows})))}
+    envs = {e.id: (e.fingerprint, _environment_label(e)) for e in session.scalars(
+        select(Environment).where(Environment.id.in_(environments)))}
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
-    for (_, status, message, _, benchmark_id, environment_id, metric, unit, direction), samples in zip(
+    for (series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction), samples in zip(
             rows, sample_lists, strict=True):
-        bench, env = benchmarks[benchmark_id], envs[environment_id]
-        identity = (env.fingerprint, bench.suite, bench.name, bench.params_key, metric)
+        known = keys.get(series_id)  # both sides measure the same series: each is identified once
+        if known is None:
+            suite, name, params_key, params = benchmarks[benchmark_id]
+            fingerprint, label = envs[environment_id]
+            identity = (fingerprint, suite, name, params_key, metric)
+            known = keys[series_id] = (identity, BenchmarkKey(
+                suite=suite, name=name, params=_params(params), metric=metric, unit=unit,
+                direction=_direction(direction), environment=label))
+        identity, key = known
         pool = pools.get(identity)
         if pool is None:
-            key = keys.get(identity)
-            if key is None:
-                key = keys[identity] = BenchmarkKey(
-                    suite=bench.suite, name=bench.name, params=_params(bench.params), metric=metric, unit=unit,
-                    direction=_direction(direction), environment=_environment_label(env))
             pool = pools[identity] = _Pool(key, [])
         if status == "ok" and samples:
             pool.samples.extend(samples)
@@ -206,7 +216,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
-    keys: dict[tuple[Any, ...], BenchmarkKey] = {}
+    keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]] = {}
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
     pairs = []
     for identity in sorted(base_pools.keys() | head_pools.keys(), key=_sort_key):
