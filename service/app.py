@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Flask
 
 from service.context import Context
+from service.secret_key import home_secret_key
 from service.settings import Settings, load_settings
 
 
@@ -12,14 +13,28 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     settings = settings or (context.settings if context else load_settings())
     ctx = context or Context.create(settings)
     app = Flask("kernelwatch")
-    app.config["SECRET_KEY"] = settings.secret_key or None
+    # Signs the dashboard's session (login, CSRF token); a home without a configured key gets its own.
+    app.config["SECRET_KEY"] = settings.secret_key or home_secret_key(settings.home)
+    # The session cookie rides on same-site requests only: a second guard, beside the forms' CSRF token.
+    app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     app.extensions["kernelwatch"] = ctx
 
     from service.api import install as install_api
+    from web.compare_views import bp as compare_bp
+    from web.diff import bp as diff_bp
+    from web.drilldown import bp as drilldown_bp
+    from web.session_auth import bp as auth_bp
     from web.views import bp as web_bp
 
     app.register_blueprint(web_bp)
+    app.register_blueprint(auth_bp)
+    app.register_blueprint(compare_bp)
+    app.register_blueprint(drilldown_bp)
+    app.register_blueprint(diff_bp)
     install_api(app)
+    from service.hooks.github import bp as github_hook_bp
+
+    app.register_blueprint(github_hook_bp)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:

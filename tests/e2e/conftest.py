@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.processes import start_web
+from tests.processes import clean_env, start_web
 
 CHROMIUM = "/usr/bin/chromium"
 # Without these, Chromium keeps trying to reach Google's hosts, which this machine cannot.
@@ -32,3 +34,29 @@ def browser():  # type: ignore[no-untyped-def]
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+# The demo's data (real commits, real JAX runs), made once for every test that reads it: the demo's own tests
+# and the dashboard journey.
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    base = tmp_path_factory.mktemp("demo")
+    env = clean_env(base / "home")
+    workdir = base / "work"
+    proc = subprocess.run(
+        [sys.executable, "-m", "service.cli", "demo", "--no-serve", "--workdir", str(workdir),
+         "--samples", "10", "--rounds", "3"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    repo = workdir / "kernels-demo"
+    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%H %s", "--reverse"], check=True,
+                         capture_output=True, text=True).stdout.splitlines()
+    planted = next(line.split()[0] for line in log if "streaming normaliser" in line)
+    return {"env": env, "stdout": proc.stdout, "planted": planted, "commits": [line.split()[0] for line in log],
+            "db": f"sqlite:///{base / 'home' / 'kernelwatch.db'}"}
+
+
+@pytest.fixture(scope="session")
+def dashboard(demo: dict) -> Iterator[str]:  # type: ignore[type-arg]
+    yield from serve(demo["env"])

@@ -3,36 +3,14 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 
 import pytest
 
 from service.store.db import make_engine, make_session_factory
 from service.store.queries import all_findings
-from tests.e2e.conftest import SCREENSHOTS, clean_env, serve
+from tests.e2e.conftest import SCREENSHOTS
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    base = tmp_path_factory.mktemp("demo")
-    env = clean_env(base / "home")
-    workdir = base / "work"
-    proc = subprocess.run(
-        [sys.executable, "-m", "service.cli", "demo", "--no-serve", "--workdir", str(workdir),
-         "--samples", "10", "--rounds", "3"],
-        env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    repo = workdir / "kernels-demo"
-    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%H %s", "--reverse"], check=True,
-                         capture_output=True, text=True).stdout.splitlines()
-    planted = next(line.split()[0] for line in log if "streaming normaliser" in line)
-    return {"env": env, "stdout": proc.stdout, "planted": planted, "commits": [line.split()[0] for line in log],
-            "db": f"sqlite:///{base / 'home' / 'kernelwatch.db'}"}
 
 
 def test_demo_makes_enough_real_commits(demo: dict) -> None:  # type: ignore[type-arg]
@@ -58,11 +36,6 @@ def test_the_planted_commit_is_the_one_flagged(demo: dict) -> None:  # type: ign
     assert all(f.magnitude > 0.5 for f in regressions)
 
 
-@pytest.fixture(scope="module")
-def dashboard(demo: dict) -> Iterator[str]:  # type: ignore[type-arg]
-    yield from serve(demo["env"])
-
-
 @pytest.mark.browser
 def test_dashboard_shows_the_regression_and_its_chart(demo: dict, dashboard: str, browser) -> None:  # type: ignore[no-untyped-def,type-arg]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -70,7 +43,14 @@ def test_dashboard_shows_the_regression_and_its_chart(demo: dict, dashboard: str
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     blocked: list[str] = []
     page.on("request", lambda r: blocked.append(r.url) if not r.url.startswith(dashboard) else None)
+    # The inbox: the planted commit's alert is the regression there.
     page.goto(f"{dashboard}/")
+    planted_alert = page.locator("tbody[data-alert]", has=page.locator(f'a.commit-link[title="{planted}"]'))
+    assert planted_alert.count() == 1
+    assert planted_alert.locator("tr.alert-head span.regression").count() == 1  # its worst change, in red
+    page.screenshot(path=str(SCREENSHOTS / "demo-inbox.png"), full_page=True)
+
+    page.goto(f"{dashboard}/commits")
     row = page.locator(f'tr[data-sha="{planted}"]')
     assert "flagged" in (row.get_attribute("class") or "")
     assert page.locator("tr.flagged").count() == 1

@@ -21,7 +21,10 @@ def app_for(database_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_empty_database_says_how_to_start(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:
-    page = app_for(database_url, tmp_path).test_client().get("/")
+    client = app_for(database_url, tmp_path).test_client()
+    inbox = client.get("/")
+    assert inbox.status_code == 200 and b"No alerts: nothing has moved yet" in inbox.data
+    page = client.get("/commits")
     assert page.status_code == 200 and b"No runs stored yet" in page.data
 
 
@@ -33,7 +36,7 @@ def test_index_and_series_show_the_finding(sessions: sessionmaker[Session], data
     for doc in docs:
         submit_manifest(ctx.sessions, ctx.queue, doc)
     client = app.test_client()
-    index = client.get("/").get_data(as_text=True)
+    index = client.get("/commits").get_data(as_text=True)
     culprit = docs[5]["commit"]["sha"]
     assert f'data-sha="{culprit}"' in index and "regression +" in index
     assert index.count('class="flagged"') == 1
@@ -53,5 +56,7 @@ def test_untrusted_text_is_escaped(sessions: sessionmaker[Session], database_url
     doc = builders.manifest()
     doc["commit"]["subject"] = '<script>alert("x")</script>'
     submit_manifest(ctx.sessions, ctx.queue, doc)
-    html = app.test_client().get("/").get_data(as_text=True)
-    assert '<script>alert("x")</script>' not in html and "&lt;script&gt;" in html
+    client = app.test_client()
+    for path in ("/commits", f"/commits/{doc['commit']['sha']}"):
+        html = client.get(path).get_data(as_text=True)
+        assert '<script>alert("x")</script>' not in html and "&lt;script&gt;" in html, path

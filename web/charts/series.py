@@ -38,7 +38,8 @@ def series_figure(view: SeriesView) -> dict[str, Any]:
                          line_width=1, showlegend=True))
     fig.add_trace(go.Scatter(
         x=labels, y=[m / factor for m in medians], mode="lines+markers", name="median", line_color=MEDIAN,
-        customdata=[[p.subject, len(p.samples)] for p in view.points],
+        # The newest result of each point rides along, so a click on the point opens its drill-down page.
+        customdata=[[p.subject, len(p.samples), p.result_ids[-1] if p.result_ids else None] for p in view.points],
         hovertemplate="%{x}<br>%{customdata[0]}<br>median %{y:.4g} " + unit + " (n=%{customdata[1]})<extra></extra>",
     ))
     by_sha = {p.sha: label for p, label in zip(view.points, labels, strict=True)}

@@ -1,0 +1,68 @@
+"""What the Diff page reads beyond ``service.store.drilldown``: which two results a finding compares, and how many
+benchmark calls a result's profile made. Plain values out; nothing is analysed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service.store.drilldown import records_result_id
+from service.store.models import Finding, Result, Run
+
+
+@dataclass(frozen=True)
+class DiffTarget:
+    """A finding's two sides as results, and the fusion/kernel its attribution ranked first."""
+
+    finding_id: int
+    base_result_id: int | None  # None: no result at the previous commit (or no previous commit)
+    head_result_id: int | None
+    name: str | None  # the first of attribution's ``fusions``; None when it names none
+    isa: str | None
+
+
+def _basis_result(attribution: dict[str, Any], side: str) -> int | None:
+    value = ((attribution.get("basis") or {}).get(side) or {}).get("static_result")
+    return value if isinstance(value, int) else None
+
+
+def _series_result(session: Session, series_id: int, commit_id: int | None) -> int | None:
+    if commit_id is None:
+        return None
+    return session.scalar(select(Result.id).join(Run, Run.id == Result.run_id)
+                          .where(Result.series_id == series_id, Run.commit_id == commit_id)
+                          .order_by(Result.id).limit(1))
+
+
+def finding_diff_target(session: Session, finding_id: int) -> DiffTarget | None:
+    """None when there is no such finding.
+
+    The results are those whose kernel and HLO records attribution compared (its ``basis``), so the page shows
+    exactly the code behind the ranking; a finding attributed before any record existed has none there, and then
+    the finding's own series' results at its two commits (the first stored, as attribution picks) stand in."""
+    finding = session.get(Finding, finding_id)
+    if finding is None:
+        return None
+    attribution = finding.attribution or {}
+    base = _basis_result(attribution, "before") or _series_result(session, finding.series_id,
+                                                                   finding.previous_commit_id)
+    head = _basis_result(attribution, "after") or _series_result(session, finding.series_id, finding.commit_id)
+    name = isa = None
+    fusions = attribution.get("fusions") or []
+    if fusions and isinstance(fusions[0], dict) and fusions[0].get("name"):
+        name = str(fusions[0]["name"])
+        kernels = fusions[0].get("kernels") or []
+        isa = str(kernels[0]["isa"]) if kernels and isinstance(kernels[0], dict) and kernels[0].get("isa") else None
+    return DiffTarget(finding.id, base, head, name, isa)
+
+
+def profiled_calls(session: Session, result_id: int) -> int | None:
+    """Benchmark calls behind the op table shown for ``result_id``: the profiled pass makes as many calls as
+    the result holding the trace has samples. None when unknown."""
+    rid = records_result_id(session, result_id)
+    count = session.scalar(select(Result.sample_count).where(Result.id == rid)) if rid is not None else None
+    return count or None

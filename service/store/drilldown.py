@@ -1,0 +1,393 @@
+"""Read side of the drill-down from one result to its assembly: header, op table, HLO module, kernels, listing.
+
+Plain dataclasses out, no ORM object leaves a session; nothing is analysed here. The counts, times and fusions
+are the parsed records (``op_stat``, ``hlo_module``, ``kernel_code``). The text of a module or a kernel is not
+in the database: it is read from the result's content-addressed artifact, so :func:`hlo_view` and
+:func:`kernel_listing` take the ``ArtifactStore`` (without one they return the records with no text, and say
+so in ``note``).
+
+Records belong to the result that captured the artifacts (a run's wall-time result); a benchmark's other
+metrics in the same run (device time, GB/s...) show that result's records, named in ``records_result_id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from runners.artifacts import ArtifactError, ArtifactStore
+from service.store.hlo_text import TextLine, fusion_texts, module_lines
+from service.store.listings import ListingRow, LoopSpan, listing_from_artifact
+from service.store.models import (
+    Artifact,
+    Benchmark,
+    Commit,
+    Environment,
+    HloModuleRecord,
+    KernelCode,
+    OpStat,
+    Repository,
+    Result,
+    ResultArtifact,
+    Run,
+    Series,
+)
+from service.store.queries import label_of
+
+MAX_MODULE_LINES = 20_000  # past this a module's full text is cut; fusions keep their own bodies
+
+__all__ = [
+    "ArtifactInfo", "FusionRow", "HloModuleView", "HloView", "KernelListing", "KernelSummary", "ListingRow",
+    "LoopSpan", "OpRow", "ResultHeader", "TextLine", "hlo_view", "kernel_listing", "kernels", "op_table",
+    "records_result_id", "result_header",
+]
+
+
+@dataclass(frozen=True)
+class ArtifactInfo:
+    name: str
+    kind: str
+    size: int
+    sha256: str
+    parse_error: str | None
+
+
+@dataclass(frozen=True)
+class ResultHeader:
+    result_id: int
+    series_id: int
+    suite: str
+    benchmark: str
+    params: dict[str, Any]
+    label: str
+    metric: str
+    unit: str
+    direction: str
+    status: str
+    message: str | None
+    samples: list[float]
+    median: float | None
+    mean: float | None
+    stddev: float | None
+    minimum: float | None
+    maximum: float | None
+    compile_time_s: float | None
+    max_abs_error: float | None
+    flops: float | None  # the benchmark's own count where it gave one, else XLA's cost analysis
+    bytes_accessed: float | None
+    cost_source: str | None  # "benchmark" | "XLA cost analysis" | None
+    cost: dict[str, float]  # XLA's cost analysis as stored
+    repository: str
+    commit_sha: str
+    commit_subject: str
+    commit_position: int
+    run_id: int
+    run_uid: str
+    branch: str | None
+    trigger: str
+    pr_number: int | None
+    started_at: datetime
+    backend: str
+    device_kind: str
+    device_count: int
+    environment: dict[str, Any]  # the fingerprinted details: versions, flags, host ISA...
+    records_result_id: int  # the result whose artifacts and parsed records these pages show
+    artifacts: list[ArtifactInfo] = field(default_factory=list)
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.backend} · {self.device_kind} ×{self.device_count}"
+
+    @property
+    def intensity(self) -> float | None:
+        """Arithmetic intensity, FLOPs per byte accessed."""
+        if self.flops is None or not self.bytes_accessed:
+            return None
+        return self.flops / self.bytes_accessed
+
+    @property
+    def seconds(self) -> float | None:
+        """The median as a time, where this result measures one."""
+        return self.median if self.unit == "s" and self.median else None
+
+
+@dataclass(frozen=True)
+class OpRow:
+    module: str
+    op: str
+    category: str
+    occurrences: int
+    total_ns: float
+    self_ns: float
+    share: float  # of the result's self time, 0..1: self times add up without counting a nested op twice
+    kernel: str | None  # a kernel_code row of the same name, for a link to its listing
+    in_hlo: bool  # a fusion of the stored HLO module has this name
+
+    @property
+    def mean_ns(self) -> float:
+        return self.total_ns / self.occurrences if self.occurrences else self.total_ns
+
+
+@dataclass(frozen=True)
+class FusionRow:
+    name: str
+    kind: str | None
+    instructions: int
+    source: dict[str, Any] | None  # {"file", "line", "function"} of the user's code that made it
+    self_ns: float | None  # from the op table, None when the trace does not name it
+    total_ns: float | None
+    occurrences: int | None
+    share: float | None
+    kernel_isas: list[str]  # ISAs of the kernel_code rows of the same name (its compiled code)
+    computation: str | None = None
+    call: TextLine | None = None
+    body: list[TextLine] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class HloModuleView:
+    name: str
+    fingerprint: str
+    instructions: int
+    opcodes: dict[str, int]
+    fusions: list[FusionRow]  # by self time, slowest first; untimed fusions after, by name
+    lines: list[TextLine]  # the module's text, cut at MAX_MODULE_LINES
+    total_lines: int
+    artifact_name: str | None
+
+
+@dataclass(frozen=True)
+class HloView:
+    result_id: int
+    records_result_id: int
+    modules: list[HloModuleView]
+    note: str | None = None  # why text is missing, when it is
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    name: str
+    isa: str
+    instructions: int | None
+    bundles: int | None
+    mix: dict[str, int]
+    details: dict[str, Any]
+    self_ns: float | None  # the op table's time for the op of the same name
+    artifact_name: str | None
+
+    @property
+    def spills(self) -> int:
+        """Spill operations or bytes, whichever the parser reports, summed (0: none reported)."""
+        d = self.details
+        total = sum(int(v) for v in (d.get("spills") or {}).values()) if isinstance(d.get("spills"), dict) else 0
+        return total + int(d.get("spill_loads") or 0) + int(d.get("spill_stores") or 0)
+
+
+@dataclass(frozen=True)
+class KernelListing:
+    name: str
+    isa: str
+    mix: dict[str, int]
+    details: dict[str, Any]
+    instructions: int | None
+    bundles: int | None
+    artifact_name: str | None
+    columns: tuple[str, ...]  # LLO: the slot families, one column each; empty for x86 and SASS
+    rows: list[ListingRow]
+    loops: list[LoopSpan]
+    total_rows: int
+    note: str | None = None
+
+    @property
+    def is_bundled(self) -> bool:
+        return self.isa == "tpu-llo"
+
+
+def records_result_id(session: Session, result_id: int) -> int | None:
+    """The result holding the artifacts for ``result_id``: itself, or the run's result of the same benchmark
+    and environment that captured them (lowest id). None when the result does not exist."""
+    result = session.get(Result, result_id)
+    if result is None:
+        return None
+    own = session.scalar(select(ResultArtifact.result_id).where(ResultArtifact.result_id == result_id).limit(1))
+    if own is not None:
+        return result_id
+    series = session.get(Series, result.series_id)
+    assert series is not None  # a foreign key
+    sibling = session.scalar(
+        select(Result.id).join(Series, Series.id == Result.series_id)
+        .join(ResultArtifact, ResultArtifact.result_id == Result.id)
+        .where(Result.run_id == result.run_id, Series.benchmark_id == series.benchmark_id,
+               Series.environment_id == series.environment_id)
+        .order_by(Result.id).limit(1))
+    return sibling if sibling is not None else result_id
+
+
+def result_header(session: Session, result_id: int) -> ResultHeader | None:
+    row = session.execute(
+        select(Result, Series, Benchmark, Environment, Run, Commit, Repository.name)
+        .join(Series, Series.id == Result.series_id).join(Benchmark, Benchmark.id == Series.benchmark_id)
+        .join(Environment, Environment.id == Series.environment_id).join(Run, Run.id == Result.run_id)
+        .join(Commit, Commit.id == Run.commit_id).join(Repository, Repository.id == Commit.repository_id)
+        .where(Result.id == result_id)
+    ).first()
+    if row is None:
+        return None
+    r, s, b, env, run, commit, repo = row
+    records_id = records_result_id(session, result_id) or result_id
+    cost = {k: float(v) for k, v in (r.cost or {}).items()}
+    flops, bytes_accessed, cost_source = r.flops, r.bytes_accessed, "benchmark" if r.flops is not None else None
+    if flops is None and "flops" in cost:
+        flops, bytes_accessed, cost_source = cost["flops"], cost.get("bytes accessed"), "XLA cost analysis"
+    elif bytes_accessed is None and "bytes accessed" in cost:
+        bytes_accessed = cost["bytes accessed"]
+    artifacts = [ArtifactInfo(name, a.kind, a.size, a.sha256, a.parse_error) for name, a in session.execute(
+        select(ResultArtifact.name, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
+        .where(ResultArtifact.result_id == records_id).order_by(ResultArtifact.name))]
+    return ResultHeader(
+        result_id=r.id, series_id=s.id, suite=b.suite, benchmark=b.name, params=dict(b.params),
+        label=label_of(b.suite, b.name, b.params), metric=s.metric, unit=s.unit, direction=s.direction,
+        status=r.status, message=r.message, samples=list(r.samples or []), median=r.median, mean=r.mean,
+        stddev=r.stddev, minimum=r.minimum, maximum=r.maximum, compile_time_s=r.compile_time_s,
+        max_abs_error=r.max_abs_error, flops=flops, bytes_accessed=bytes_accessed, cost_source=cost_source,
+        cost=cost, repository=repo, commit_sha=commit.sha, commit_subject=commit.subject,
+        commit_position=commit.position, run_id=run.id, run_uid=run.run_uid, branch=run.branch,
+        trigger=run.trigger, pr_number=run.pr_number, started_at=run.started_at, backend=env.backend,
+        device_kind=env.device_kind, device_count=env.device_count, environment=dict(env.details or {}),
+        records_result_id=records_id, artifacts=artifacts)
+
+
+def _kernel_names(session: Session, result_id: int) -> set[str]:
+    return set(session.scalars(select(KernelCode.name).where(KernelCode.result_id == result_id)))
+
+
+def _fusion_names(session: Session, result_id: int) -> set[str]:
+    names: set[str] = set()
+    for fusions in session.scalars(select(HloModuleRecord.fusions).where(HloModuleRecord.result_id == result_id)):
+        names.update(str(f.get("name")) for f in fusions or ())
+    return names
+
+
+def op_table(session: Session, result_id: int) -> list[OpRow]:
+    """The result's op table, slowest self time first (ties: total time, then name)."""
+    rid = records_result_id(session, result_id)
+    if rid is None:
+        return []
+    stats = list(session.scalars(select(OpStat).where(OpStat.result_id == rid)))
+    whole = sum(o.self_ns for o in stats)
+    kernels, fusions = _kernel_names(session, rid), _fusion_names(session, rid)
+    rows = [OpRow(module=o.module, op=o.op, category=o.category, occurrences=o.occurrences, total_ns=o.total_ns,
+                  self_ns=o.self_ns, share=o.self_ns / whole if whole else 0.0,
+                  kernel=o.op if o.op in kernels else None, in_hlo=o.op in fusions) for o in stats]
+    rows.sort(key=lambda o: (-o.self_ns, -o.total_ns, o.module, o.op))
+    return rows
+
+
+def _artifact_text(session: Session, store: ArtifactStore, artifact_id: int) -> tuple[str | None, str | None]:
+    """(text, error) of a stored artifact."""
+    sha = session.scalar(select(Artifact.sha256).where(Artifact.id == artifact_id))
+    if sha is None:
+        return None, "the artifact record is missing"
+    try:
+        return store.get(sha).decode("utf-8", errors="replace"), None
+    except ArtifactError as exc:
+        return None, str(exc)
+
+
+def _artifact_name(session: Session, result_id: int, artifact_id: int) -> str | None:
+    return session.scalar(select(ResultArtifact.name).where(ResultArtifact.result_id == result_id,
+                                                            ResultArtifact.artifact_id == artifact_id).limit(1))
+
+
+def hlo_view(session: Session, result_id: int, store: ArtifactStore | None = None) -> HloView | None:
+    """The result's optimized module(s) with fusions by time; with ``store``, the text and each fusion's body."""
+    rid = records_result_id(session, result_id)
+    if rid is None:
+        return None
+    ops = {o.op: o for o in op_table(session, result_id)}
+    kernel_rows = session.execute(select(KernelCode.name, KernelCode.isa).where(KernelCode.result_id == rid)).all()
+    kernels_by_name: dict[str, list[str]] = {}
+    for name, isa in kernel_rows:
+        kernels_by_name.setdefault(name, []).append(isa)
+    notes: list[str] = []
+    texts: dict[int, str | None] = {}
+    modules = []
+    for m in session.scalars(select(HloModuleRecord).where(HloModuleRecord.result_id == rid)
+                             .order_by(HloModuleRecord.name)):
+        if store is not None and m.artifact_id not in texts:
+            texts[m.artifact_id], error = _artifact_text(session, store, m.artifact_id)
+            if error:
+                notes.append(f"text of {m.name} unavailable: {error}")
+        text = texts.get(m.artifact_id)
+        lines = module_lines(text).get(m.name, []) if text is not None else []
+        bodies = fusion_texts(lines)
+        fusions = []
+        for f in m.fusions or ():
+            name = str(f.get("name"))
+            op, body = ops.get(name), bodies.get(name)
+            fusions.append(FusionRow(
+                name=name, kind=f.get("kind"), instructions=int(f.get("instructions") or 0), source=f.get("source"),
+                self_ns=op.self_ns if op else None, total_ns=op.total_ns if op else None,
+                occurrences=op.occurrences if op else None, share=op.share if op else None,
+                kernel_isas=sorted(kernels_by_name.get(name, [])),
+                computation=body.computation if body else None, call=body.call if body else None,
+                body=body.body if body else []))
+        fusions.sort(key=lambda f: (f.self_ns is None, -(f.self_ns or 0.0), f.name))
+        modules.append(HloModuleView(name=m.name, fingerprint=m.fingerprint, instructions=m.instructions,
+                                     opcodes=dict(m.opcodes or {}), fusions=fusions,
+                                     lines=lines[:MAX_MODULE_LINES], total_lines=len(lines),
+                                     artifact_name=_artifact_name(session, rid, m.artifact_id)))
+    if store is None and modules:
+        notes.append("module text not loaded (no artifact store given)")
+    return HloView(result_id=result_id, records_result_id=rid, modules=modules,
+                   note="; ".join(notes) if notes else None)
+
+
+def kernels(session: Session, result_id: int) -> list[KernelSummary]:
+    """The result's compiled kernels, slowest first where the op table times them, then by name."""
+    rid = records_result_id(session, result_id)
+    if rid is None:
+        return []
+    times = {o.op: o.self_ns for o in session.scalars(select(OpStat).where(OpStat.result_id == rid))}
+    out = [KernelSummary(name=k.name, isa=k.isa, instructions=k.instructions, bundles=k.bundles,
+                         mix=dict(k.mix or {}), details=dict(k.details or {}), self_ns=times.get(k.name),
+                         artifact_name=_artifact_name(session, rid, k.artifact_id))
+           for k in session.scalars(select(KernelCode).where(KernelCode.result_id == rid))]
+    out.sort(key=lambda k: (k.self_ns is None, -(k.self_ns or 0.0), k.name, k.isa))
+    return out
+
+
+def kernel_listing(session: Session, result_id: int, name: str, store: ArtifactStore | None = None,
+                   isa: str | None = None) -> KernelListing | None:
+    """One kernel's code, one row per instruction (x86, SASS) or bundle (LLO); None when the result has no
+    kernel of that name (and ISA, when given). Without ``store`` (or when its artifact cannot be read) the rows
+    are empty and ``note`` says why; the counts come from the stored record either way."""
+    rid = records_result_id(session, result_id)
+    if rid is None:
+        return None
+    query = select(KernelCode).where(KernelCode.result_id == rid, KernelCode.name == name)
+    if isa is not None:
+        query = query.where(KernelCode.isa == isa)
+    k = session.scalars(query.order_by(KernelCode.isa).limit(1)).first()
+    if k is None:
+        return None
+    source = _artifact_name(session, rid, k.artifact_id) or name
+    base = KernelListing(name=k.name, isa=k.isa, mix=dict(k.mix or {}), details=dict(k.details or {}),
+                         instructions=k.instructions, bundles=k.bundles, artifact_name=source, columns=(), rows=[],
+                         loops=[], total_rows=0)
+    if store is None:
+        return replace(base, note="code not loaded (no artifact store given)")
+    artifact = session.get(Artifact, k.artifact_id)
+    assert artifact is not None  # a foreign key
+    try:
+        parsed = listing_from_artifact(artifact.kind, store.get(artifact.sha256), source, k.name)
+    except (ArtifactError, ValueError) as exc:  # parsers raise ValueErrors naming the file and line
+        return replace(base, note=f"the code could not be read: {exc}")
+    if parsed is None:
+        return replace(base, note=f"{source} no longer holds a kernel of this name")
+    return replace(base, columns=parsed.columns, rows=parsed.rows, loops=parsed.loops, total_rows=parsed.total_rows,
+                   note=parsed.note)

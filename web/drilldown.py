@@ -1,0 +1,91 @@
+"""The drill-down pages from a result to its assembly: /results/<id>, its HLO, and each kernel's code.
+
+Everything shown is stored data (records, and the text of the result's artifacts); what a page filters by is in
+its URL, so a link shows exactly what its sender saw.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Blueprint, abort, current_app, render_template, request
+from plotly.utils import PlotlyJSONEncoder
+from sqlalchemy.orm import Session, sessionmaker
+
+from runners.artifacts import ArtifactStore
+from service.store.drilldown import hlo_view, kernel_listing, kernels, op_table, result_header
+from web.charts.drilldown import mix_segments, op_time_figure, roofline_figure, roofline_point
+from web.highlight import highlight_hlo
+from web.units import class_colour, format_ns, format_seconds, format_share, format_si, format_value
+
+bp = Blueprint("drilldown", __name__, template_folder="templates")
+
+bp.add_app_template_filter(format_ns, "ns")
+bp.add_app_template_filter(format_si, "si")
+bp.add_app_template_filter(format_share, "share")
+bp.add_app_template_filter(format_seconds, "seconds")
+bp.add_app_template_filter(format_value, "measured")
+bp.add_app_template_filter(class_colour, "class_colour")
+bp.add_app_template_filter(highlight_hlo, "hlo")
+
+
+def _context() -> tuple[sessionmaker[Session], ArtifactStore]:
+    ctx = current_app.extensions["kernelwatch"]
+    return ctx.sessions, ctx.artifacts
+
+
+def _plotly(figure: dict[str, Any]) -> Any:
+    return json.loads(json.dumps(figure, cls=PlotlyJSONEncoder))
+
+
+@bp.get("/results/<int:result_id>")
+def result(result_id: int) -> str:
+    sessions, _ = _context()
+    with sessions() as session:
+        header = result_header(session, result_id)
+        if header is None:
+            abort(404)
+        ops = op_table(session, result_id)
+        compiled = kernels(session, result_id)
+    category = request.args.get("category") or None
+    query = (request.args.get("q") or "").strip()
+    shown = [o for o in ops if (category is None or o.category == category)
+             and (not query or query.lower() in o.op.lower())]
+    point = roofline_point(header.flops, header.bytes_accessed, header.seconds)
+    return render_template(
+        "result.html", header=header, ops=shown, all_ops=ops, kernels=compiled, category=category, query=query,
+        categories=sorted({o.category for o in ops}), point=point,
+        op_figure=_plotly(op_time_figure(shown)) if shown else None,
+        roofline=_plotly(roofline_figure(point, None, header.hardware)) if point else None)
+
+
+@bp.get("/results/<int:result_id>/hlo")
+def hlo(result_id: int) -> str:
+    sessions, store = _context()
+    with sessions() as session:
+        header = result_header(session, result_id)
+        if header is None:
+            abort(404)
+        view = hlo_view(session, result_id, store)
+    assert view is not None  # the result exists
+    return render_template("hlo.html", header=header, view=view, open_fusion=request.args.get("fusion") or None,
+                           show_text=request.args.get("text") == "1")
+
+
+@bp.get("/results/<int:result_id>/kernels/<path:name>")
+def kernel(result_id: int, name: str) -> str:
+    sessions, store = _context()
+    isa = request.args.get("isa") or None
+    with sessions() as session:
+        header = result_header(session, result_id)
+        if header is None:
+            abort(404)
+        listing = kernel_listing(session, result_id, name, store, isa=isa)
+        siblings = kernels(session, result_id)
+    if listing is None:
+        abort(404)
+    loops_only = request.args.get("only") == "loops"
+    rows = [r for r in listing.rows if r.loop_depth > 0] if loops_only else listing.rows
+    return render_template("kernel.html", header=header, listing=listing, rows=rows, loops_only=loops_only,
+                           segments=mix_segments(listing.mix), kernels=siblings)

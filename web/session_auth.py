@@ -1,0 +1,129 @@
+"""Who is using the dashboard: log in by pasting an API token, log out; and the CSRF token of every form.
+
+The session (Flask's signed cookie) holds the token's id, never its text: each request looks the token up again,
+so revoking it (`kernelwatch token revoke`) ends every session that logged in with it on the next click, and a
+scope taken away is taken away from the page too. Only a token that may triage can log in: triage is the one
+thing the pages write.
+
+Every form carries the session's CSRF token in a hidden field; a POST without the right one is refused with 400
+before anything else is looked at. The cookie alone is not enough to write, so another site cannot post a triage
+in a logged-in user's name.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from flask import Blueprint, abort, current_app, g, redirect, render_template, request, session, url_for
+from werkzeug.wrappers import Response
+
+from service import tokens
+from service.errors import NotFound
+from service.pipeline.tokens import authenticate, get_token
+from service.store.db import unit_of_work
+
+bp = Blueprint("auth", __name__, template_folder="templates")
+
+REQUIRED_SCOPE = "triage"
+_CSRF = "csrf"
+_TOKEN_ID = "token_id"
+_NO_USER = object()
+
+
+@dataclass(frozen=True)
+class User:
+    token_id: int
+    name: str  # the token's name: the author of the user's triage notes
+
+
+def csrf_token() -> str:
+    """The session's CSRF token, made on first use."""
+    token = session.get(_CSRF)
+    if not isinstance(token, str):
+        token = session[_CSRF] = secrets.token_urlsafe(32)
+    return token
+
+
+def check_csrf() -> None:
+    """Refuse (400) a form post whose hidden csrf_token is not the session's."""
+    sent = request.form.get("csrf_token", "")
+    expected = session.get(_CSRF)
+    if not isinstance(expected, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
+        abort(400, "The form's security token is missing or stale (the session may have expired): reload the "
+                   "page and send it again.")
+
+
+def current_user() -> User | None:
+    """The logged-in user, or None; a session whose token was revoked or lost its scope is ended here."""
+    cached = g.get("kw_user", _NO_USER)
+    if cached is not _NO_USER:
+        return cached  # type: ignore[return-value]
+    user: User | None = None
+    token_id = session.get(_TOKEN_ID)
+    if isinstance(token_id, int):
+        with current_app.extensions["kernelwatch"].sessions() as db:
+            try:
+                view = get_token(db, token_id)
+            except NotFound:
+                view = None
+        if view is not None and view.active and tokens.grants(view.scopes, REQUIRED_SCOPE):
+            user = User(token_id=view.id, name=view.name)
+        else:
+            session.pop(_TOKEN_ID, None)
+    g.kw_user = user
+    return user
+
+
+@bp.app_context_processor
+def _template_globals() -> dict[str, object]:
+    return {"current_user": current_user, "csrf_token": csrf_token}
+
+
+def _safe_next(raw: str | None) -> str:
+    """Where to go after logging in: a path of this site only (``//host`` and ``http:`` would leave it)."""
+    if raw and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw:
+        return raw
+    return url_for("web.index")
+
+
+@bp.get("/login")
+def login_form() -> str:
+    return render_template("login.html", next=_safe_next(request.args.get("next")), error=None)
+
+
+@bp.post("/login")
+def login() -> Response | tuple[str, int]:
+    check_csrf()
+    target = _safe_next(request.form.get("next"))
+    raw = request.form.get("token", "").strip()
+    with unit_of_work(current_app.extensions["kernelwatch"].sessions) as db:
+        view = authenticate(db, raw) if raw else None
+    if view is None:
+        # Unknown, malformed, wrong secret or revoked: one message, as the API gives, so it reveals nothing.
+        return render_template("login.html", next=target,
+                               error="That token is not valid: unknown, malformed or revoked."), 401
+    if not tokens.grants(view.scopes, REQUIRED_SCOPE):
+        return render_template("login.html", next=target,
+                               error=f"Token {view.name!r} cannot triage (it has: {', '.join(view.scopes)}); "
+                                     f"log in with a token that has the triage scope."), 403
+    # A fresh session on login: a CSRF token (or anything else) planted before it is not carried over.
+    session.clear()
+    session[_TOKEN_ID] = view.id
+    session.permanent = True
+    csrf_token()
+    return redirect(target, 303)
+
+
+@bp.get("/logout")
+def logout_form() -> str:
+    # Logging out changes state, so it is a POST with the CSRF token; a typed /logout gets the button.
+    return render_template("logout.html")
+
+
+@bp.post("/logout")
+def logout() -> Response:
+    check_csrf()
+    session.clear()
+    return redirect(url_for("web.index"), 303)
