@@ -116,5 +116,8 @@ def ensure_repository(location: str, cache_dir: Path, rev: str) -> Path:
     try:
         resolve(path, rev)
     except GitError:
-        git(path, "fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*")
+        # Pull-request heads too: GitHub keeps every pull request's head, a fork's included, under refs/pull/ of
+        # the base repository, and a pattern that matches nothing (another host) is no error.
+        git(path, "fetch", "--quiet", "origin", "+refs/heads/*:refs/remotes/origin/*",
+            "+refs/pull/*/head:refs/remotes/origin/pull/*")
     return path

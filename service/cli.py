@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                                              "improvement (its current state with --note: a note only)")
     alerts_triage.add_argument("--note", default="")
     alerts_triage.add_argument("--author", default=None, help="default: $USER")
+    alerts_notify = alerts_sub.add_parser("notify", help="send the Slack messages that are due (retries after an "
+                                                         "outage) and say what is still pending or failed")
+    alerts_notify.add_argument("--retry-failed", action="store_true",
+                               help="also retry the ones given up on (after fixing the token or channel)")
 
     worker = sub.add_parser("worker", help="start a Celery worker (needs KERNELWATCH_REDIS_URL)")
     worker.add_argument("--queues", default="ingest,detect,notify",
@@ -449,9 +453,26 @@ def cmd_alerts_triage(settings: Settings, alert_id: int, state: str, note: str, 
             author = getpass.getuser()
         except (OSError, KeyError):  # no USER in the environment and no passwd entry (a bare container)
             raise InvalidInput("give --author: no user name is known here") from None
+    marked: list[int] = []
     with unit_of_work(ctx.sessions) as session:
         alert = triage(session, alert_id, state, note, author)
+        if ctx.notifier is not None:  # the alert's Slack thread owes a reply, sent after commit
+            marked = ctx.notifier.mark_alerts(session, [alert_id])
+    if ctx.notifier is not None:
+        ctx.notifier.send(marked)
     print(f"alert {alert.id} is {alert.state}" + (" (note added)" if note.strip() else ""))
+    return EXIT_OK
+
+
+def cmd_alerts_notify(settings: Settings, retry_failed: bool) -> int:
+    ctx = _context(settings)
+    if ctx.notifier is None:
+        raise ConfigurationError("Slack is off: set KERNELWATCH_SLACK_TOKEN and KERNELWATCH_SLACK_CHANNEL")
+    started = ctx.notifier.retry_failed() if retry_failed else []
+    started += ctx.notifier.sweep()
+    counts = ctx.notifier.counts()
+    print(f"Slack deliveries started: {len(set(started))}; pending: {counts.get('pending', 0)}; "
+          f"failed: {counts.get('failed', 0)}")
     return EXIT_OK
 
 
@@ -517,6 +538,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_beat(settings)
     if args.command == "alerts" and args.alerts_command == "list":
         return cmd_alerts_list(settings, args.repo, args.state, args.format)
+    if args.command == "alerts" and args.alerts_command == "notify":
+        return cmd_alerts_notify(settings, args.retry_failed)
     if args.command == "alerts":
         return cmd_alerts_triage(settings, args.id, args.state, args.note, args.author)
     if args.command == "token":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,8 @@ from service.detect.series_detector import EDivisiveDetector
 from service.detect.types import Detector
 from service.pipeline.bisect import FollowUpPolicy
 from service.pipeline.ingest import IngestOutcome
+from service.pipeline.notify import SlackNotifier
+from service.pipeline.pull_requests import HookConfig, PullRequestHooks
 from service.pipeline.queue import CeleryQueue, InProcessQueue, TaskQueue
 from service.pipeline.submit import submit_manifest
 from service.settings import Settings
@@ -28,6 +31,8 @@ class Context:
     detector: Detector
     artifacts: ArtifactStore
     follow_up_policy: FollowUpPolicy | None = None
+    notifier: SlackNotifier | None = None  # Slack alerts; None while KERNELWATCH_SLACK_TOKEN is unset
+    pull_requests: PullRequestHooks | None = None  # the GitHub pull-request hook's steps
 
     @classmethod
     def create(cls, settings: Settings) -> Context:
@@ -37,15 +42,23 @@ class Context:
         detector: Detector = EDivisiveDetector()
         artifacts = ArtifactStore(settings.artifacts_dir)
         policy = FollowUpPolicy(bisect="bisect" in settings.follow_up, confirm="confirm" in settings.follow_up)
+        notifier = _slack_notifier(settings, sessions)
         queue: TaskQueue
         if settings.redis_url:
             from service.tasks import make_celery
 
-            queue = CeleryQueue(make_celery(settings))
+            celery = make_celery(settings)
+            queue = CeleryQueue(celery)
+            if notifier is not None:
+                notifier.dispatch = _notify_task(celery)
         else:
-            queue = InProcessQueue(sessions, detector, artifacts, home=settings.home, policy=policy)
+            queue = InProcessQueue(sessions, detector, artifacts, home=settings.home, policy=policy,
+                                   notifier=notifier)
+        hooks = _pull_request_hooks(settings, sessions)
+        if isinstance(queue, InProcessQueue):
+            queue.pull_requests = hooks
         return cls(settings=settings, engine=engine, sessions=sessions, queue=queue, detector=detector,
-                   artifacts=artifacts, follow_up_policy=policy)
+                   artifacts=artifacts, follow_up_policy=policy, notifier=notifier, pull_requests=hooks)
 
     def submit(self, payload: Any) -> IngestOutcome:
         """A finished run into the store: its artifacts must be in this context's artifact store already."""
@@ -53,3 +66,31 @@ class Context:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _pull_request_hooks(settings: Settings, sessions: sessionmaker[Session]) -> PullRequestHooks:
+    from service.integrations.github import ClientFactory
+
+    gh = settings.github
+    config = HookConfig(hardware=gh.pr_hardware, label=gh.pr_label, samples=gh.pr_samples,
+                        public_url=settings.public_url or "", check_runs=gh.uses_app)
+    github = ClientFactory(gh.api_url, gh.app_id, gh.app_private_key, gh.token) if gh.can_post else None
+    return PullRequestHooks(sessions, github, config)
+
+
+def _slack_notifier(settings: Settings, sessions: sessionmaker[Session]) -> SlackNotifier | None:
+    if not settings.slack_enabled:
+        return None
+    from service.integrations.slack import SlackClient
+
+    return SlackNotifier(sessions=sessions, sender=SlackClient(settings.slack_token, settings.slack_api_url),
+                         channel=settings.slack_channel, public_url=settings.public_url)
+
+
+def _notify_task(celery: Any) -> Callable[[int], None]:
+    def dispatch(alert_id: int) -> None:
+        from service.tasks import NOTIFY_ALERT_TASK, NOTIFY_QUEUE
+
+        celery.send_task(NOTIFY_ALERT_TASK, args=[alert_id], queue=NOTIFY_QUEUE)
+
+    return dispatch

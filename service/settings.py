@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from service.errors import ConfigurationError
+from service.github_settings import GitHubSettings, load_github_settings
 from service.tracked import TrackedBranch, TrackError, parse_track
 
 ENV_PREFIX = "KERNELWATCH_"
@@ -46,6 +47,15 @@ class Settings:
     # submit) instead of writing to a database of its own.
     service_url: str | None = None
     service_token: str = field(default="", repr=False)
+    # Slack alerts (service/pipeline/notify.py): off while the bot token is unset. The channel is where each new
+    # alert gets its one top-level message; the API URL is only ever changed to point tests at a fake server.
+    slack_token: str = field(default="", repr=False)
+    slack_channel: str = ""
+    slack_api_url: str = "https://slack.com/api/"
+    # The dashboard's address as people reach it (https://kernelwatch.example.com): links in messages.
+    public_url: str | None = None
+    # The pull-request hook: webhook secret, GitHub credentials, where PRs run (service/github_settings.py).
+    github: GitHubSettings = field(default_factory=GitHubSettings)
 
     @property
     def effective_database_url(self) -> str:
@@ -56,6 +66,10 @@ class Settings:
     @property
     def uploads_over_http(self) -> bool:
         return bool(self.service_url and self.service_token)
+
+    @property
+    def slack_enabled(self) -> bool:
+        return bool(self.slack_token)
 
     @property
     def embedded(self) -> bool:
@@ -125,7 +139,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise ConfigurationError(f"{ENV_PREFIX}TRACK_PERIOD is how often tracked branches are run, in whole "
                                  f"seconds (e.g. 3600), got {raw_period!r}")
     service_url, service_token = _upload_target(env)
+    slack_token, slack_channel, slack_api_url = _slack(env)
     return Settings(
+        slack_token=slack_token,
+        slack_channel=slack_channel,
+        slack_api_url=slack_api_url,
+        public_url=_http_url(env.get(f"{ENV_PREFIX}PUBLIC_URL", ""), "PUBLIC_URL"),
         tracked=tracked,
         track_period_s=int(raw_period),
         home=home,
@@ -137,6 +156,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         read_token_required=_flag(env.get(f"{ENV_PREFIX}READ_TOKEN_REQUIRED", ""), "READ_TOKEN_REQUIRED"),
         service_url=service_url,
         service_token=service_token,
+        github=load_github_settings(env),
     )
 
 
@@ -152,6 +172,27 @@ def _upload_target(env: Mapping[str, str]) -> tuple[str | None, str]:
         raise ConfigurationError(f"{ENV_PREFIX}URL and {ENV_PREFIX}TOKEN go together (runners upload over HTTP "
                                  f"when both are set): set {ENV_PREFIX}{missing} too, or unset the other")
     return url, token
+
+
+def _slack(env: Mapping[str, str]) -> tuple[str, str, str]:
+    token = env.get(f"{ENV_PREFIX}SLACK_TOKEN", "").strip()
+    channel = env.get(f"{ENV_PREFIX}SLACK_CHANNEL", "").strip()
+    if token and not channel:
+        # A token alone would post nowhere: say so at start rather than fail on the first alert.
+        raise ConfigurationError(f"{ENV_PREFIX}SLACK_TOKEN is set but {ENV_PREFIX}SLACK_CHANNEL is not: name the "
+                                 "channel alerts go to (#perf-alerts, or its id C0123456789)")
+    api_url = _http_url(env.get(f"{ENV_PREFIX}SLACK_API_URL", ""), "SLACK_API_URL") or "https://slack.com/api"
+    # slack-sdk joins the method name straight onto the base URL.
+    return token, channel, api_url + "/"
+
+
+def _http_url(value: str, name: str) -> str | None:
+    """An http(s) address without its trailing slash, or None when unset."""
+    url = value.strip().rstrip("/") or None
+    if url is not None and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
+        raise ConfigurationError(f"{ENV_PREFIX}{name} is an http(s) address such as https://host.example.com, "
+                                 f"got {url!r}")
+    return url
 
 
 def _flag(value: str, name: str) -> bool:

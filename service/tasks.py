@@ -19,6 +19,10 @@ from service.settings import Settings, load_settings
 from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
 
 RUN_SUITE_TASK = "kernelwatch.run_suite"
+NOTIFY_ALERT_TASK = "kernelwatch.notify_alert"
+NOTIFY_DUE_TASK = "kernelwatch.notify_due"
+NOTIFY_QUEUE = "notify"
+NOTIFY_SWEEP_S = 300.0  # how often beat looks for Slack deliveries whose retry is due (or whose task was lost)
 
 
 def runner_queue(hardware: str) -> str:
@@ -40,6 +44,21 @@ def http_uploader(settings: Settings) -> HttpUploader:
     return HttpUploader(settings.service_url, settings.service_token, ArtifactStore(settings.artifacts_dir))
 
 
+def notify_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The beat entry of the Slack sweep, when Slack is configured. A sweep that no worker took in time is
+    replaced by the next one, so it expires after one period."""
+    if not settings.slack_enabled:
+        return {}
+    return {"slack sweep": {"task": NOTIFY_DUE_TASK, "schedule": NOTIFY_SWEEP_S,
+                            "options": {"queue": NOTIFY_QUEUE, "expires": NOTIFY_SWEEP_S}}}
+
+
+def _github_countdown(exc: Exception, retries: int) -> float:
+    """GitHub's own hint when it gave one (a rate limit says when it lifts), else exponential backoff."""
+    hint = getattr(exc, "retry_after_s", None)
+    return float(hint) + 1 if isinstance(hint, int | float) else float(min(300, 5 * 2 ** retries))
+
+
 def make_celery(settings: Settings) -> Celery:
     app = Celery("kernelwatch", broker=settings.redis_url, backend=settings.redis_url)
     app.conf.update(
@@ -58,7 +77,7 @@ def make_celery(settings: Settings) -> Celery:
         result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],
-        beat_schedule=beat_schedule(settings.tracked, settings.track_period_s),
+        beat_schedule={**beat_schedule(settings.tracked, settings.track_period_s), **notify_schedule(settings)},
     )
     # Every task below is shared=False: a closure over this app and these settings. A shared task (Celery's
     # default) would be registered into every app made later in the same process, with the first app's
@@ -109,18 +128,68 @@ def make_celery(settings: Settings) -> Celery:
 
     @app.task(name="kernelwatch.detect_series", bind=True, max_retries=5, shared=False)
     def detect_series(self: Any, series_ids: list[int]) -> int:
-        from service.pipeline.detection import detect_many
-        from service.pipeline.queue import follow_up
-        from service.store.db import unit_of_work
+        from service.pipeline.queue import detect_and_follow_up
 
         ctx = _worker_context()
         try:
-            with unit_of_work(ctx.sessions) as session:
-                found = detect_many(session, series_ids, ctx.detector, ctx.artifacts)
-            follow_up(ctx.sessions, ctx.queue, series_ids, ctx.follow_up_policy, ctx.settings.repos_dir)
-            return found
+            return detect_and_follow_up(ctx.sessions, ctx.queue, series_ids, ctx.detector, ctx.artifacts,
+                                        ctx.follow_up_policy, ctx.settings.repos_dir, ctx.notifier)
         except Transient as exc:
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
+
+    @app.task(name="kernelwatch.compare_runs", bind=True, max_retries=5, shared=False)
+    def compare_runs(self: Any, run_ids: list[int]) -> int:
+        from service.pipeline.stored_comparisons import store_comparisons
+
+        ctx = _worker_context()
+        try:
+            return store_comparisons(ctx.sessions, run_ids)
+        except Transient as exc:
+            raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
+
+    @app.task(name=NOTIFY_ALERT_TASK, bind=True, max_retries=8, shared=False)
+    def notify_alert(self: Any, alert_id: int) -> dict[str, Any]:
+        """Bring Slack up to date with one alert. Slack's failures are recorded on the alert's notification row
+        (never raised); a transient one is retried here after its backoff, and by the beat's sweep should this
+        task be lost."""
+        ctx = _worker_context()
+        if ctx.notifier is None:
+            return {"alert_id": alert_id, "state": "off"}
+        try:
+            outcome = ctx.notifier.deliver(alert_id)
+        except Transient as exc:  # the database, not Slack
+            raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
+        if outcome.state == "pending" and outcome.retry_in_s is not None and self.request.retries < self.max_retries:
+            raise self.retry(countdown=max(1.0, outcome.retry_in_s))
+        return {"alert_id": alert_id, "state": outcome.state, "error": outcome.error}
+
+    @app.task(name=NOTIFY_DUE_TASK, shared=False)
+    def notify_due() -> list[int]:
+        """A beat tick: start the Slack deliveries that are due."""
+        ctx = _worker_context()
+        return [] if ctx.notifier is None else ctx.notifier.sweep()
+
+    @app.task(name="kernelwatch.github_delivery", bind=True, max_retries=8, shared=False)
+    def github_delivery(self: Any, delivery_id: int) -> str:
+        """A stored GitHub webhook delivery acted on: track the pull request, queue its runs."""
+        ctx = _worker_context()
+        if ctx.pull_requests is None:
+            return "off"
+        try:
+            return str(ctx.pull_requests.handle_delivery(delivery_id, ctx.queue.enqueue_suite_runs))
+        except Transient as exc:  # GitHub, the database or the broker: the delivery is handled again whole
+            raise self.retry(exc=exc, countdown=_github_countdown(exc, self.request.retries)) from exc
+
+    @app.task(name="kernelwatch.report_pull_request", bind=True, max_retries=8, shared=False)
+    def report_pull_request(self: Any, pull_request_id: int) -> str:
+        """Compare a pull request's head with its merge-base and post the check and the comment."""
+        ctx = _worker_context()
+        if ctx.pull_requests is None:
+            return "off"
+        try:
+            return str(ctx.pull_requests.report(pull_request_id))
+        except Transient as exc:
+            raise self.retry(exc=exc, countdown=_github_countdown(exc, self.request.retries)) from exc
 
     @app.task(name=RUN_TRACKED_TASK, bind=True, max_retries=3, shared=False)
     def run_tracked(self: Any, repo: str, branch: str, hardware: str) -> dict[str, str]:

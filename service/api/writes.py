@@ -27,8 +27,14 @@ def _text(body: dict[str, Any], name: str, default: str | None = None, limit: in
 def post_triage(alert_id: int) -> Response:
     body = json_object()
     state, note = _text(body, "state", limit=16), _text(body, "note", "")
-    with unit_of_work(context().sessions) as session:
+    ctx = context()
+    marked: list[int] = []
+    with unit_of_work(ctx.sessions) as session:
         view = triage(session, alert_id, state, note, caller_name())
+        if ctx.notifier is not None:  # the Slack thread owes a reply: owed in the triage's own transaction
+            marked = ctx.notifier.mark_alerts(session, [alert_id])
+    if ctx.notifier is not None:
+        ctx.notifier.send(marked)
     return reply(alerts_to_json([view])["alerts"][0])
 
 

@@ -403,7 +403,7 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None, *,
 def with_intervals(report: ComparisonReport, pairs: Sequence[Pair], indices: Sequence[int]) -> ComparisonReport:
     """The report of ``compare(pairs, intervals_for=())`` with the ratio intervals of these rows filled in, as
     the full comparison would have them: a row's interval depends only on its own pair and the parameters."""
-    if not indices:
+    if not indices or not pairs:  # no pairs: a stored report, whose every row has its interval already
         return report
     part = compare([pairs[i] for i in indices], report.params)
     rows = list(report.rows)

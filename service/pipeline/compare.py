@@ -4,6 +4,7 @@ and hand the pairs to the pure comparison."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import warnings
@@ -18,8 +19,17 @@ from sqlalchemy.orm import Session
 from service.detect.compare import BenchmarkKey, CompareParams, ComparisonReport, Pair, Side, compare
 from service.detect.types import Direction
 from service.errors import InvalidInput, NotFound
-from service.report.compare_table import SideLabel
-from service.store.models import Benchmark, Commit, Environment, Repository, Result, Run, Series
+from service.report.compare_table import SideLabel, from_json
+from service.store.models import (
+    Benchmark,
+    Commit,
+    Environment,
+    Repository,
+    Result,
+    Run,
+    Series,
+    StoredComparison,
+)
 
 MIN_PREFIX = 4
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
@@ -39,7 +49,8 @@ class CompareOutcome:
     head: SideLabel
     report: ComparisonReport
     notes: tuple[str, ...]  # what was left out of the comparison, and why
-    pairs: tuple[Pair, ...] = ()  # what was compared, row for row (to fill in intervals a page skipped)
+    pairs: tuple[Pair, ...] = ()  # what was compared, row for row (to fill in intervals a page skipped); none
+    # for a stored comparison, whose rows have every interval
 
 
 def _repository(session: Session, name: str | None) -> Repository | None:
@@ -51,7 +62,7 @@ def _repository(session: Session, name: str | None) -> Repository | None:
     return repository
 
 
-def _side_for_commit(session: Session, ref: str, commit: Commit, repository_name: str) -> ResolvedSide:
+def side_for_commit(session: Session, ref: str, commit: Commit, repository_name: str) -> ResolvedSide:
     runs = session.scalars(select(Run).where(Run.commit_id == commit.id).order_by(Run.started_at, Run.id)).all()
     if not runs:
         raise NotFound(f"commit {commit.sha[:12]} of {repository_name} has no runs")
@@ -96,7 +107,7 @@ def resolve(session: Session, ref: str, repository_name: str | None = None) -> R
         hint = "" if repository is not None else " or --repo"
         raise InvalidInput(f"{ref!r} is ambiguous: it matches commits {shown}{more}; give more of the sha{hint}")
     commit, name = matches[0]
-    return _side_for_commit(session, ref, commit, name)
+    return side_for_commit(session, ref, commit, name)
 
 
 @dataclass
@@ -205,9 +216,35 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
     return (fingerprint, metric != "wall_time", metric, suite, name, params_key)
 
 
+def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
+    """What a comparison compared, digested: each side's run ids and every parameter. Runs are immutable once
+    stored, so a stored comparison found by this key is never stale."""
+    text = "|".join([",".join(map(str, sorted(base_runs))), ",".join(map(str, sorted(head_runs))),
+                     repr(params.alpha), repr(params.min_effect), repr(params.confidence), str(params.resamples),
+                     str(params.seed)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def stored_outcome(session: Session, base: ResolvedSide, head: ResolvedSide,
+                   params: CompareParams) -> CompareOutcome | None:
+    """The comparison of exactly these sides made on write (service/pipeline/stored_comparisons.py), labelled
+    with the references the reader used; None when none was stored."""
+    document = session.scalars(select(StoredComparison.document)
+                               .filter_by(key=comparison_key(base.run_ids, head.run_ids, params))).first()
+    if document is None:
+        return None
+    report, notes = from_json(document)
+    return CompareOutcome(base.label, head.label, report, notes)
+
+
 def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, params: CompareParams,
-                     intervals: bool = True) -> CompareOutcome:
-    """``intervals=False`` leaves out every row's ratio interval (``with_intervals`` adds a page's back)."""
+                     intervals: bool = True, stored: bool = True) -> CompareOutcome:
+    """``intervals=False`` leaves out every row's ratio interval (``with_intervals`` adds a page's back).
+    ``stored``: read the comparison made on write when there is one (every interval in it) rather than compute."""
+    if stored:
+        found = stored_outcome(session, base, head, params)
+        if found is not None:
+            return found
     common = set(base.environment_ids & head.environment_ids)
     if not common:
         raise InvalidInput(f"base and head ran in different environments (base: "

@@ -7,7 +7,7 @@ the series with the new set in one transaction: running it twice on the same dat
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import delete, select
@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector, SeriesPoint
-from service.pipeline.alerts import group_series
+from service.pipeline.alerts import GroupingOutcome, group_series
 from service.pipeline.attribution import attribute_findings, findings_of_series
 from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
 from service.store.models import Commit, Finding, Repository, Result, Run, Series
@@ -87,12 +87,17 @@ def detect_series(session: Session, series_id: int, detector: Detector) -> list[
 
 
 def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,
-                artifacts: ArtifactStore | None = None) -> int:
+                artifacts: ArtifactStore | None = None,
+                on_grouped: Callable[[Session, GroupingOutcome], object] | None = None) -> int:
+    """Detect, attribute and group, in the caller's transaction. ``on_grouped`` sees what grouping changed, in
+    that same transaction: notification marks the alerts it owes a message there, so they commit together."""
     found = sum(len(detect_series(session, sid, detector)) for sid in series_ids)
     # Static findings (exact code diffs) and every finding's attribution, before grouping so that static
     # findings join their commit range's alert. Both idempotent, both cheap when nothing changed; with
     # ``artifacts`` the attribution also diffs the changed kernels' disassembly.
     detect_static(session, series_ids, artifacts)
     attribute_findings(session, findings_of_series(session, series_ids, exclude_detector=STATIC_DETECTOR), artifacts)
-    group_series(session, series_ids)  # findings at one commit range become one alert, in this transaction
+    outcome = group_series(session, series_ids)  # findings at one commit range become one alert, in this transaction
+    if on_grouped is not None:
+        on_grouped(session, outcome)
     return found

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
@@ -13,11 +14,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector
-from service.errors import Transient
+from service.errors import KernelWatchError, Transient
 from service.pipeline.bisect import FollowUpPolicy, GitCommitLister, RunOrder, advance_follow_ups, fail_job
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results
+from service.pipeline.stored_comparisons import store_comparisons
 from service.store.db import unit_of_work
+
+if TYPE_CHECKING:
+    from service.pipeline.alerts import GroupingOutcome
+    from service.pipeline.notify import SlackNotifier
+    from service.pipeline.pull_requests import PullRequestHooks, SuiteRun
+
+log = logging.getLogger(__name__)
 
 
 class TaskQueue(Protocol):
@@ -26,6 +35,17 @@ class TaskQueue(Protocol):
     def enqueue_parse(self, result_ids: Sequence[int]) -> None: ...
 
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None: ...
+
+    # A new run's commit compared with the measured commit before it, and stored (stored_comparisons.py).
+    def enqueue_compare(self, run_ids: Sequence[int]) -> None: ...
+
+    # The pull-request hook (service/pipeline/pull_requests.py): a stored webhook delivery to act on, the runs of
+    # a pull request's merge-base and head, and pull requests whose runs came in.
+    def enqueue_github_delivery(self, delivery_id: int) -> None: ...
+
+    def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None: ...
+
+    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None: ...
 
 
 def run_task_kwargs(order: RunOrder) -> dict[str, Any]:
@@ -36,23 +56,53 @@ def run_task_kwargs(order: RunOrder) -> dict[str, Any]:
 
 
 def follow_up(sessions: sessionmaker[Session], queue: TaskQueue, series_ids: Sequence[int],
-              policy: FollowUpPolicy | None, repos_dir: Path) -> None:
+              policy: FollowUpPolicy | None, repos_dir: Path, notifier: SlackNotifier | None = None) -> None:
     """After detection committed: advance bisect and confirm jobs, in a transaction of their own, then hand the
-    runs they ask for to the queue (only after that transaction committed, so a run never races its job row)."""
+    runs they ask for to the queue (only after that transaction committed, so a run never races its job row).
+    A job that ended there owes its alert's thread a reply: marked in that transaction, sent after it."""
     if policy is None or not (policy.bisect or policy.confirm):
         return
+    verdicts: list[int] = []
     with unit_of_work(sessions) as session:
         orders = advance_follow_ups(session, list(series_ids), GitCommitLister(repos_dir), policy)
+        if notifier is not None:
+            verdicts = notifier.mark_verdicts(session, list(series_ids))
     if orders:
         queue.enqueue_runs(orders)
+    if notifier is not None:
+        notifier.send(verdicts)
+
+
+def detect_and_follow_up(sessions: sessionmaker[Session], queue: TaskQueue, series_ids: Sequence[int],
+                         detector: Detector, artifacts: ArtifactStore | None, policy: FollowUpPolicy | None,
+                         repos_dir: Path | None, notifier: SlackNotifier | None = None) -> int:
+    """Detection in one transaction, then its follow-ups, then the announcements of the alerts it made. The
+    announcements go last: a new alert whose change the follow-up starts bisecting is held until that ends
+    (each bisection step replaces the alert with a narrower one; see ``service.pipeline.notify``)."""
+    marked: list[int] = []
+
+    def on_grouped(session: Session, outcome: GroupingOutcome) -> None:
+        assert notifier is not None
+        marked.extend(notifier.mark_grouped(session, outcome))
+
+    with unit_of_work(sessions) as session:
+        found = detect_many(session, list(series_ids), detector, artifacts,
+                            on_grouped=on_grouped if notifier is not None else None)
+    if repos_dir is not None:
+        follow_up(sessions, queue, series_ids, policy, repos_dir, notifier)
+    if notifier is not None:
+        notifier.send(marked)
+    return found
 
 
 class InProcessQueue:
     """Runs follow-up work immediately, in this process, each task in its own transaction."""
 
     def __init__(self, sessions: sessionmaker[Session], detector: Detector, artifacts: ArtifactStore,
-                 home: Path | None = None, policy: FollowUpPolicy | None = None) -> None:
+                 home: Path | None = None, policy: FollowUpPolicy | None = None,
+                 notifier: SlackNotifier | None = None) -> None:
         self.sessions = sessions
+        self.notifier = notifier
         self.detector = detector
         self.artifacts = artifacts
         # Without a home there is nowhere to check commits out: no follow-up runs.
@@ -60,10 +110,8 @@ class InProcessQueue:
         self.policy = policy if home is not None else None
 
     def enqueue_detect(self, series_ids: Sequence[int]) -> None:
-        with unit_of_work(self.sessions) as session:
-            detect_many(session, list(series_ids), self.detector, self.artifacts)
-        if self.home is not None:
-            follow_up(self.sessions, self, series_ids, self.policy, self.home / "repos")
+        detect_and_follow_up(self.sessions, self, series_ids, self.detector, self.artifacts, self.policy,
+                             None if self.home is None else self.home / "repos", self.notifier)
 
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
         """Run them here and now, through the code a runner worker runs; each result is ingested (and detected,
@@ -86,6 +134,43 @@ class InProcessQueue:
         with unit_of_work(self.sessions) as session:
             parse_results(session, self.artifacts, list(result_ids))
 
+    def enqueue_compare(self, run_ids: Sequence[int]) -> None:
+        store_comparisons(self.sessions, run_ids)
+
+    # Set by Context.create: None leaves webhook deliveries and pull-request reports undone.
+    pull_requests: PullRequestHooks | None = None
+
+    def enqueue_github_delivery(self, delivery_id: int) -> None:
+        if self.pull_requests is not None:
+            self.pull_requests.handle_delivery(delivery_id, self.enqueue_suite_runs)
+
+    def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None:
+        """Run them here and now (minutes: the embedded form has no runner to hand them to), each manifest
+        ingested as it comes, which reports the pull request when its head is in."""
+        from runners.worker import SuiteTask, execute
+        from service.pipeline.submit import submit_manifest
+
+        def upload(manifest: dict[str, Any]) -> None:
+            submit_manifest(self.sessions, self, manifest, self.artifacts)
+
+        if self.home is None:
+            return
+        for run in runs:
+            try:
+                execute(SuiteTask.from_kwargs(run.kwargs), uuid.uuid4().hex, self.home, upload)
+            except Exception:  # noqa: BLE001 - one run that cannot happen must not stop the others
+                log.exception("the %s run of %s could not be made", run.kwargs.get("trigger"), run.kwargs.get("repo"))
+
+    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
+        if self.pull_requests is None:
+            return
+        for pr_id in pull_request_ids:
+            try:
+                self.pull_requests.report(pr_id)
+            except KernelWatchError:
+                # GitHub down or refusing: the ingest that got here stands. The next run or push reports again.
+                log.exception("pull request %s could not be reported", pr_id)
+
 
 class CeleryQueue:
     """Sends tasks by name, so the sender needs no import of the worker's task code; arguments are ids."""
@@ -105,9 +190,29 @@ class CeleryQueue:
         if result_ids:
             self._send(self.PARSE_TASK, queue="ingest", args=[list(result_ids)])
 
+    COMPARE_TASK = "kernelwatch.compare_runs"
+
+    def enqueue_compare(self, run_ids: Sequence[int]) -> None:
+        if run_ids:
+            self._send(self.COMPARE_TASK, queue="detect", args=[list(run_ids)])
+
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
         for order in orders:
             self._send(self.RUN_TASK, queue=f"runner.{order.hardware}", kwargs=run_task_kwargs(order))
+
+    GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"
+    PR_REPORT_TASK = "kernelwatch.report_pull_request"
+
+    def enqueue_github_delivery(self, delivery_id: int) -> None:
+        self._send(self.GITHUB_DELIVERY_TASK, queue="notify", args=[delivery_id])
+
+    def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None:
+        for run in runs:
+            self._send(self.RUN_TASK, queue=f"runner.{run.hardware}", kwargs=run.kwargs)
+
+    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
+        for pr_id in pull_request_ids:
+            self._send(self.PR_REPORT_TASK, queue="notify", args=[pr_id])
 
     def _send(self, name: str, queue: str, **arguments: Any) -> None:
         # A broker that cannot be reached is a transient failure: the submitter is told (HTTP 503) and retries,

@@ -12,6 +12,7 @@ from runners.artifacts import ArtifactStore
 from service.contract import Manifest, parse_manifest
 from service.errors import InvalidInput
 from service.pipeline.ingest import IngestOutcome, ingest_manifest
+from service.pipeline.pull_requests import pull_requests_of_run
 from service.pipeline.queue import TaskQueue
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Result, ResultArtifact
@@ -31,21 +32,27 @@ def submit_manifest(
         if missing:
             raise InvalidInput(f"manifest references {len(missing)} artifact(s) not in the store, e.g. {missing[0]}")
     try:
-        outcome, parse_ids, series_ids = _store(sessions, manifest)
+        outcome, parse_ids, series_ids, pull_requests = _store(sessions, manifest)
     except IntegrityError:
         # A concurrent submission of this same run id committed between our look-up and our insert (two
         # deliveries of one task, a runner's retry racing its first try). Ours is rolled back whole; a second pass
         # finds that run and answers as for any repeat: the same payload is not created, another is a Conflict.
-        outcome, parse_ids, series_ids = _store(sessions, manifest)
+        outcome, parse_ids, series_ids, pull_requests = _store(sessions, manifest)
     # Only after the commit. A failure to enqueue raises Transient: the caller (an HTTP 503) retries.
     if parse_ids:
         queue.enqueue_parse(parse_ids)
     if series_ids:
         queue.enqueue_detect(series_ids)
+        # After detection (in-process) or beside it (workers): the commit page's comparison, made on write.
+        queue.enqueue_compare([outcome.run_id])
+    if pull_requests:
+        # The run is a tracked pull request's head or merge-base: its comparison may be complete now.
+        queue.enqueue_pr_reports(pull_requests)
     return outcome
 
 
-def _store(sessions: sessionmaker[Session], manifest: Manifest) -> tuple[IngestOutcome, list[int], list[int]]:
+def _store(sessions: sessionmaker[Session],
+           manifest: Manifest) -> tuple[IngestOutcome, list[int], list[int], list[int]]:
     with unit_of_work(sessions) as session:
         outcome = ingest_manifest(session, manifest)
         if not outcome.created:
@@ -55,7 +62,8 @@ def _store(sessions: sessionmaker[Session], manifest: Manifest) -> tuple[IngestO
             parse_ids, series_ids = _follow_ups(session, outcome.run_id)
         else:
             parse_ids, series_ids = outcome.captured_result_ids, outcome.series_ids
-    return outcome, parse_ids, series_ids
+        pull_requests = pull_requests_of_run(session, outcome.run_id)
+    return outcome, parse_ids, series_ids, pull_requests
 
 
 def _follow_ups(session: Session, run_id: int) -> tuple[list[int], list[int]]:

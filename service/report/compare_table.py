@@ -14,11 +14,14 @@ from typing import Any
 
 from service.detect.compare import (
     VERDICTS,
+    BenchmarkKey,
+    CompareParams,
     Comparison,
     ComparisonReport,
     Geomean,
     MedianEstimate,
     SideResult,
+    Verdict,
     min_samples_for_interval,
 )
 
@@ -210,3 +213,34 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
         ],
         "notes": list(notes),
     }
+
+
+def _side_from_json(side: dict[str, Any] | None) -> SideResult | None:
+    if side is None:
+        return None
+    estimate = None
+    if side["median"] is not None:
+        estimate = MedianEstimate(side["n"], side["median"], side["ci_low"], side["ci_high"])
+    return SideResult(side["status"], side["message"], estimate)
+
+
+def from_json(document: dict[str, Any]) -> tuple[ComparisonReport, tuple[str, ...]]:
+    """The report and notes of a ``to_json`` document (a stored comparison), to the twelve significant digits
+    it keeps: ``to_json`` of what this returns is the document again."""
+    if document.get("format") != JSON_FORMAT or document.get("version") != JSON_VERSION:
+        raise ValueError(f"not a {JSON_FORMAT} document of version {JSON_VERSION}")
+    p = document["parameters"]
+    params = CompareParams(alpha=p["alpha"], min_effect=p["min_effect"], confidence=p["confidence"],
+                           resamples=p["resamples"], seed=p["seed"])
+    rows = []
+    for r in document["benchmarks"]:
+        key = BenchmarkKey(suite=r["suite"], name=r["name"], params=tuple(r["params"].items()), metric=r["metric"],
+                           unit=r["unit"], direction=r["direction"], environment=r["environment"])
+        verdict: Verdict = r["verdict"]
+        rows.append(Comparison(key, verdict, _side_from_json(r["base"]), _side_from_json(r["head"]),
+                               ratio=r["ratio"], ratio_low=r["ratio_ci_low"], ratio_high=r["ratio_ci_high"],
+                               p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"]))
+    geomeans = tuple(Geomean(g["environment"], g["metric"], g["unit"], g["count"], g["base"], g["head"], g["ratio"],
+                             g["ratio_ci_low"], g["ratio_ci_high"]) for g in document["geomeans"])
+    report = ComparisonReport(params=params, rows=tuple(rows), geomeans=geomeans, tests=p["tests"])
+    return report, tuple(document["notes"])

@@ -48,7 +48,9 @@ class Repository(Base):
 
 class Commit(Base):
     __tablename__ = "commit"
-    __table_args__ = (UniqueConstraint("repository_id", "sha"),)
+    # ix_commit_authored: the commit list's newest-first order and its paging key (migration 0007).
+    __table_args__ = (UniqueConstraint("repository_id", "sha"),
+                      Index("ix_commit_authored", "authored_at", "position", "id"))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     repository_id: Mapped[int] = mapped_column(ForeignKey("repository.id", ondelete="CASCADE"))
     sha: Mapped[str] = mapped_column(String(40))
@@ -172,6 +174,7 @@ class Finding(Base):
         UniqueConstraint("series_id", "commit_id", "detector"),
         Index("ix_finding_commit", "commit_id"),
         Index("ix_finding_alert", "alert_id"),
+        Index("ix_finding_created", "created_at", "id"),  # the findings read: newest first, paged (0007)
     )
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
@@ -252,7 +255,9 @@ class Alert(Base):
     """
 
     __tablename__ = "alert"
-    __table_args__ = (UniqueConstraint("repository_id", "previous_commit_id", "commit_id"),)
+    # ix_alert_state: the inbox (state=untriaged), newest first, and its total (migration 0007).
+    __table_args__ = (UniqueConstraint("repository_id", "previous_commit_id", "commit_id"),
+                      Index("ix_alert_state", "state", "id"))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     repository_id: Mapped[int] = mapped_column(ForeignKey("repository.id", ondelete="CASCADE"))
     commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
@@ -277,6 +282,36 @@ class AlertNote(Base):
     state_from: Mapped[str] = mapped_column(String(16))
     state_to: Mapped[str | None] = mapped_column(String(16), nullable=True)  # None: a note, no state change
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AlertNotification(Base):
+    """An alert's announcement in one chat channel (Slack): the message's id once posted, and how far delivery
+    has got. ``state`` is pending (to send, or a retry waiting for ``next_attempt_at``), sent, or failed (given up,
+    ``last_error`` says why). Thread replies follow the alert's notes (``note_cursor``: the last note replied) and
+    its bisection verdicts (``replied_jobs``), each sent once; ``rendered`` is the digest of what the top-level
+    message shows, so it is edited only when that changes. ``revision`` grows with every event marked, so a
+    delivery that ran while a new event arrived knows it is not done (migration 0009)."""
+
+    __tablename__ = "alert_notification"
+    __table_args__ = (UniqueConstraint("alert_id", "channel"),
+                      Index("ix_alert_notification_due", "state", "next_attempt_at"))
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    alert_id: Mapped[int] = mapped_column(ForeignKey("alert.id", ondelete="CASCADE"))
+    channel: Mapped[str] = mapped_column(String(200))  # as configured: "#perf" or an id
+    channel_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # as Slack answered the post
+    message_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))  # pending | sent | failed
+    attempts: Mapped[int] = mapped_column(Integer, default=0)  # failures since the last success
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    note_cursor: Mapped[int] = mapped_column(BigInteger, default=0)
+    replied_jobs: Mapped[list[int]] = mapped_column(JSON, default=list)
+    rendered: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class BisectJob(Base):
@@ -318,3 +353,63 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class WebhookDelivery(Base):
+    """One GitHub webhook delivery, stored once by its X-GitHub-Delivery id so that a redelivery does nothing;
+    the task that acts on it reads the payload from here (tasks take ids)."""
+
+    __tablename__ = "webhook_delivery"
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    delivery_uid: Mapped[str] = mapped_column(String(100), unique=True)
+    event: Mapped[str] = mapped_column(String(64))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))  # received | queued | done (a failed enqueue stays received)
+    outcome: Mapped[str | None] = mapped_column(Text, nullable=True)  # what the task did with it, for people
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class PullRequest(Base):
+    """A pull request the hook follows: its head against its merge-base, and what was posted about it (one
+    comment and one check run per head, updated in place)."""
+
+    __tablename__ = "pull_request"
+    # The two sha indexes: every ingested run asks whether its commit is a tracked head or merge-base.
+    __table_args__ = (UniqueConstraint("repository", "number"), Index("ix_pull_request_head", "head_sha"),
+                      Index("ix_pull_request_merge_base", "merge_base_sha"))
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    repository: Mapped[str] = mapped_column(String(200))  # owner/name on GitHub (the base repository)
+    number: Mapped[int] = mapped_column(Integer)
+    clone_url: Mapped[str] = mapped_column(String(2000))  # the base repository's: runners fetch the head from it
+    installation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    base_ref: Mapped[str] = mapped_column(String(255))
+    base_sha: Mapped[str] = mapped_column(String(40))  # the base branch's tip when last seen
+    head_repository: Mapped[str] = mapped_column(String(200))  # another owner/name: a fork
+    head_sha: Mapped[str] = mapped_column(String(40))
+    merge_base_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))  # waiting (a fork, unapproved) | running | closed
+    approved_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)  # a fork head a maintainer allowed
+    comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    check_run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    check_run_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    reported_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # digest of what was last posted
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class StoredComparison(Base):
+    """Two commits' runs compared on write (a commit against the measured commit before it), so that the
+    commit page and GET /api/v1/compare read a comparison instead of computing one: ``document`` is
+    ``compare_table.to_json`` of the whole comparison, every row with its interval. ``key`` digests what it
+    compared (each side's run ids, sorted) and the parameters; runs are immutable once stored, so a key that
+    matches is never stale, and a commit that gains a run gets a new key (migration 0010)."""
+
+    __tablename__ = "stored_comparison"
+    __table_args__ = (Index("ix_stored_comparison_commits", "head_commit_id", "base_commit_id"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    base_commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
+    head_commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -49,6 +49,9 @@ class RecordingQueue:
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
         pass
 
+    def enqueue_compare(self, run_ids: Sequence[int]) -> None:
+        pass
+
 
 @pytest.fixture
 def broker() -> Iterator[str]:

@@ -1,0 +1,1 @@
+"""Webhooks from other services (GitHub), outside /api/v1: they authenticate by signature, not by token."""

@@ -1,0 +1,78 @@
+"""``POST /hooks/github``: GitHub's webhook. Verify the signature, store the delivery once, answer 202 and leave
+the work to a task (the ``notify`` queue; in the embedded form the in-process queue does it before answering).
+
+GitHub signs the raw body with the webhook secret (HMAC-SHA256, ``X-Hub-Signature-256: sha256=<hex>``): a body
+without a valid signature is refused (401) before anything is parsed or stored. Each delivery carries a unique
+``X-GitHub-Delivery`` id; one seen before is answered 200 and does nothing, so GitHub's redeliveries (and anyone
+replaying a signed body) cannot run a pull request twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+
+from flask import Blueprint, Response, current_app, request
+
+from service.api.blueprint import read_body, reply
+from service.context import Context
+from service.errors import KernelWatchError, PayloadTooLarge, Transient
+from service.pipeline.pull_requests import enqueue_failed, record_delivery, relevant
+
+log = logging.getLogger(__name__)
+bp = Blueprint("hooks", __name__, url_prefix="/hooks")
+MAX_PAYLOAD_BYTES = 25 * 1024 * 1024  # GitHub's own cap on a webhook payload
+
+
+def signature_ok(secret: str, body: bytes, header: str | None) -> bool:
+    if not secret or not header or not header.startswith("sha256="):
+        return False
+    expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, header.removeprefix("sha256="))  # constant time: no timing oracle
+
+
+def _error(status: int, message: str) -> Response:
+    return reply({"error": message}, status)
+
+
+@bp.post("/github")
+def github() -> Response:
+    ctx: Context = current_app.extensions["kernelwatch"]
+    secret = ctx.settings.github.webhook_secret
+    if not secret:
+        return _error(401, "the GitHub hook is off: set KERNELWATCH_GITHUB_WEBHOOK_SECRET")
+    try:
+        body = read_body(MAX_PAYLOAD_BYTES)
+    except PayloadTooLarge as exc:
+        return _error(exc.http_status, str(exc))
+    if not signature_ok(secret, body, request.headers.get("X-Hub-Signature-256")):
+        return _error(401, "missing or invalid X-Hub-Signature-256")
+    event = request.headers.get("X-GitHub-Event", "")
+    delivery = request.headers.get("X-GitHub-Delivery", "")
+    if event == "ping":
+        return reply({"ok": True, "event": "ping"})
+    if not event or not delivery or len(delivery) > 100:
+        return _error(400, "a delivery needs X-GitHub-Event and X-GitHub-Delivery headers")
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "the body is not JSON (set the webhook's content type to application/json)")
+    if not isinstance(payload, dict) or not relevant(event, payload, ctx.settings.github.pr_label):
+        return reply({"ok": True, "ignored": f"{event} {payload.get('action', '') if isinstance(payload, dict) else ''}"
+                      .strip()})
+    try:
+        delivery_id = record_delivery(ctx.sessions, delivery, event, payload)
+    except Transient as exc:
+        return _error(503, str(exc))
+    if delivery_id is None:
+        return reply({"ok": True, "duplicate": delivery})
+    try:
+        ctx.queue.enqueue_github_delivery(delivery_id)
+    except KernelWatchError as exc:
+        # Left as received: GitHub's redelivery of this same id will be handed out again.
+        enqueue_failed(ctx.sessions, delivery_id)
+        log.warning("github delivery %s not queued: %s", delivery, exc)
+        return _error(503, f"not queued: {exc}")
+    return reply({"ok": True, "delivery": delivery, "queued": True}, 202)

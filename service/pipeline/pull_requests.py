@@ -1,0 +1,386 @@
+"""Pull requests, from GitHub's webhook to the comment: track a pull request, run its head and its merge-base,
+and when their runs are in, post the comparison as a check run (or commit status) and one comment kept up to date.
+
+Three steps, each a task taking ids:
+
+1. The webhook stores a delivery once (``record_delivery``) and enqueues ``handle_delivery``.
+2. ``handle_delivery`` updates the ``pull_request`` row, asks GitHub for the merge-base (the runners only see
+   commits, and the base branch moves on), and hands the runs (merge-base and head interleaved on one runner of
+   each configured hardware) to the queue. A pull request from a fork runs nothing until a maintainer approves
+   its head: the configured label, or a ``/kernelwatch run`` comment by someone with write access. The approval
+   is of that head commit: a later push needs a new one, or anyone could push code after a maintainer looked.
+3. Every ingested run whose commit is a tracked head or merge-base enqueues ``report`` (``pull_requests_of_run``,
+   called by ``submit_manifest``), which compares the two with the compare engine and posts, once per distinct
+   set of runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.detect.compare import CompareParams, ComparisonReport
+from service.errors import InvalidInput, NotFound
+from service.integrations.github import GitHubClient, GitHubError
+from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
+from service.report.compare_table import SideLabel
+from service.report.pr_comment import MARKER, CommentContext, check_output, compare_url, conclusion, format_comment
+from service.report.pr_comment import status_description as describe
+from service.store.db import unit_of_work
+from service.store.models import Commit, PullRequest, Repository, Run, WebhookDelivery
+
+log = logging.getLogger(__name__)
+
+RUN_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
+RUN_COMMAND = "/kernelwatch run"
+WRITE_ROLES = frozenset({"admin", "maintain", "write"})
+CHECK_NAME = "KernelWatch"
+STATUS_CONTEXT = "kernelwatch"
+# A commit status has no neutral state; a missing baseline must not block a merge.
+_STATUS_STATE = {"failure": "failure", "success": "success", "neutral": "success"}
+
+GitHubFor = Callable[[str, int | None], GitHubClient]  # (owner/name, installation id) -> a client acting for it
+
+
+@dataclass(frozen=True)
+class HookConfig:
+    hardware: tuple[str, ...] = ("cpu",)
+    label: str = "kernelwatch:run"
+    samples: int = 20
+    public_url: str = ""
+    check_runs: bool = True  # a GitHub App posts check runs; a plain token posts commit statuses
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """A ``run_suite`` task for the ``runner.<hardware>`` queue."""
+
+    hardware: str
+    kwargs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class PullRequestFacts:
+    """What an event says about a pull request (the ``pull_request`` object GitHub sends, and its repository)."""
+
+    repository: str
+    number: int
+    clone_url: str
+    base_ref: str
+    base_sha: str
+    head_repository: str
+    head_sha: str
+    labels: tuple[str, ...]
+    installation_id: int | None = None
+
+    @property
+    def from_fork(self) -> bool:
+        return self.head_repository.lower() != self.repository.lower()
+
+
+def facts_of(pull: dict[str, Any], installation_id: int | None) -> PullRequestFacts:
+    base, head = pull["base"], pull["head"]
+    base_repo = base["repo"]
+    # A fork that was deleted leaves the head repository null: it is not this repository either way.
+    head_repo = (head.get("repo") or {}).get("full_name") or "(deleted fork)"
+    return PullRequestFacts(
+        repository=str(base_repo["full_name"]), number=int(pull["number"]), clone_url=str(base_repo["clone_url"]),
+        base_ref=str(base["ref"]), base_sha=str(base["sha"]), head_repository=str(head_repo),
+        head_sha=str(head["sha"]), labels=tuple(str(lb.get("name", "")) for lb in pull.get("labels") or ()),
+        installation_id=installation_id)
+
+
+def _installation(payload: dict[str, Any]) -> int | None:
+    value = (payload.get("installation") or {}).get("id")
+    return int(value) if isinstance(value, int) else None
+
+
+def relevant(event: str, payload: dict[str, Any], label: str) -> bool:
+    """Whether a delivery can lead to anything: the rest are answered and forgotten, not stored."""
+    action = payload.get("action")
+    if event == "pull_request":
+        if action in RUN_ACTIONS or action == "closed":
+            return True
+        return action == "labeled" and (payload.get("label") or {}).get("name") == label
+    if event == "issue_comment":
+        issue = payload.get("issue") or {}
+        body = str((payload.get("comment") or {}).get("body") or "")
+        return action == "created" and "pull_request" in issue and _has_command(body)
+    return False
+
+
+def _has_command(body: str) -> bool:
+    return any(line.strip().lower().startswith(RUN_COMMAND) for line in body.splitlines())
+
+
+def record_delivery(sessions: sessionmaker[Session], delivery_uid: str, event: str,
+                    payload: dict[str, Any]) -> int | None:
+    """Store a delivery, marked queued; its id, or None when it was stored before and needs nothing more (a
+    redelivery). A delivery whose enqueue failed earlier (still ``received``) is handed out again."""
+    now = datetime.now(UTC)
+    with unit_of_work(sessions) as session:
+        found = session.scalars(select(WebhookDelivery).filter_by(delivery_uid=delivery_uid)
+                                .with_for_update()).first()
+        if found is None:
+            try:
+                with session.begin_nested():
+                    found = WebhookDelivery(delivery_uid=delivery_uid, event=event, payload=payload,
+                                            state="queued", received_at=now)
+                    session.add(found)
+                return found.id
+            except IntegrityError:
+                return None  # a concurrent delivery of the same id stored it first; it enqueues it
+        if found.state != "received":
+            return None
+        found.state = "queued"
+        return found.id
+
+
+def enqueue_failed(sessions: sessionmaker[Session], delivery_id: int) -> None:
+    """The delivery could not be handed to the queue: a redelivery will try again."""
+    with unit_of_work(sessions) as session:
+        delivery = session.get(WebhookDelivery, delivery_id)
+        if delivery is not None and delivery.state == "queued":
+            delivery.state = "received"
+
+
+def pull_requests_of_run(session: Session, run_id: int) -> list[int]:
+    """The tracked pull requests whose head or merge-base is this run's commit: they may be ready to report."""
+    sha = session.scalar(select(Commit.sha).join(Run, Run.commit_id == Commit.id).where(Run.id == run_id))
+    if sha is None:
+        return []
+    return list(session.scalars(select(PullRequest.id).where(
+        PullRequest.state == "running", or_(PullRequest.head_sha == sha, PullRequest.merge_base_sha == sha))
+        .order_by(PullRequest.id)))
+
+
+class PullRequestHooks:
+    """Steps 2 and 3 (see the module). ``github`` is None when no credentials are configured: runs are still
+    made and compared, and nothing is posted."""
+
+    def __init__(self, sessions: sessionmaker[Session], github: GitHubFor | None, config: HookConfig) -> None:
+        self.sessions = sessions
+        self.github = github
+        self.config = config
+
+    # -- step 2 ---------------------------------------------------------------------------------------------------
+
+    def handle_delivery(self, delivery_id: int, enqueue: Callable[[Sequence[SuiteRun]], None]) -> str:
+        """Act on a stored delivery; the runs it calls for go to ``enqueue`` before the delivery is marked done,
+        so a failure to enqueue leaves it to be retried whole. Returns what was done, for the delivery's row."""
+        with self.sessions() as session:
+            delivery = session.get(WebhookDelivery, delivery_id)
+            if delivery is None or delivery.state == "done":
+                return "nothing: already handled"
+            event, payload = delivery.event, dict(delivery.payload)
+        try:
+            outcome, runs = self._act(event, payload)
+        except GitHubError as exc:
+            # Refused (a pull request gone, an app without access): retrying cannot help; say so on the delivery.
+            outcome, runs = f"not handled: {exc}", []
+        if runs:
+            enqueue(runs)
+        with unit_of_work(self.sessions) as session:
+            delivery = session.get(WebhookDelivery, delivery_id)
+            if delivery is not None:
+                delivery.state, delivery.outcome, delivery.processed_at = "done", outcome, datetime.now(UTC)
+        log.info("github delivery %s: %s", delivery_id, outcome)
+        return outcome
+
+    def _act(self, event: str, payload: dict[str, Any]) -> tuple[str, list[SuiteRun]]:
+        action = payload.get("action")
+        installation = _installation(payload)
+        if event == "pull_request":
+            facts = facts_of(payload["pull_request"], installation)
+            if action == "closed":
+                self._close(facts)
+                return "closed", []
+            approved = action == "labeled"  # only the configured label gets this far (``relevant``)
+            return self._track(facts, approve=approved, rerun=approved)
+        if event == "issue_comment" and self.github is not None:
+            repository = str(payload["repository"]["full_name"])
+            number = int(payload["issue"]["number"])
+            user = str(payload["comment"]["user"]["login"])
+            client = self.github(repository, installation)
+            role = client.permission(repository, user)
+            if role not in WRITE_ROLES:
+                return f"ignored /kernelwatch run from {user} ({role} access)", []
+            facts = facts_of(client.pull_request(repository, number), installation)
+            return self._track(facts, approve=True, rerun=True)
+        return f"ignored {event} {action}", []
+
+    def _close(self, facts: PullRequestFacts) -> None:
+        with unit_of_work(self.sessions) as session:
+            pr = session.scalars(select(PullRequest).filter_by(repository=facts.repository,
+                                                               number=facts.number)).first()
+            if pr is not None:
+                pr.state, pr.updated_at = "closed", datetime.now(UTC)
+
+    def _track(self, facts: PullRequestFacts, approve: bool, rerun: bool) -> tuple[str, list[SuiteRun]]:
+        now = datetime.now(UTC)
+        name = f"{facts.repository}#{facts.number}"
+        with unit_of_work(self.sessions) as session:
+            pr = session.scalars(select(PullRequest).filter_by(repository=facts.repository, number=facts.number)
+                                 .with_for_update()).first()
+            if pr is None:
+                pr = PullRequest(repository=facts.repository, number=facts.number, state="waiting", created_at=now)
+                session.add(pr)
+            unchanged = (pr.state == "running" and pr.head_sha == facts.head_sha and pr.base_sha == facts.base_sha
+                         and pr.merge_base_sha is not None)
+            pr.clone_url, pr.base_ref, pr.base_sha = facts.clone_url, facts.base_ref, facts.base_sha
+            pr.head_repository, pr.head_sha, pr.updated_at = facts.head_repository, facts.head_sha, now
+            pr.installation_id = facts.installation_id or pr.installation_id
+            if approve:
+                pr.approved_sha = facts.head_sha
+            if facts.from_fork and pr.approved_sha != facts.head_sha:
+                pr.state = "waiting"
+                return (f"{name} is from {facts.head_repository}: waiting for a maintainer's label "
+                        f"{self.config.label!r} or a {RUN_COMMAND} comment"), []
+            if unchanged and not rerun:
+                return f"{name} at {facts.head_sha[:12]} is already scheduled", []
+            session.flush()
+            pr_id = pr.id
+        merge_base = self._merge_base(facts)
+        with unit_of_work(self.sessions) as session:
+            pr = session.get(PullRequest, pr_id, with_for_update=True)
+            if pr is None or pr.head_sha != facts.head_sha:
+                return f"{name} moved on meanwhile", []  # the event that moved it schedules its own runs
+            pr.merge_base_sha, pr.state, pr.reported_key = merge_base, "running", None
+            # A new head gets a check run of its own; the comment stays the same one.
+            if pr.check_run_sha != facts.head_sha:
+                pr.check_run_id, pr.check_run_sha = None, None
+        runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha))
+                for hw in self.config.hardware]
+        return (f"{name}: running merge-base {merge_base[:12]} and head {facts.head_sha[:12]} on "
+                f"{', '.join(self.config.hardware)}"), runs
+
+    def _merge_base(self, facts: PullRequestFacts) -> str:
+        if self.github is None:
+            # Without credentials the compare API cannot be asked; the base tip is the closest stand-in.
+            return facts.base_sha
+        return self.github(facts.repository, facts.installation_id).merge_base(
+            facts.repository, facts.base_sha, facts.head_sha)
+
+    def _run_kwargs(self, clone_url: str, merge_base: str, head: str) -> dict[str, Any]:
+        # One task, the two commits interleaved benchmark by benchmark on one machine: their difference is then
+        # the code's, not two machines'. ``branch`` None: the runner labels the merge-base with the default
+        # branch (it is on it) and the head with none, so the head never enters the branch's history.
+        return {"repo": clone_url, "commit": merge_base, "also": [head], "suite": "*", "params": "",
+                "samples": self.config.samples, "trigger": "pr", "branch": None, "quick": False, "capture": True}
+
+    # -- step 3 ---------------------------------------------------------------------------------------------------
+
+    def report(self, pull_request_id: int) -> str:
+        """Compare the merge-base with the head and post, unless this exact set of runs was posted already.
+        One transaction holding the pull request's row: two reports of one pull request never both create a
+        comment."""
+        with unit_of_work(self.sessions) as session:
+            pr = session.get(PullRequest, pull_request_id, with_for_update=True)
+            if pr is None or pr.state != "running" or pr.merge_base_sha is None:
+                return "nothing to report"
+            base, head, repository = _sides(session, pr.merge_base_sha, pr.head_sha)
+            if head is None:
+                return "the head has no runs yet"
+            report, base_label, missing = None, _bare_label(repository, pr.merge_base_sha), ""
+            notes: tuple[str, ...] = ()
+            if base is None:
+                missing = f"the merge-base {pr.merge_base_sha[:12]} has no runs"
+            else:
+                base_label = base.label
+                try:
+                    outcome = compare_resolved(session, base, head, CompareParams())
+                    report, notes = outcome.report, outcome.notes
+                except InvalidInput as exc:
+                    missing = str(exc)
+            key = _digest(pr.merge_base_sha, pr.head_sha, base, head)
+            if key == pr.reported_key:
+                return "already reported"
+            ctx = CommentContext(base_label, head.label, self.config.public_url, notes, missing)
+            verdict = conclusion(report)
+            if self.github is None:
+                pr.reported_key = key
+                return f"{verdict} (no GitHub credentials: nothing posted)"
+            client = self.github(pr.repository, pr.installation_id)
+            self._post_check(client, pr, report, ctx)
+            self._post_comment(client, pr, format_comment(report, ctx))
+            pr.reported_key, pr.updated_at = key, datetime.now(UTC)
+            return verdict
+
+    def _post_check(self, client: GitHubClient, pr: PullRequest, report: ComparisonReport | None,
+                    ctx: CommentContext) -> None:
+        verdict = conclusion(report)
+        link = compare_url(self.config.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository)
+        if not self.config.check_runs:
+            client.create_status(pr.repository, pr.head_sha, {
+                "state": _STATUS_STATE[verdict], "description": describe(report, ctx), "context": STATUS_CONTEXT,
+                **({"target_url": link} if link else {})})
+            return
+        fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": pr.head_sha, "status": "completed",
+                                  "conclusion": verdict, "completed_at": _now_iso(), "external_id": str(pr.id),
+                                  "output": check_output(report, ctx), **({"details_url": link} if link else {})}
+        if pr.check_run_id is not None and pr.check_run_sha == pr.head_sha:
+            client.update_check_run(pr.repository, pr.check_run_id, fields)
+            return
+        pr.check_run_id, pr.check_run_sha = client.create_check_run(pr.repository, fields), pr.head_sha
+
+    def _post_comment(self, client: GitHubClient, pr: PullRequest, body: str) -> None:
+        comment_id = pr.comment_id
+        if comment_id is not None:
+            try:
+                client.update_comment(pr.repository, comment_id, body)
+                return
+            except GitHubError as exc:
+                if exc.status != 404:  # deleted by someone: find or make another
+                    raise
+        # The id may never have been stored (a report that failed after posting): the marker finds the comment.
+        comment_id = client.find_comment(pr.repository, pr.number, MARKER)
+        if comment_id is not None:
+            client.update_comment(pr.repository, comment_id, body)
+        else:
+            comment_id = client.create_comment(pr.repository, pr.number, body)
+        pr.comment_id = comment_id
+
+
+def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:
+    """Both sides' runs, in the repository that has the head (preferring one that has the merge-base too: a
+    fork registered as a repository of its own holds the same commits)."""
+    rows = session.execute(select(Commit.sha, Repository.name).join(Repository, Repository.id == Commit.repository_id)
+                           .where(Commit.sha.in_([merge_base, head]))).all()
+    holders: dict[str, set[str]] = {}
+    for sha, name in rows:
+        holders.setdefault(name, set()).add(sha)
+    candidates = sorted((name for name, shas in holders.items() if head in shas),
+                        key=lambda name: (merge_base not in holders[name], name))
+    if not candidates:
+        return None, None, ""
+    repository = candidates[0]
+    return _side(session, merge_base, repository), _side(session, head, repository), repository
+
+
+def _side(session: Session, sha: str, repository: str) -> ResolvedSide | None:
+    try:
+        return resolve(session, sha, repository)
+    except (NotFound, InvalidInput):
+        return None
+
+
+def _bare_label(repository: str, sha: str) -> SideLabel:
+    return SideLabel(ref=sha, repository=repository, commit=sha)
+
+
+def _digest(merge_base: str, head: str, base: ResolvedSide | None, head_side: ResolvedSide) -> str:
+    what = [merge_base, head, sorted(base.label.runs) if base else [], sorted(head_side.label.runs)]
+    return hashlib.sha256(json.dumps(what).encode()).hexdigest()
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

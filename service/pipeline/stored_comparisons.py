@@ -1,0 +1,73 @@
+"""Comparisons made on write: when a run lands, its commit is compared with the measured commit before it and the
+whole comparison (every row with its interval) is stored, so that reads of it (the commit page, GET /compare of
+the same two points) only load it. Nothing is analysed on the read path where the question was foreseeable; a
+comparison of two points nobody foresaw is still computed on request (service/pipeline/compare.py).
+
+A stored comparison is found by what it compared: each side's run ids and the parameters, digested. Runs never
+change once stored, so a comparison found by its key is never stale; when a commit gains a run (another
+environment, a re-run), the next comparison has another key and replaces the one it supersedes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.detect.compare import CompareParams
+from service.pipeline.compare import compare_resolved, comparison_key, side_for_commit
+from service.report.compare_table import to_json
+from service.store.commit_compare import commit_info, measured_parent
+from service.store.db import unit_of_work
+from service.store.models import Commit, Repository, Run, StoredComparison
+
+DEFAULT_PARAMS = CompareParams()
+
+
+def store_comparison_for_run(session: Session, run_id: int,
+                             params: CompareParams = DEFAULT_PARAMS) -> StoredComparison | None:
+    """Compare the run's commit (all its runs) with the commit measured before it on its branch and store the
+    result; None when there is nothing before it in a shared environment. Idempotent: the same runs on both sides are
+    stored once, and the comparisons this one supersedes (the same two commits, fewer runs) are removed."""
+    run = session.get(Run, run_id)
+    if run is None:
+        return None
+    commit = session.get(Commit, run.commit_id)
+    assert commit is not None
+    repository = session.get(Repository, commit.repository_id)
+    assert repository is not None
+    head = side_for_commit(session, commit.sha, commit, repository.name)
+    # The parent the commit page shows (service/store/commit_compare.py), so that the page finds this one.
+    info = commit_info(session, repository.name, commit.sha)
+    assert info is not None
+    parent_sha = measured_parent(session, info, sorted(head.environment_ids))
+    if parent_sha is None:
+        return None
+    base_commit = session.scalars(select(Commit).filter_by(repository_id=repository.id, sha=parent_sha)).one()
+    base = side_for_commit(session, base_commit.sha, base_commit, repository.name)
+    key = comparison_key(base.run_ids, head.run_ids, params)
+    existing = session.scalars(select(StoredComparison).filter_by(key=key)).first()
+    if existing is not None:
+        return existing
+    outcome = compare_resolved(session, base, head, params, stored=False)
+    stored = StoredComparison(key=key, base_commit_id=base_commit.id, head_commit_id=commit.id,
+                              document=to_json(outcome.report, outcome.base, outcome.head, outcome.notes),
+                              created_at=datetime.now(UTC))
+    session.execute(delete(StoredComparison).where(StoredComparison.base_commit_id == base_commit.id,
+                                                   StoredComparison.head_commit_id == commit.id))
+    session.add(stored)
+    session.flush()
+    return stored
+
+
+def store_comparisons(sessions: sessionmaker[Session], run_ids: Sequence[int]) -> int:
+    """``store_comparison_for_run`` for each run, each in its own transaction (the task's body); returns how
+    many were stored or found. A database that cannot be reached raises Transient (``unit_of_work``): the task
+    retries, and what was stored before it stays stored."""
+    done = 0
+    for run_id in run_ids:
+        with unit_of_work(sessions) as session:
+            done += store_comparison_for_run(session, run_id) is not None
+    return done

@@ -1,0 +1,253 @@
+"""A pull request's comparison as GitHub markdown: the one comment the hook keeps up to date, and the check run's
+output. PURE: a report and its labels in, text out (golden-file tested).
+
+The changed benchmarks (regressions, head failures, improvements) are tabled up front, the rest folded into
+<details>; a body that would pass GitHub's limit (65,536 characters for a comment and for a check's summary)
+loses table rows from the end, and says how many and where to see them all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlencode
+
+from service.detect.compare import VERDICTS, Comparison, ComparisonReport, SideResult
+from service.report.compare_table import SideLabel, format_value
+
+MARKER = "<!-- kernelwatch:pr-comment -->"
+GITHUB_LIMIT = 65_536
+Conclusion = Literal["failure", "success", "neutral"]
+_ICONS = {"failure": "❌", "success": "✅", "neutral": "⚪"}
+_CHANGED = ("regression", "failed", "improvement")  # tabled first, in this order
+_HEADER = "| benchmark | metric | base | head | delta | verdict |\n|---|---|---|---|---|---|"
+_PLURAL = {"regression": "regressions", "improvement": "improvements"}
+
+
+@dataclass(frozen=True)
+class CommentContext:
+    """What the comparison is of, and where the dashboard shows it."""
+
+    base: SideLabel
+    head: SideLabel
+    public_url: str = ""  # the dashboard's root; "" leaves links out
+    notes: tuple[str, ...] = ()
+    # Why there is no report, when there is none (no run of the merge-base, environments that differ...).
+    missing_baseline: str = ""
+
+
+def compare_url(public_url: str, base: str, head: str, repository: str = "", verdict: str = "") -> str:
+    """The dashboard's comparison page of two commits, optionally filtered to one verdict."""
+    if not public_url:
+        return ""
+    query = {"base": base, "head": head, **({"repo": repository} if repository else {}),
+             **({"verdict": verdict} if verdict else {})}
+    return f"{public_url.rstrip('/')}/compare?{urlencode(query)}"
+
+
+def conclusion(report: ComparisonReport | None) -> Conclusion:
+    """failure: a regression, or a benchmark the head broke; neutral: nothing could be compared (no baseline);
+    success otherwise."""
+    if report is None:
+        return "neutral"
+    if report.has_regression or any(_head_failed(row) for row in report.rows):
+        return "failure"
+    if not any(report.count(v) for v in ("regression", "improvement", "unchanged")):
+        return "neutral"
+    return "success"
+
+
+def _head_failed(row: Comparison) -> bool:
+    return row.verdict == "failed" and row.head is not None and row.head.estimate is None
+
+
+def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
+    if report is None:
+        return "no baseline to compare with"
+    regressions, failed = report.count("regression"), sum(1 for r in report.rows if _head_failed(r))
+    total = len(report.rows)
+    of = f" in {total} benchmark{'s' if total != 1 else ''}"
+    if regressions or failed:
+        parts = [_counted(regressions, "regression")] if regressions else []
+        parts += [f"{failed} failed"] if failed else []
+        return " and ".join(parts) + of
+    if conclusion(report) == "neutral":
+        return "nothing to compare"
+    improvements = report.count("improvement")
+    return (f"{_counted(improvements, 'improvement')}, no regression" if improvements else "no change") + of
+
+
+def _counted(n: int, verdict: str) -> str:
+    return f"{n} {_PLURAL.get(verdict, verdict) if n != 1 else verdict}"
+
+
+def _escape(text: str) -> str:
+    """Table cells: a pipe ends a cell, and angle brackets could open HTML."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
+
+
+def _side_cell(side: SideResult | None, unit: str) -> str:
+    if side is None:
+        return "–"
+    e = side.estimate
+    if e is None:
+        return side.status
+    if e.low is None or e.high is None or e.median == 0:
+        return format_value(e.median, unit)
+    spread = max(e.high - e.median, e.median - e.low) / abs(e.median) * 100
+    return f"{format_value(e.median, unit)} ± {spread:.1f}%" if spread < 1 else \
+        f"{format_value(e.median, unit)} ± {spread:.0f}%"
+
+
+def _delta_cell(row: Comparison, alpha: float) -> str:
+    if row.p_value is None or row.q_value is None:
+        if row.verdict == "failed":
+            failed = row.head if row.head is not None and row.head.estimate is None else row.base
+            first = ((failed.message if failed else "") or "").strip().splitlines()[:1]
+            return _escape(first[0][:120]) if first else ""
+        return ""
+    if row.q_value >= alpha:
+        return f"~ (p={row.p_value:.3f})"
+    change = f"{(row.ratio - 1) * 100:+.1f}%" if row.ratio is not None and math.isfinite(row.ratio) else "+inf"
+    return f"**{change}** (p={row.p_value:.3f})" if row.verdict == "regression" else f"{change} (p={row.p_value:.3f})"
+
+
+def _verdict_cell(row: Comparison) -> str:
+    return {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "⚠️ failed",
+            "unchanged": "~"}.get(row.verdict, row.verdict)
+
+
+def _row_line(row: Comparison, report: ComparisonReport, ctx: CommentContext) -> str:
+    label = _escape(row.key.label)
+    where = f" ({_escape(row.key.environment)})" if _environments(report) > 1 else ""
+    link = compare_url(ctx.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository,
+                       row.verdict if row.verdict in _CHANGED else "")
+    name = f"[{label}]({link}){where}" if link else f"{label}{where}"
+    return (f"| {name} | {_escape(row.key.metric)} | {_side_cell(row.base, row.key.unit)} | "
+            f"{_side_cell(row.head, row.key.unit)} | {_delta_cell(row, report.params.alpha)} | {_verdict_cell(row)} |")
+
+
+def _environments(report: ComparisonReport) -> int:
+    return len({row.key.environment for row in report.rows})
+
+
+def _changed_order(row: Comparison) -> tuple[int, float, str]:
+    rank = _CHANGED.index(row.verdict)
+    size = abs(math.log(row.ratio)) if row.ratio and row.ratio > 0 and math.isfinite(row.ratio) else 0.0
+    return (rank, -size, row.key.label)
+
+
+def _commit(label: SideLabel) -> str:
+    subject = f" {_escape(label.subject[:72])}" if label.subject else ""
+    return f"`{label.commit[:12]}`{subject}"
+
+
+def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: int = GITHUB_LIMIT,
+                   marker: bool = True) -> str:
+    """The comment's markdown (``marker``: with the hidden line that finds it again), at most ``limit``
+    characters."""
+    verdict = conclusion(report)
+    full = compare_url(ctx.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository)
+    top = [MARKER] if marker else []
+    top.append(f"### {_ICONS[verdict]} KernelWatch: {headline(report, ctx)}")
+    top.append("")
+    top.append(f"Head {_commit(ctx.head)} against merge-base {_commit(ctx.base)}"
+               + (f" · [full comparison]({full})" if full else ""))
+    if report is None:
+        top += ["", f"No comparison: {_escape(ctx.missing_baseline or 'the merge-base has no runs')}."]
+        top += [f"> {_escape(note)}" for note in ctx.notes]
+        return _fit("\n".join(top) + "\n", limit)
+    counts = [(v, report.count(v)) for v in VERDICTS]
+    top += ["", "| " + " | ".join(_PLURAL.get(v, v) for v, _ in counts) + " |",
+            "|" + "---|" * len(counts), "| " + " | ".join(str(n) for _, n in counts) + " |"]
+    changed = sorted((r for r in report.rows if r.verdict in _CHANGED), key=_changed_order)
+    rest = sorted((r for r in report.rows if r.verdict not in _CHANGED),
+                  key=lambda r: (VERDICTS.index(r.verdict), r.key.label, r.key.metric))
+    changed_lines = [_row_line(r, report, ctx) for r in changed]
+    rest_lines = [_row_line(r, report, ctx) for r in rest]
+    tail = _footer(report, ctx)
+    # Rows are what can be cut; the head, counts and footer always stay, and changed rows go before the rest.
+    # The headings and notes around the tables take a little room of their own: leave more until it fits.
+    spare = 0 if len(report.rows) < 50 else 2000
+    while True:
+        budget = limit - sum(len(x) + 1 for x in [*top, *tail]) - spare
+        text = _tables(report, top, tail, changed_lines, rest_lines, budget, full)
+        if len(text) <= limit or budget <= 0:
+            return _fit(text, limit)
+        spare = spare * 2 + 1000
+
+
+def _tables(report: ComparisonReport, top: list[str], tail: list[str], changed_lines: list[str],
+            rest_lines: list[str], budget: int, full: str) -> str:
+    kept_changed = _take(changed_lines, budget)
+    kept_rest = _take(rest_lines, budget - sum(len(x) + 1 for x in kept_changed))
+    body = list(top)
+    if changed_lines:
+        body += ["", "#### Changed", "", _HEADER, *kept_changed]
+        body += _cut_note(len(changed_lines) - len(kept_changed), full)
+    if rest_lines:
+        summary = ", ".join(_counted(n, v) for v in VERDICTS if v not in _CHANGED and (n := report.count(v)))
+        body += ["", f"<details><summary>{summary}</summary>", "", _HEADER, *kept_rest]
+        body += _cut_note(len(rest_lines) - len(kept_rest), full)
+        body += ["", "</details>"]
+    return "\n".join([*body, *tail]) + "\n"
+
+
+def _take(lines: Sequence[str], budget: int) -> list[str]:
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        used += len(line) + 1
+        if used > budget:
+            break
+        kept.append(line)
+    return kept
+
+
+def _cut_note(cut: int, full: str) -> list[str]:
+    if cut <= 0:
+        return []
+    where = f"[the full comparison]({full})" if full else "`kernelwatch compare`"
+    return ["", f"*{cut} more row{'s' if cut != 1 else ''} left out to stay within GitHub's size limit: "
+                f"see {where}.*"]
+
+
+def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
+    p = report.params
+    lines = [""]
+    if report.geomeans:
+        lines += ["<details><summary>geometric means</summary>", "",
+                  "| environment | metric | benchmarks | base | head | delta |", "|---|---|---|---|---|---|"]
+        for g in report.geomeans:
+            delta = f"{(g.ratio - 1) * 100:+.1f}%"
+            if g.low is not None and g.high is not None:
+                delta += f" [{(g.low - 1) * 100:+.1f}%, {(g.high - 1) * 100:+.1f}%]"
+            lines.append(f"| {_escape(g.environment)} | {_escape(g.metric)} | {g.count} | "
+                         f"{format_value(g.base, g.unit)} | {format_value(g.head, g.unit)} | {delta} |")
+        lines += ["", "</details>", ""]
+    lines.append(f"<sub>Significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} "
+                 f"test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ {p.min_effect * 100:g}%; "
+                 f"`~` not significant. Updated in place on every push.</sub>")
+    lines += [f"> {_escape(note)}" for note in ctx.notes]
+    return lines
+
+
+def _fit(text: str, limit: int) -> str:
+    """The last resort when even the fixed parts are too long (thousands of notes): cut, and say so."""
+    if len(text) <= limit:
+        return text
+    note = "\n\n*…cut to stay within GitHub's size limit.*\n"
+    return text[: limit - len(note)] + note
+
+
+def check_output(report: ComparisonReport | None, ctx: CommentContext,
+                 limit: int = GITHUB_LIMIT - 1) -> dict[str, str]:
+    """The check run's output: its title is the headline, its summary the comment without the marker."""
+    return {"title": headline(report, ctx)[:250], "summary": format_comment(report, ctx, limit, marker=False)}
+
+
+def status_description(report: ComparisonReport | None, ctx: CommentContext) -> str:
+    """A commit status carries 140 characters and no neutral state: the headline says the rest."""
+    return headline(report, ctx)[:140]

@@ -1,0 +1,113 @@
+"""Comparisons made on write, on both databases: a commit against the measured commit before it, stored whole and
+found again by exactly what it compared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.contract.manifest import Manifest
+from service.pipeline.compare import compare_refs, compare_resolved, resolve
+from service.pipeline.ingest import ingest_manifest
+from service.pipeline.stored_comparisons import DEFAULT_PARAMS, store_comparison_for_run
+from service.report.compare_table import from_json, to_json
+from service.store.models import Commit, StoredComparison
+from tests import builders
+
+LEVELS = {"a": 1e-3, "b": 2e-3, "c": 4e-3}
+
+
+def doc(position: int, slower: str | None = None, seed: int = 0, **overrides: Any) -> dict[str, Any]:
+    rng = np.random.default_rng(seed * 100 + position)
+    results = []
+    for name, level in LEVELS.items():
+        factor = 1.25 if name == slower else 1.0
+        results.append(builders.result(name=name, samples=[float(level * factor * (1 + 0.005 * v))
+                                                           for v in rng.standard_normal(10)]))
+    return builders.manifest(position, results, **overrides)
+
+
+def ingest(sessions: sessionmaker[Session], manifest: dict[str, Any]) -> int:
+    with sessions.begin() as session:
+        return ingest_manifest(session, Manifest.model_validate(manifest)).run_id
+
+
+def count(sessions: sessionmaker[Session]) -> int:
+    with sessions() as session:
+        return session.scalar(select(func.count(StoredComparison.id))) or 0
+
+
+def test_a_commit_is_stored_against_the_one_before_and_read_back_whole(sessions: sessionmaker[Session]) -> None:
+    first = ingest(sessions, doc(0))
+    with sessions.begin() as session:
+        assert store_comparison_for_run(session, first) is None  # nothing before it
+    second_doc = doc(1, slower="b")
+    second = ingest(sessions, second_doc)
+    with sessions.begin() as session:
+        stored = store_comparison_for_run(session, second)
+        assert stored is not None
+        again = store_comparison_for_run(session, second)
+        assert again is not None and again.id == stored.id  # the same runs: stored once
+    assert count(sessions) == 1
+
+    base_sha, head_sha = builders.commit(0)["sha"], second_doc["commit"]["sha"]
+    with sessions() as session:
+        base, head = resolve(session, base_sha[:8]), resolve(session, head_sha)
+        read = compare_refs(session, base_sha[:8], head_sha, intervals=False)
+        computed = compare_resolved(session, base, head, DEFAULT_PARAMS, stored=False)
+        backwards = compare_resolved(session, head, base, DEFAULT_PARAMS)
+    # Read, not computed (no pairs kept), and exactly what computing it gives, every interval included,
+    # labelled with the reader's references.
+    assert read.pairs == () and computed.pairs != ()
+    document = to_json(read.report, read.base, read.head, read.notes)
+    assert document == to_json(computed.report, computed.base, computed.head, computed.notes)
+    assert document["base"]["ref"] == base_sha[:8] and document["summary"]["regression"] == 1
+    assert all(row["ratio_ci_low"] is not None for row in document["benchmarks"])
+    assert to_json(*from_json(document)[:1], read.base, read.head, from_json(document)[1]) == document
+    assert backwards.pairs != ()  # the other way round was not stored: computed
+
+
+def test_a_new_run_supersedes_and_the_parent_is_the_commit_measured_before(
+        sessions: sessionmaker[Session]) -> None:
+    ingest(sessions, doc(0))
+    ingest(sessions, doc(1, branch="feature"))  # measured, but on another branch: not what main compares with
+    head = doc(2, slower="c")
+    run = ingest(sessions, head)
+    with sessions.begin() as session:
+        stored = store_comparison_for_run(session, run)
+        assert stored is not None
+        parent = session.scalars(select(Commit).filter_by(sha=builders.commit(0)["sha"])).one()
+        assert stored.base_commit_id == parent.id
+        old_key = stored.key
+    rerun = ingest(sessions, doc(2, slower="c", seed=7))  # a second run of commit 2
+    with sessions.begin() as session:
+        newer = store_comparison_for_run(session, rerun)
+        assert newer is not None and newer.key != old_key
+        assert len(newer.document["head"]["runs"]) == 2
+    assert count(sessions) == 1  # the comparison with fewer runs is gone
+
+
+def test_the_commit_page_reads_what_was_stored_on_write(sessions: sessionmaker[Session], database_url: str,
+                                                         tmp_path: Path) -> None:
+    """Through the embedded pipeline: submitting runs stores each commit's comparison (the queue's follow-up),
+    and the commit page and the API show that comparison, not one computed on request."""
+    from service.app import create_app
+    from service.settings import Settings
+
+    app = create_app(Settings(home=tmp_path, database_url=database_url, follow_up=()))
+    ctx = app.extensions["kernelwatch"]
+    for position in range(3):
+        ctx.submit(doc(position, slower="a" if position == 2 else None))
+    assert count(ctx.sessions) == 2  # commits 1 and 2, each against the one before
+    head_sha = builders.commit(2)["sha"]
+    with ctx.sessions() as session:
+        base, head = resolve(session, builders.commit(1)["sha"]), resolve(session, head_sha)
+        assert compare_resolved(session, base, head, DEFAULT_PARAMS, intervals=False).pairs == ()
+    page = app.test_client().get(f"/commits/{head_sha}").get_data(as_text=True)
+    assert "regression" in page
+    api = app.test_client().get(f"/api/v1/compare?base={builders.commit(1)['sha']}&head={head_sha}").json
+    assert api["summary"]["regression"] == 1 and api["benchmarks"][0]["ratio_ci_low"] is not None

@@ -1,0 +1,131 @@
+"""The Slack messages of an alert, against golden files, and inside Slack's limits whatever the alert holds."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from service.pipeline.alerts import AlertFindingView, AlertNoteView, AlertView
+from service.report.slack_blocks import (
+    MAX_BLOCKS,
+    MAX_FALLBACK_TEXT,
+    SlackMessage,
+    SlackVerdict,
+    alert_message,
+    escape,
+    note_reply,
+    slack_alert,
+    trim,
+    verdict_reply,
+)
+from tests.fake_slack import limit_errors
+from tests.golden import assert_golden
+
+AT = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+
+
+def finding(i: int, magnitude: float, direction: str = "regression", series_id: int | None = None,
+            benchmark: str | None = None) -> AlertFindingView:
+    return AlertFindingView(id=i, series_id=series_id if series_id is not None else i,
+                            benchmark=benchmark or f"softmax/rows[cols=4096,rows={256 * i}]", metric="wall_time",
+                            unit="s", direction=direction, magnitude=magnitude, confidence=12.5 + i, p_value=1e-4,
+                            detector="edivisive")
+
+
+def view(findings: list[AlertFindingView], state: str = "untriaged", kind: str = "regression",
+         subject: str = "Fuse the softmax reduction", count: int | None = None) -> AlertView:
+    return AlertView(id=42, repository="kernels", commit_sha="1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
+                     commit_subject=subject, previous_sha="0f9e8d7c6b5a49382716051f2e3d4c5b6a798081",
+                     previous_subject="Tidy", state=state, kind=kind, created_at=AT, updated_at=AT,
+                     findings=findings, notes=[], finding_count=len(findings) if count is None else count)
+
+
+def dump(message: SlackMessage) -> str:
+    return json.dumps(message.as_json(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def assert_within_limits(message: SlackMessage) -> None:
+    assert limit_errors(message.blocks) == []
+    assert len(message.blocks) <= MAX_BLOCKS
+    assert 0 < len(message.text) <= MAX_FALLBACK_TEXT
+
+
+HARDWARE = {1: "cpu", 2: "TPU v5 lite", 3: "cpu"}
+URL = "https://kernelwatch.example.com/?after=43#alert-42"
+
+
+def test_new_alert_message() -> None:
+    alert = slack_alert(view([finding(1, 0.52), finding(2, 0.31), finding(3, -0.12, "improvement")],
+                             kind="mixed"), HARDWARE, url=URL)
+    message = alert_message(alert)
+    assert_within_limits(message)
+    assert_golden("slack_alert_new.json", dump(message))
+
+
+def test_alert_message_after_triage_and_bisection() -> None:
+    verdicts = [SlackVerdict(job_id=7, purpose="bisect", state="done", benchmark="softmax/rows[cols=4096,rows=256]",
+                             culprit_sha="1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
+                             message="isolated 1a2b3c4d5e6f (Fuse the softmax reduction) after 3 runs"),
+                SlackVerdict(job_id=8, purpose="confirm", state="failed", benchmark="softmax/rows[cols=4096,rows=512]",
+                             culprit_sha=None, message="the confirm run could not be made: no runner")]
+    alert = slack_alert(view([finding(1, 0.52), finding(2, 0.31)], state="fixed"), HARDWARE, verdicts, URL)
+    message = alert_message(alert)
+    assert_within_limits(message)
+    assert message.blocks[0]["text"]["text"].startswith("[fixed] Regression: 2 findings")
+    assert_golden("slack_alert_fixed.json", dump(message))
+
+
+def test_an_alert_of_hundreds_of_findings_stays_within_the_limits() -> None:
+    many = [finding(i, 0.01 * i, benchmark=f"suite/{'very_long_kernel_name_' * 12}{i}[rows={i}]")
+            for i in range(600, 0, -1)]
+    subject = "<script> & friends: " + "a very long subject " * 400
+    alert = slack_alert(view(many, subject=subject), {i: f"gpu-{i % 7}" for i in range(601)}, url=URL)
+    message = alert_message(alert)
+    assert_within_limits(message)
+    assert "<script>" not in json.dumps(message.blocks)  # escaped: Slack would read it as markup
+    assert "…and 585 more findings on the dashboard" in json.dumps(message.blocks, ensure_ascii=False)
+    assert_golden("slack_alert_many.json", dump(message))
+
+
+def test_an_alert_without_a_page_has_no_button_and_an_emptied_one_says_so() -> None:
+    message = alert_message(slack_alert(view([], count=0), {}))
+    assert_within_limits(message)
+    assert not [b for b in message.blocks if b["type"] == "actions"]
+    assert "no findings left" in json.dumps(message.blocks)
+
+
+def test_note_replies() -> None:
+    change = AlertNoteView(author="ada", text="Looking at the <fusion> & its tiling.", state_from="untriaged",
+                           state_to="investigating", created_at=AT)
+    assert_golden("slack_reply_triage.json", dump(note_reply(change)))
+    only_note = note_reply(AlertNoteView(author="kernelwatch", text="no findings left: they moved to alert 43",
+                                         state_from="investigating", state_to=None, created_at=AT))
+    assert only_note.blocks[0]["text"]["text"] == "*kernelwatch* noted"
+    assert_within_limits(only_note)
+
+
+def test_a_long_note_is_split_into_sections_then_cut() -> None:
+    text = "\n".join(f"line {i}: " + "x" * 90 for i in range(2000))  # about 200,000 characters
+    message = note_reply(AlertNoteView(author="ada", text=text, state_from="untriaged", state_to=None,
+                                       created_at=AT))
+    assert_within_limits(message)
+    assert 2 < len(message.blocks) <= 21 and message.blocks[-1]["text"]["text"].endswith("…")
+    assert message.blocks[1]["text"]["text"].startswith("line 0: ")
+    medium = note_reply(AlertNoteView(author="ada", text="&" * 7000, state_from="untriaged", state_to=None,
+                                      created_at=AT))
+    assert_within_limits(medium)
+    sections = [b["text"]["text"] for b in medium.blocks[1:]]
+    assert "".join(sections) == "&amp;" * 7000  # split between entities, never inside one
+
+
+def test_verdict_reply() -> None:
+    verdict = SlackVerdict(job_id=7, purpose="bisect", state="done", benchmark="softmax/rows[rows=256]",
+                           culprit_sha="1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b",
+                           message="isolated 1a2b3c4d5e6f (Fuse) after 3 runs; it follows 0f9e8d7c6b5a")
+    assert_golden("slack_reply_verdict.json", dump(verdict_reply(verdict)))
+
+
+def test_trim_and_escape() -> None:
+    assert trim("abcdef", 4) == "abc…" and trim("abc", 4) == "abc"
+    assert trim(escape("a&b"), 4) == "a…"  # never half an entity
+    assert escape("<@U123> & <!channel>") == "&lt;@U123&gt; &amp; &lt;!channel&gt;"
