@@ -32,7 +32,6 @@ import json
 import random
 import secrets
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -43,7 +42,9 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from sqlalchemy import event, text
+import timing
+from sqlalchemy import text
+from timing import Timed, capture_on, time_requests
 
 from service.app import create_app
 from service.pipeline.alerts import group_findings
@@ -67,6 +68,18 @@ class DeferredQueue:
         pass
 
     def enqueue_runs(self, orders: Sequence[Any]) -> None:
+        pass
+
+    def enqueue_compare(self, run_ids: Sequence[int]) -> None:
+        pass
+
+    def enqueue_github_delivery(self, delivery_id: int) -> None:
+        pass
+
+    def enqueue_suite_runs(self, runs: Sequence[Any]) -> None:
+        pass
+
+    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
         pass
 
 
@@ -112,12 +125,6 @@ def manifests(args: argparse.Namespace) -> Iterator[tuple[int, int, dict[str, An
                 "started_at": authored.isoformat(), "finished_at": (authored + timedelta(minutes=10)).isoformat(),
                 "environment": environment(env), "results": results,
             }
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
 
 
 @contextmanager
@@ -219,26 +226,12 @@ def plant_findings(url: str, args: argparse.Namespace) -> tuple[int, int]:
     return len(findings), len(outcome.created)
 
 
-class Capture:
-    """The statements (and parameters) SQLAlchemy sends while ``on`` is set."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.statements: list[tuple[str, Any]] = []
-
-    def __call__(self, conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
-                 executemany: bool) -> None:
-        if self.on:
-            self.statements.append((statement, parameters))
-
-
-def time_endpoints(url: str, sa_url: str, args: argparse.Namespace) -> list[tuple[str, list[float], list[float]]]:
+def time_endpoints(url: str, sa_url: str, args: argparse.Namespace) -> list[Timed]:
     with tempfile.TemporaryDirectory(prefix="kw-bench-") as home:
         app = create_app(Settings(home=Path(home), database_url=sa_url, follow_up=()))
         gc.freeze()  # as service/wsgi.py does once the app is built
         ctx = app.extensions["kernelwatch"]
-        capture = Capture()
-        event.listen(ctx.engine, "before_cursor_execute", capture)
+        capture = capture_on(ctx.engine)
         client = app.test_client()
         with ctx.engine.connect() as conn:
             series_ids = [r[0] for r in conn.execute(text("SELECT id FROM series ORDER BY id"))]
@@ -257,35 +250,11 @@ def time_endpoints(url: str, sa_url: str, args: argparse.Namespace) -> list[tupl
             for label, path_of in endpoints:
                 count = n if not label.startswith("GET /api/v1/compare") else min(n, args.compare_requests)
                 paths = [path_of(i) for i in range(count)]
-                for path in paths[:1 if count < n else 3]:  # warm-up
-                    client.get(path)
-                # Each request timed with its SQL captured (appending to a list: noise next to a request).
-                captured: list[list[tuple[str, Any]]] = []
-                api = []
-                for path in paths:
-                    capture.statements, capture.on = [], True
-                    started = time.perf_counter()
-                    response = client.get(path)
-                    response.get_data()
-                    api.append((time.perf_counter() - started) * 1e3)
-                    capture.on = False
-                    if response.status_code != 200:
-                        sys.exit(f"{path}: HTTP {response.status_code}: {response.get_data(as_text=True)[:500]}")
-                    captured.append(capture.statements)
-                sql = []
-                for statements in captured:
-                    started = time.perf_counter()
-                    with bare.cursor() as cur:
-                        for statement, parameters in statements:
-                            cur.execute(statement, parameters)
-                            if cur.description is not None:
-                                cur.fetchall()
-                    bare.rollback()
-                    sql.append((time.perf_counter() - started) * 1e3)
-                queries = statistics.mean(len(s) for s in captured)
+                timed = time_requests(client, capture, bare, label, paths, warmup=1 if count < n else 3)
+                queries = statistics.mean(len(s) for s in timed.statements)
                 print(f"  {label}: {count} requests, {queries:.1f} statements per request, "
-                      f"{len(response.get_data()):,} bytes of JSON", flush=True)
-                out.append((label, api, sql))
+                      f"{len(timed.last_body):,} bytes of JSON", flush=True)
+                out.append(timed)
         ctx.close()
     return out
 
@@ -376,19 +345,8 @@ def main() -> None:
     report(timings)
 
 
-def report(timings: list[tuple[str, list[float], list[float]]]) -> None:
-    print()
-    print(f"{'endpoint':38} {'API p50':>8} {'API p95':>8} {'SQL p50':>8} {'SQL p95':>8} {'p50 x':>6} {'p95 x':>6}"
-          f"  p95 < {TARGET_P95_MS:.0f} ms")
-    met = True
-    for label, api, sql in timings:
-        a50, a95, s50, s95 = (percentile(api, 50), percentile(api, 95), percentile(sql, 50), percentile(sql, 95))
-        ok = a95 < TARGET_P95_MS
-        met &= ok
-        print(f"{label:38} {a50:8.1f} {a95:8.1f} {s50:8.1f} {s95:8.1f} {a50 / s50:6.1f} {a95 / s95:6.1f}  "
-              f"{'met' if ok else 'MISSED'}")
-    print("(milliseconds; x: API time over the bare SQL's)")
-    print(f"Every endpoint's p95 under {TARGET_P95_MS:.0f} ms: {'met' if met else 'NOT met'}")
+def report(timings: list[Timed]) -> None:
+    timing.report(timings, TARGET_P95_MS)
 
 
 if __name__ == "__main__":
