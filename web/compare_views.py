@@ -20,8 +20,8 @@ from sqlalchemy.orm import Session
 
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
 from service.errors import InvalidInput, KernelWatchError
-from service.pipeline.compare import CompareOutcome, ResolvedSide, compare_resolved, resolve
-from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page, parse_verdicts
+from service.pipeline.compare import ResolvedSide, resolve
+from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
 from service.report.compare_table import format_value
 from service.store.commit_compare import (
     KernelCountChange,
@@ -108,12 +108,13 @@ def _link(**changes: Any) -> str:
     return url_for(request.endpoint, **path_args, **{k: v for k, v in args.items() if v is not None})
 
 
-def _page_context(outcome: CompareOutcome, args: TableArgs) -> dict[str, Any]:
-    page = compare_page(outcome, args.verdicts, args.sort, args.offset, args.limit)
+def _page_context(session: Session, base: ResolvedSide, head: ResolvedSide, args: TableArgs) -> dict[str, Any]:
+    page = compare_page_for(session, base, head, CompareParams(), args.verdicts, args.sort, args.offset, args.limit)
     figure = ratio_figure(page.listed, page.report.geomeans)
-    return {"page": page, "args": args, "link": _link, "verdicts": VERDICTS,
-            "figure": json.loads(json.dumps(figure, cls=PlotlyJSONEncoder)),
-            "environments": sorted({row.key.environment for row in outcome.report.rows})}
+    # A stored comparison is read a page at a time: its environments are those of its geomeans and listed rows.
+    environments = {g.environment for g in page.report.geomeans} | {row.key.environment for row in page.listed}
+    return {"page": page, "args": args, "link": _link, "verdicts": VERDICTS, "notes": page.outcome.notes,
+            "figure": json.loads(json.dumps(figure, cls=PlotlyJSONEncoder)), "environments": sorted(environments)}
 
 
 @bp.get("/commits/<sha>")
@@ -128,10 +129,9 @@ def commit_page(sha: str) -> str:
         if parent is None:
             return render_template("commit.html", info=info, head=head.label, base=None, page=None)
         base = resolve(session, parent, head.label.repository)
-        outcome = compare_resolved(session, base, head, CompareParams(), intervals=False)
+        context = _page_context(session, base, head, args)
         static = _static_diff(session, base, head)
-    return render_template("commit.html", info=info, head=head.label, base=base.label, static=static,
-                           notes=outcome.notes, **_page_context(outcome, args))
+    return render_template("commit.html", info=info, head=head.label, base=base.label, static=static, **context)
 
 
 @bp.get("/compare")
@@ -146,11 +146,10 @@ def compare() -> str | tuple[str, int]:
     with _sessions()() as session:
         base = resolve(session, base_ref, repository)
         head = resolve(session, head_ref, repository)
-        outcome = compare_resolved(session, base, head, CompareParams(), intervals=False)
+        context = _page_context(session, base, head, args)
         static = _static_diff(session, base, head)
     return render_template("compare.html", base_ref=base_ref, head_ref=head_ref, repo=repository or "",
-                           base=base.label, head=head.label, static=static, notes=outcome.notes,
-                           **_page_context(outcome, args))
+                           base=base.label, head=head.label, static=static, **context)
 
 
 # ---- how a comparison's cells read ----------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from flask import Response, request
 from service.api.auth import readable
 from service.api.blueprint import bp, context, int_arg, reply
 from service.errors import InvalidInput
-from service.pipeline.compare import compare_refs
-from service.pipeline.compare_page import API_SORTS, DEFAULT_LIMIT, MAX_LIMIT, compare_page, parse_verdicts
+from service.pipeline.compare import compare_params, resolve
+from service.pipeline.compare_page import API_SORTS, DEFAULT_LIMIT, MAX_LIMIT, compare_page_for, parse_verdicts
 from service.report.compare_table import to_json
 
 SORTS = API_SORTS
@@ -40,12 +40,14 @@ def get_compare() -> Response:
         raise InvalidInput(f"sort is one of {', '.join(SORTS)}, got {sort[:80]!r}")
     offset = int_arg("offset", 0, 0, 10**9)
     limit = int_arg("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
+    params = compare_params(_float_arg("alpha", 0.05), _float_arg("min_effect", 0.01))
+    repository = request.args.get("repo") or None
     with context().sessions() as session:
-        # Every row's test and verdict, but the bootstrap intervals (the costly part) only for the page's rows.
-        outcome = compare_refs(session, base, head, repository=request.args.get("repo") or None,
-                               alpha=_float_arg("alpha", 0.05), min_effect=_float_arg("min_effect", 0.01),
-                               intervals=False)
-    page = compare_page(outcome, verdicts, sort, offset, limit)
+        # A comparison stored on write is read a page at a time; any other is computed: every row's test and
+        # verdict, but the bootstrap intervals (the costly part) only for the page's rows.
+        page = compare_page_for(session, resolve(session, base, repository), resolve(session, head, repository),
+                                params, verdicts, sort, offset, limit)
+    outcome = page.outcome
     body = to_json(page.report, outcome.base, outcome.head, outcome.notes, rows=page.rows)
     body["page"] = {"offset": offset, "limit": limit, "total": page.total, "next_offset": page.next_offset}
     return reply(body)

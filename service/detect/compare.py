@@ -146,9 +146,19 @@ class ComparisonReport:
     rows: tuple[Comparison, ...]
     geomeans: tuple[Geomean, ...]
     tests: int  # the size of the Benjamini-Hochberg family
+    # The whole comparison's count per verdict when ``rows`` holds one page of it (a stored comparison is read a
+    # page at a time); None when ``rows`` is all of it.
+    totals: tuple[tuple[Verdict, int], ...] | None = None
 
     def count(self, verdict: Verdict) -> int:
+        if self.totals is not None:
+            return dict(self.totals).get(verdict, 0)
         return sum(1 for row in self.rows if row.verdict == verdict)
+
+    @property
+    def compared(self) -> int:
+        """How many benchmarks the comparison holds, listed here or not."""
+        return len(self.rows) if self.totals is None else sum(n for _, n in self.totals)
 
     @property
     def has_regression(self) -> bool:

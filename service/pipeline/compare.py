@@ -16,10 +16,20 @@ import numpy as np
 from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
-from service.detect.compare import BenchmarkKey, CompareParams, ComparisonReport, Pair, Side, compare
+from service.detect.compare import (
+    VERDICTS,
+    BenchmarkKey,
+    CompareParams,
+    Comparison,
+    ComparisonReport,
+    Pair,
+    Side,
+    compare,
+)
 from service.detect.types import Direction
 from service.errors import InvalidInput, NotFound
-from service.report.compare_table import SideLabel, from_json
+from service.pipeline.git_refs import RefResolver
+from service.report.compare_table import SideLabel, comparison_from_json, geomeans_from_json, params_from_json
 from service.store.models import (
     Benchmark,
     Commit,
@@ -29,6 +39,7 @@ from service.store.models import (
     Run,
     Series,
     StoredComparison,
+    StoredComparisonRow,
 )
 
 MIN_PREFIX = 4
@@ -72,12 +83,50 @@ def side_for_commit(session: Session, ref: str, commit: Commit, repository_name:
         tuple(r.id for r in runs), frozenset(r.environment_id for r in runs))
 
 
-def resolve(session: Session, ref: str, repository_name: str | None = None) -> ResolvedSide:
-    """A run id names that run; a commit sha or a unique prefix of one names every run of that commit."""
+def resolve(session: Session, ref: str, repository_name: str | None = None,
+            refs: RefResolver | None = None) -> ResolvedSide:
+    """A run id names that run; a commit sha or a unique prefix of one names every run of that commit; with a
+    repository and ``refs``, a branch or tag name (anything git resolves) names every run of its commit."""
     ref = ref.strip()
     if not ref:
         raise InvalidInput("an empty reference: give a run id, a commit sha or a sha prefix")
     repository = _repository(session, repository_name)
+    try:
+        return _resolve_stored(session, ref, repository)
+    except NotFound:
+        if repository is None or refs is None:
+            raise
+        # Run ids and shas first: a stored name is exact, and a ref is only asked of git when nothing matched.
+        sha = refs(repository.url, ref)
+        if sha is None:
+            raise NotFound(f"no run, commit or git ref matches {ref!r} in repository {repository.name} "
+                           f"({repository.url})") from None
+    commit = session.scalars(select(Commit).filter_by(repository_id=repository.id, sha=sha.lower())).first()
+    if commit is None:
+        raise NotFound(f"{ref!r} is commit {sha[:12]} of {repository.name}, which has no stored runs")
+    return side_for_commit(session, ref, commit, repository.name)
+
+
+def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
+    """Exactly these runs, all of one commit (a `kernelwatch ci` side: the runs it just made, one per
+    environment), labelled with the commit's sha."""
+    runs = session.scalars(select(Run).where(Run.run_uid.in_(list(run_uids))).order_by(Run.started_at, Run.id)).all()
+    if len(runs) != len(set(run_uids)):
+        found = {r.run_uid for r in runs}
+        raise NotFound(f"no run {', '.join(sorted(set(run_uids) - found))}")
+    commits = {r.commit_id for r in runs}
+    if len(commits) != 1:
+        raise InvalidInput("the runs of one side must all be of one commit")
+    commit = session.get(Commit, commits.pop())
+    owner = session.get(Repository, commit.repository_id) if commit is not None else None
+    assert commit is not None and owner is not None
+    return ResolvedSide(
+        SideLabel(ref=commit.sha[:12], repository=owner.name, commit=commit.sha, subject=commit.subject,
+                  runs=tuple(r.run_uid for r in runs)),
+        tuple(r.id for r in runs), frozenset(r.environment_id for r in runs))
+
+
+def _resolve_stored(session: Session, ref: str, repository: Repository | None) -> ResolvedSide:
     run = session.scalars(select(Run).filter_by(run_uid=ref)).first()
     if run is not None:
         commit = session.get(Commit, run.commit_id)
@@ -225,16 +274,32 @@ def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: C
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def find_stored(session: Session, base: ResolvedSide, head: ResolvedSide,
+                params: CompareParams) -> StoredComparison | None:
+    """The comparison of exactly these sides made on write (service/pipeline/stored_comparisons.py)."""
+    key = comparison_key(base.run_ids, head.run_ids, params)
+    return session.scalars(select(StoredComparison).filter_by(key=key)).first()
+
+
+def stored_report(header: dict[str, Any], rows: Sequence[Comparison], whole: bool) -> ComparisonReport:
+    """A stored comparison's report with these of its rows; ``whole``: they are all of them (else the verdict
+    counts come from the header)."""
+    totals = None if whole else tuple((v, int(header["summary"].get(v, 0))) for v in VERDICTS)
+    return ComparisonReport(params=params_from_json(header), rows=tuple(rows), geomeans=geomeans_from_json(header),
+                            tests=int(header["parameters"]["tests"]), totals=totals)
+
+
 def stored_outcome(session: Session, base: ResolvedSide, head: ResolvedSide,
                    params: CompareParams) -> CompareOutcome | None:
-    """The comparison of exactly these sides made on write (service/pipeline/stored_comparisons.py), labelled
-    with the references the reader used; None when none was stored."""
-    document = session.scalars(select(StoredComparison.document)
-                               .filter_by(key=comparison_key(base.run_ids, head.run_ids, params))).first()
-    if document is None:
+    """The whole stored comparison of these sides, labelled with the references the reader used; None when none
+    was stored."""
+    stored = find_stored(session, base, head, params)
+    if stored is None:
         return None
-    report, notes = from_json(document)
-    return CompareOutcome(base.label, head.label, report, notes)
+    rows = session.scalars(select(StoredComparisonRow.row).where(StoredComparisonRow.comparison_id == stored.id)
+                           .order_by(StoredComparisonRow.position)).all()
+    report = stored_report(stored.header, [comparison_from_json(r) for r in rows], whole=True)
+    return CompareOutcome(base.label, head.label, report, tuple(stored.header["notes"]))
 
 
 def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, params: CompareParams,
@@ -264,12 +329,19 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
 
 
-def compare_refs(session: Session, base_ref: str, head_ref: str, repository: str | None = None,
-                 alpha: float = 0.05, min_effect: float = 0.01, intervals: bool = True) -> CompareOutcome:
+def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> CompareParams:
     try:
-        params = CompareParams(alpha=alpha, min_effect=min_effect)
+        return CompareParams(alpha=alpha, min_effect=min_effect)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
-    base = resolve(session, base_ref, repository)
-    head = resolve(session, head_ref, repository)
+
+
+def compare_refs(session: Session, base_ref: str, head_ref: str, repository: str | None = None,
+                 alpha: float = 0.05, min_effect: float = 0.01, intervals: bool = True,
+                 refs: RefResolver | None = None) -> CompareOutcome:
+    """``refs``: how a branch or tag name is resolved in ``repository`` (``git_refs.GitRefResolver``); without
+    it only run ids, shas and sha prefixes are understood."""
+    params = compare_params(alpha, min_effect)
+    base = resolve(session, base_ref, repository, refs)
+    head = resolve(session, head_ref, repository, refs)
     return compare_resolved(session, base, head, params, intervals)

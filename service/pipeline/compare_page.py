@@ -11,10 +11,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from service.detect.compare import VERDICTS, Comparison, ComparisonReport, with_intervals
+from sqlalchemy import case, select
+from sqlalchemy.orm import Session
+
+from service.detect.compare import VERDICTS, CompareParams, Comparison, ComparisonReport, with_intervals
 from service.errors import InvalidInput
-from service.pipeline.compare import CompareOutcome
+from service.pipeline.compare import CompareOutcome, ResolvedSide, compare_resolved, find_stored, stored_report
+from service.report.compare_table import SideLabel, comparison_from_json
+from service.store.models import StoredComparison, StoredComparisonRow
 
 # The orders the API documents; the pages offer a few more (a column header each).
 API_SORTS = ("name", "change")
@@ -91,3 +97,49 @@ def compare_page(outcome: CompareOutcome, verdicts: set[str] | None = None, sort
     rows = order[offset:offset + limit]
     report = with_intervals(outcome.report, outcome.pairs, rows)
     return ComparePage(outcome=outcome, report=report, rows=rows, offset=offset, limit=limit, total=len(order))
+
+
+def _stored_order(sort: str) -> list[Any]:
+    """The SQL order of a stored comparison's rows that ``order_rows`` gives a computed one."""
+    row = StoredComparisonRow
+    rank = case(*[(row.verdict == v, r) for v, r in _VERDICT_RANK.items()], else_=9)
+    change_rank = case((row.verdict == "regression", 0), (row.verdict == "improvement", 1), else_=2)
+    orders: dict[str, list[Any]] = {
+        "name": [],
+        "change": [change_rank, row.size.desc()],
+        "ratio": [row.ratio.is_(None), row.ratio],
+        "-ratio": [row.ratio.is_(None), row.ratio.desc()],
+        "verdict": [rank, row.size.desc()],
+        "p": [row.p_value.is_(None), row.p_value],
+    }
+    return [*orders[sort], row.position]
+
+
+def stored_page(session: Session, stored: StoredComparison, outcome_labels: tuple[SideLabel, SideLabel],
+                verdicts: set[str] | None, sort: str, offset: int, limit: int) -> ComparePage:
+    """A page of a comparison stored on write: its rows read by the page's filter and order, nothing else."""
+    if sort not in SORTS:
+        raise InvalidInput(f"sort is one of {', '.join(SORTS)}, got {sort[:80]!r}")
+    header = stored.header
+    query = select(StoredComparisonRow.row).where(StoredComparisonRow.comparison_id == stored.id)
+    if verdicts is not None:
+        query = query.where(StoredComparisonRow.verdict.in_(sorted(verdicts)))
+    rows = session.scalars(query.order_by(*_stored_order(sort)).offset(offset).limit(limit)).all()
+    report = stored_report(header, [comparison_from_json(r) for r in rows], whole=False)
+    total = sum(int(n) for v, n in header["summary"].items() if verdicts is None or v in verdicts)
+    base, head = outcome_labels
+    outcome = CompareOutcome(base, head, report, tuple(header["notes"]))
+    return ComparePage(outcome=outcome, report=report, rows=list(range(len(rows))), offset=offset, limit=limit,
+                       total=total)
+
+
+def compare_page_for(session: Session, base: ResolvedSide, head: ResolvedSide, params: CompareParams,
+                     verdicts: set[str] | None = None, sort: str = "name", offset: int = 0,
+                     limit: int = DEFAULT_LIMIT) -> ComparePage:
+    """A page of the comparison of two sides: read from the one stored on write when there is one, else computed
+    (every row's test, the intervals of the page's rows)."""
+    stored = find_stored(session, base, head, params)
+    if stored is not None:
+        return stored_page(session, stored, (base.label, head.label), verdicts, sort, offset, limit)
+    outcome = compare_resolved(session, base, head, params, intervals=False, stored=False)
+    return compare_page(outcome, verdicts, sort, offset, limit)

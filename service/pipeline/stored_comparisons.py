@@ -10,10 +10,11 @@ environment, a re-run), the next comparison has another key and replaces the one
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.detect.compare import CompareParams
@@ -21,9 +22,15 @@ from service.pipeline.compare import compare_resolved, comparison_key, side_for_
 from service.report.compare_table import to_json
 from service.store.commit_compare import commit_info, measured_parent
 from service.store.db import unit_of_work
-from service.store.models import Commit, Repository, Run, StoredComparison
+from service.store.models import Commit, Repository, Run, StoredComparison, StoredComparisonRow
 
 DEFAULT_PARAMS = CompareParams()
+SIZE_UNKNOWN = 1e300  # a change with no ratio (from a zero median, or a side missing): larger than any other
+
+
+def change_size(ratio: float | None) -> float:
+    """How large a change is, either way: |log ratio|, what "largest change first" orders by."""
+    return abs(math.log(ratio)) if ratio is not None and ratio > 0 else SIZE_UNKNOWN
 
 
 def store_comparison_for_run(session: Session, run_id: int,
@@ -52,12 +59,20 @@ def store_comparison_for_run(session: Session, run_id: int,
     if existing is not None:
         return existing
     outcome = compare_resolved(session, base, head, params, stored=False)
+    document = to_json(outcome.report, outcome.base, outcome.head, outcome.notes)
+    superseded = select(StoredComparison.id).where(StoredComparison.base_commit_id == base_commit.id,
+                                                   StoredComparison.head_commit_id == commit.id)
+    session.execute(delete(StoredComparisonRow).where(StoredComparisonRow.comparison_id.in_(superseded)))
+    session.execute(delete(StoredComparison).where(StoredComparison.id.in_(superseded)))
     stored = StoredComparison(key=key, base_commit_id=base_commit.id, head_commit_id=commit.id,
-                              document=to_json(outcome.report, outcome.base, outcome.head, outcome.notes),
+                              header={k: v for k, v in document.items() if k != "benchmarks"},
                               created_at=datetime.now(UTC))
-    session.execute(delete(StoredComparison).where(StoredComparison.base_commit_id == base_commit.id,
-                                                   StoredComparison.head_commit_id == commit.id))
     session.add(stored)
+    session.flush()
+    rows = [{"comparison_id": stored.id, "position": i, "verdict": r["verdict"], "size": change_size(r["ratio"]),
+             "ratio": r["ratio"], "p_value": r["p_value"], "row": r} for i, r in enumerate(document["benchmarks"])]
+    if rows:
+        session.execute(insert(StoredComparisonRow), rows)
     session.flush()
     return stored
 

@@ -24,12 +24,14 @@ from service.detect.compare import (
     Verdict,
     min_samples_for_interval,
 )
+from service.report.compare_view import is_speed
 
 JSON_FORMAT = "kernelwatch.compare"
 JSON_VERSION = 1
 COLUMNS = ("base", "head", "delta", "verdict")
 _SI = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
 _NO_INTERVAL, _SMALL_EFFECT = "¹", "²"
+SIGNALS_HEADING = "numerics and static signals"
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.4g}"
 
 
-def _estimate_cell(side: SideResult | None, unit: str) -> str:
+def estimate_cell(side: SideResult | None, unit: str) -> str:
     if side is None:
         return "-"
     if side.estimate is None:
@@ -76,7 +78,7 @@ def _percent(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
-def _delta_cell(row: Comparison, alpha: float) -> str:
+def delta_cell(row: Comparison, alpha: float) -> str:
     if row.p_value is None or row.q_value is None:
         return ""
     assert row.base is not None and row.base.estimate is not None
@@ -88,24 +90,48 @@ def _delta_cell(row: Comparison, alpha: float) -> str:
     return f"{change} {detail}"
 
 
-def _verdict_cell(row: Comparison) -> str:
+def verdict_cell(row: Comparison) -> str:
     if row.verdict == "unchanged":
         return f"~ {_SMALL_EFFECT}" if row.below_min_effect else "~"
     return row.verdict
 
 
-def _geomean_cells(g: Geomean) -> list[str]:
+def geomean_cells(g: Geomean) -> list[str]:
     delta = _percent(g.ratio)
     if g.low is not None and g.high is not None:
         delta += f" [{_percent(g.low)}, {_percent(g.high)}]"
     return ["geomean", format_value(g.base, g.unit), format_value(g.head, g.unit), f"{delta} (n={g.count})", ""]
 
 
-def _groups(report: ComparisonReport) -> list[tuple[tuple[str, str, str], list[Comparison]]]:
-    groups: dict[tuple[str, str, str], list[Comparison]] = {}
-    for row in report.rows:
-        groups.setdefault((row.key.environment, row.key.metric, row.key.unit), []).append(row)
-    return list(groups.items())
+Group = tuple[tuple[str, str, str], list[Comparison]]
+
+
+def groups(report: ComparisonReport, rows: Sequence[int] | None = None) -> tuple[list[Group], list[Group]]:
+    """The tables to print, as (environment, metric, unit) and their rows: speed metrics first, then the
+    numerics and static signals apart. ``rows``: the rows to list in that order (``compare_view.listing``),
+    every row by label when None; a table with no row listed is left out."""
+    order: dict[tuple[str, str, str], list[Comparison]] = {}
+    for row in report.rows:  # tables in the report's order, which puts wall time first
+        order.setdefault((row.key.environment, row.key.metric, row.key.unit), [])
+    if rows is None:
+        listed = sorted(report.rows, key=lambda r: r.key.label)
+    else:
+        listed = [report.rows[i] for i in rows]
+    for row in listed:
+        order[(row.key.environment, row.key.metric, row.key.unit)].append(row)
+    kept = [(key, members) for key, members in order.items() if members]
+    return ([g for g in kept if is_speed(g[0][1])], [g for g in kept if not is_speed(g[0][1])])
+
+
+def geomean_of(report: ComparisonReport, group: tuple[str, str, str]) -> Geomean | None:
+    return next((g for g in report.geomeans if (g.environment, g.metric, g.unit) == group), None)
+
+
+def shown_line(report: ComparisonReport, rows: Sequence[int] | None) -> str | None:
+    """Says that rows were hidden, so that a short table is not read as a short comparison."""
+    if rows is None or len(rows) == len(report.rows):
+        return None
+    return f"showing {len(rows)} of {len(report.rows)} benchmark results (the summary counts all of them)"
 
 
 def _layout(lines: Sequence[Sequence[str]]) -> list[str]:
@@ -124,27 +150,35 @@ def _layout(lines: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
-def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = ()) -> str:
-    groups = _groups(report)
-    environments = sorted({env for (env, _, _), _ in groups})
+def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = (),
+                rows: Sequence[int] | None = None) -> str:
+    """``rows``: the rows to list, in that order (``compare_view.listing``); every row, by label, when None."""
+    speed, signals = groups(report, rows)
+    environments = sorted({row.key.environment for row in report.rows})
     header = [[f"base: {base.text()}"], [f"head: {head.text()}"]]
     if len(environments) == 1 and environments[0]:
         header.append([f"environment: {environments[0]}"])
     table: list[list[str]] = []
-    for (environment, metric, unit), rows in groups:
-        title = f"{metric} ({unit})" if unit else metric
-        if len(environments) > 1:
-            title += f" on {environment}"
-        table.append([""])
-        table.append([title, *COLUMNS])
-        for row in sorted(rows, key=lambda r: r.key.label):
-            table.append([row.key.label, _estimate_cell(row.base, unit), _estimate_cell(row.head, unit),
-                          _delta_cell(row, report.params.alpha), _verdict_cell(row)])
-        for g in report.geomeans:
-            if (g.environment, g.metric, g.unit) == (environment, metric, unit):
-                table.append(_geomean_cells(g))
+    for section, members in (("", speed), (SIGNALS_HEADING, signals)):
+        if section and members:
+            table += [[""], [f"== {section} =="]]
+        for (environment, metric, unit), listed in members:
+            title = f"{metric} ({unit})" if unit else metric
+            if len(environments) > 1:
+                title += f" on {environment}"
+            table.append([""])
+            table.append([title, *COLUMNS])
+            for row in listed:
+                table.append([row.key.label, estimate_cell(row.base, unit), estimate_cell(row.head, unit),
+                              delta_cell(row, report.params.alpha), verdict_cell(row)])
+            g = geomean_of(report, (environment, metric, unit))
+            if g is not None:
+                table.append(geomean_cells(g))
     lines = [cells[0] for cells in header] + _layout(table)
-    lines += ["", _summary(report)]
+    lines += ["", summary_line(report)]
+    shown = shown_line(report, rows)
+    if shown:
+        lines.append(shown)
     p = report.params
     lines.append(f"significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} test"
                  f"{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%")
@@ -153,17 +187,24 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
                      f"{p.confidence * 100:g}% confidence interval")
     if any(row.below_min_effect for row in report.rows):
         lines.append(f"{_SMALL_EFFECT} significant, but smaller than the minimum effect")
+    lines += failure_lines(report)
+    lines += [f"note: {note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def failure_lines(report: ComparisonReport) -> list[str]:
+    """Why each failed side failed: the first line of its message, cut short."""
+    lines = []
     for row in report.rows:
         for name, side in (("base", row.base), ("head", row.head)):
             if side is not None and side.estimate is None:
                 first = (side.message or "").strip().splitlines()[0:1]
                 reason = first[0][:160] if first else "no reason given"
                 lines.append(f"{row.key.label} ({row.key.metric}) failed in {name}: {reason}")
-    lines += [f"note: {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
-def _summary(report: ComparisonReport) -> str:
+def summary_line(report: ComparisonReport) -> str:
     plural = {"regression": "regressions", "improvement": "improvements"}
     parts = [f"{n} {plural.get(v, v) if n != 1 else v}" for v in VERDICTS if (n := report.count(v))]
     return ", ".join(parts) if parts else "nothing to compare"
@@ -183,6 +224,21 @@ def _side_json(side: SideResult | None) -> dict[str, Any] | None:
             "ci_high": _num(e.high) if e else None}
 
 
+def _label_json(label: SideLabel) -> dict[str, Any]:
+    return {"ref": label.ref, "repository": label.repository, "commit": label.commit, "subject": label.subject,
+            "runs": list(label.runs)}
+
+
+def labels_from_json(document: dict[str, Any]) -> tuple[SideLabel, SideLabel]:
+    """The two sides' labels of a ``to_json`` document (``subject`` is absent from documents stored before it
+    was added: an empty one then)."""
+    def label(side: dict[str, Any]) -> SideLabel:
+        return SideLabel(ref=side["ref"], repository=side["repository"], commit=side["commit"],
+                         subject=side.get("subject") or "", runs=tuple(side["runs"]))
+
+    return label(document["base"]), label(document["head"])
+
+
 def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = (),
             rows: Sequence[int] | None = None) -> dict[str, Any]:
     """``rows``: the benchmarks to list (indices into the report's rows, in the order to list them), all when
@@ -192,8 +248,8 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
     return {
         "format": JSON_FORMAT,
         "version": JSON_VERSION,
-        "base": {"ref": base.ref, "repository": base.repository, "commit": base.commit, "runs": list(base.runs)},
-        "head": {"ref": head.ref, "repository": head.repository, "commit": head.commit, "runs": list(head.runs)},
+        "base": _label_json(base),
+        "head": _label_json(head),
         "parameters": {"alpha": p.alpha, "min_effect": p.min_effect, "confidence": p.confidence,
                        "resamples": p.resamples, "seed": p.seed, "tests": report.tests},
         "summary": {v: report.count(v) for v in VERDICTS},
@@ -224,23 +280,33 @@ def _side_from_json(side: dict[str, Any] | None) -> SideResult | None:
     return SideResult(side["status"], side["message"], estimate)
 
 
+def comparison_from_json(r: dict[str, Any]) -> Comparison:
+    """One benchmark of a ``to_json`` document."""
+    key = BenchmarkKey(suite=r["suite"], name=r["name"], params=tuple(r["params"].items()), metric=r["metric"],
+                       unit=r["unit"], direction=r["direction"], environment=r["environment"])
+    verdict: Verdict = r["verdict"]
+    return Comparison(key, verdict, _side_from_json(r["base"]), _side_from_json(r["head"]),
+                      ratio=r["ratio"], ratio_low=r["ratio_ci_low"], ratio_high=r["ratio_ci_high"],
+                      p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"])
+
+
+def geomeans_from_json(document: dict[str, Any]) -> tuple[Geomean, ...]:
+    return tuple(Geomean(g["environment"], g["metric"], g["unit"], g["count"], g["base"], g["head"], g["ratio"],
+                         g["ratio_ci_low"], g["ratio_ci_high"]) for g in document["geomeans"])
+
+
+def params_from_json(document: dict[str, Any]) -> CompareParams:
+    p = document["parameters"]
+    return CompareParams(alpha=p["alpha"], min_effect=p["min_effect"], confidence=p["confidence"],
+                         resamples=p["resamples"], seed=p["seed"])
+
+
 def from_json(document: dict[str, Any]) -> tuple[ComparisonReport, tuple[str, ...]]:
     """The report and notes of a ``to_json`` document (a stored comparison), to the twelve significant digits
     it keeps: ``to_json`` of what this returns is the document again."""
     if document.get("format") != JSON_FORMAT or document.get("version") != JSON_VERSION:
         raise ValueError(f"not a {JSON_FORMAT} document of version {JSON_VERSION}")
-    p = document["parameters"]
-    params = CompareParams(alpha=p["alpha"], min_effect=p["min_effect"], confidence=p["confidence"],
-                           resamples=p["resamples"], seed=p["seed"])
-    rows = []
-    for r in document["benchmarks"]:
-        key = BenchmarkKey(suite=r["suite"], name=r["name"], params=tuple(r["params"].items()), metric=r["metric"],
-                           unit=r["unit"], direction=r["direction"], environment=r["environment"])
-        verdict: Verdict = r["verdict"]
-        rows.append(Comparison(key, verdict, _side_from_json(r["base"]), _side_from_json(r["head"]),
-                               ratio=r["ratio"], ratio_low=r["ratio_ci_low"], ratio_high=r["ratio_ci_high"],
-                               p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"]))
-    geomeans = tuple(Geomean(g["environment"], g["metric"], g["unit"], g["count"], g["base"], g["head"], g["ratio"],
-                             g["ratio_ci_low"], g["ratio_ci_high"]) for g in document["geomeans"])
-    report = ComparisonReport(params=params, rows=tuple(rows), geomeans=geomeans, tests=p["tests"])
+    rows = [comparison_from_json(r) for r in document["benchmarks"]]
+    report = ComparisonReport(params=params_from_json(document), rows=tuple(rows),
+                              geomeans=geomeans_from_json(document), tests=document["parameters"]["tests"])
     return report, tuple(document["notes"])

@@ -399,11 +399,12 @@ class PullRequest(Base):
 
 
 class StoredComparison(Base):
-    """Two commits' runs compared on write (a commit against the measured commit before it), so that the
-    commit page and GET /api/v1/compare read a comparison instead of computing one: ``document`` is
-    ``compare_table.to_json`` of the whole comparison, every row with its interval. ``key`` digests what it
-    compared (each side's run ids, sorted) and the parameters; runs are immutable once stored, so a key that
-    matches is never stale, and a commit that gains a run gets a new key (migration 0010)."""
+    """Two commits' runs compared on write (a commit against the commit measured before it), so that the commit
+    page and GET /api/v1/compare read a page of a comparison instead of computing all of it. ``header`` is
+    ``compare_table.to_json``'s document without its benchmarks (summary, geomeans, parameters, notes); the
+    benchmarks are rows of ``stored_comparison_row``. ``key`` digests what it compared (each side's run ids,
+    sorted) and the parameters: runs are immutable once stored, so a key that matches is never stale, and a
+    commit that gains a run gets a new key (migration 0010)."""
 
     __tablename__ = "stored_comparison"
     __table_args__ = (Index("ix_stored_comparison_commits", "head_commit_id", "base_commit_id"),)
@@ -411,5 +412,21 @@ class StoredComparison(Base):
     key: Mapped[str] = mapped_column(String(64), unique=True)
     base_commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
     head_commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
-    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    header: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class StoredComparisonRow(Base):
+    """One benchmark of a stored comparison: ``row`` is its ``to_json`` entry; the other columns are what a page
+    filters and orders by, so that reading a page reads its rows only."""
+
+    __tablename__ = "stored_comparison_row"
+    __table_args__ = (UniqueConstraint("comparison_id", "position"),)
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(ForeignKey("stored_comparison.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)  # in the comparison's order: environment, metric, name
+    verdict: Mapped[str] = mapped_column(String(16))
+    size: Mapped[float] = mapped_column(Float)  # |log ratio|; SIZE_UNKNOWN where there is no ratio
+    ratio: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    row: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.contract.manifest import Manifest
 from service.pipeline.compare import compare_refs, compare_resolved, resolve
+from service.pipeline.compare_page import SORTS, ComparePage, compare_page, compare_page_for
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.stored_comparisons import DEFAULT_PARAMS, store_comparison_for_run
 from service.report.compare_table import from_json, to_json
@@ -87,7 +88,7 @@ def test_a_new_run_supersedes_and_the_parent_is_the_commit_measured_before(
     with sessions.begin() as session:
         newer = store_comparison_for_run(session, rerun)
         assert newer is not None and newer.key != old_key
-        assert len(newer.document["head"]["runs"]) == 2
+        assert len(newer.header["head"]["runs"]) == 2
     assert count(sessions) == 1  # the comparison with fewer runs is gone
 
 
@@ -111,3 +112,41 @@ def test_the_commit_page_reads_what_was_stored_on_write(sessions: sessionmaker[S
     assert "regression" in page
     api = app.test_client().get(f"/api/v1/compare?base={builders.commit(1)['sha']}&head={head_sha}").json
     assert api["summary"]["regression"] == 1 and api["benchmarks"][0]["ratio_ci_low"] is not None
+
+
+def as_served(page: ComparePage) -> dict[str, Any]:
+    out = page.outcome
+    return to_json(page.report, out.base, out.head, out.notes, rows=page.rows)
+
+
+def test_a_stored_page_is_the_computed_page(sessions: sessionmaker[Session]) -> None:
+    """Every order and filter a page offers gives the same rows, intervals, counts and geomeans whether the
+    comparison is read from its stored rows or computed on request."""
+    rng = np.random.default_rng(3)
+    docs = []
+    for position in (0, 1):
+        results = []
+        for i in range(12):
+            factor = {2: 1.3, 5: 0.7, 8: 1.1}.get(i, 1.0) if position else 1.0
+            level = 1e-3 * (i + 1) * factor
+            results.append(builders.result(name=f"k{i:02d}", samples=[float(level * (1 + 0.004 * v))
+                                                                      for v in rng.standard_normal(10)]))
+        docs.append(builders.manifest(position, results))
+    ingest(sessions, docs[0])
+    run = ingest(sessions, docs[1])
+    with sessions.begin() as session:
+        assert store_comparison_for_run(session, run) is not None
+    with sessions() as session:
+        base, head = resolve(session, docs[0]["commit"]["sha"]), resolve(session, docs[1]["commit"]["sha"])
+        computed = compare_resolved(session, base, head, DEFAULT_PARAMS, intervals=False, stored=False)
+        for sort in SORTS:
+            for verdicts in (None, {"regression", "improvement"}, {"unchanged"}):
+                for offset, limit in ((0, 5), (5, 5), (0, 100)):
+                    stored = compare_page_for(session, base, head, DEFAULT_PARAMS, verdicts, sort, offset, limit)
+                    fresh = compare_page(computed, verdicts, sort, offset, limit)
+                    assert stored.outcome.pairs == ()  # read, not computed
+                    what = (sort, verdicts, offset)
+                    # As the API serves them (twelve significant digits, as stored).
+                    assert as_served(stored) == as_served(fresh), what
+                    assert (stored.total, stored.next_offset) == (fresh.total, fresh.next_offset), what
+                    assert stored.report.compared == fresh.report.compared == 12
