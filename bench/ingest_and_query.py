@@ -44,7 +44,7 @@ import numpy as np
 import psycopg
 import timing
 from sqlalchemy import text
-from timing import Timed, capture_on, time_requests
+from timing import COMPUTED, STORED, Timed, capture_on, compared_heads, comparisons_stored, time_requests
 
 from service.app import create_app
 from service.pipeline.alerts import group_findings
@@ -250,11 +250,19 @@ def time_endpoints(url: str, sa_url: str, args: argparse.Namespace) -> list[Time
             for label, path_of in endpoints:
                 count = n if not label.startswith("GET /api/v1/compare") else min(n, args.compare_requests)
                 paths = [path_of(i) for i in range(count)]
-                timed = time_requests(client, capture, bare, label, paths, warmup=1 if count < n else 3)
+                computed = COMPUTED if label.startswith("GET /api/v1/compare") else ""
+                timed = time_requests(client, capture, bare, label + computed, paths, warmup=1 if count < n else 3)
                 queries = statistics.mean(len(s) for s in timed.statements)
                 print(f"  {label}: {count} requests, {queries:.1f} statements per request, "
                       f"{len(timed.last_body):,} bytes of JSON", flush=True)
                 out.append(timed)
+                if label.startswith("GET /api/v1/compare"):
+                    # Again with the comparisons stored on write, as the write path now stores every commit's
+                    # against the one before (this database was loaded with that follow-up deferred).
+                    with comparisons_stored(ctx.sessions, compared_heads(paths)):
+                        stored = time_requests(client, capture, bare, label + STORED, paths, warmup=1)
+                    print(f"  {stored.label}: {count} requests, {len(stored.last_body):,} bytes of JSON", flush=True)
+                    out.append(stored)
         ctx.close()
     return out
 

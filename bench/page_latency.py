@@ -34,7 +34,6 @@ import io
 import os
 import pstats
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -51,21 +50,30 @@ from urllib.parse import quote
 import ingest_and_query as scale
 import psycopg
 from flask.testing import FlaskClient
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session, sessionmaker
-from timing import Timed, capture_on, percentile, report, time_requests
+from timing import (
+    COMPUTED,
+    STORED,
+    Timed,
+    capture_on,
+    compared_heads,
+    comparisons_stored,
+    percentile,
+    report,
+    time_requests,
+)
 
 from runners.artifacts import ArtifactStore
 from runners.local import RunRequest, run_commits
 from service.app import create_app
 from service.detect.types import ChangePoint, Direction, SeriesPoint
 from service.pipeline.queue import InProcessQueue
-from service.pipeline.stored_comparisons import store_comparisons
 from service.pipeline.submit import submit_manifest
 from service.settings import Settings
 from service.store import drilldown
 from service.store.db import make_engine, make_session_factory, upgrade
-from service.store.models import Artifact, Commit, Repository, Result, ResultArtifact, Run, Series, StoredComparison
+from service.store.models import Artifact, Commit, Repository, Result, ResultArtifact, Run, Series
 
 TARGET_P95_MS = 300.0
 DEFAULT_DATABASE = "kw_bench_7b59b0c5"
@@ -262,34 +270,6 @@ def profile_one(client: FlaskClient, path: str, top: int = 14) -> str:
 
 
 COMPARING_PAGES = ("/commits/<sha> (with findings)", "/compare?base=<i>&head=<i+1>")
-STORED = ", stored"
-
-
-def compared_heads(paths: Sequence[str]) -> set[str]:
-    """The head commits the commit and compare pages' requests compare (with the measured commit before)."""
-    return {m.group(1) for p in paths for m in [re.search(r"(?:/commits/|head=)([0-9a-f]{40})", p)] if m}
-
-
-@contextmanager
-def comparisons_stored(sessions: sessionmaker[Session], heads: set[str]) -> Iterator[int]:
-    """Each head commit compared with the measured commit before it and stored, by the write path's own task
-    body (``store_comparisons``), as it would have been had these runs landed after comparisons-on-write
-    existed; untimed. The rows this adds are deleted afterwards, so the database is left as it was found."""
-    with sessions() as session:
-        before = set(session.scalars(select(StoredComparison.id)))
-        runs = list(session.scalars(select(func.min(Run.id)).join(Commit, Commit.id == Run.commit_id)
-                                    .where(Commit.sha.in_(heads)).group_by(Run.commit_id)))
-    started = time.perf_counter()
-    store_comparisons(sessions, runs)
-    with sessions() as session:
-        added = set(session.scalars(select(StoredComparison.id))) - before
-    print(f"  stored the comparisons of {len(runs)} commits with their measured parents in "
-          f"{time.perf_counter() - started:.0f} s (untimed; {len(added)} rows, deleted at the end)", flush=True)
-    try:
-        yield len(added)
-    finally:
-        with sessions.begin() as session:
-            session.execute(delete(StoredComparison).where(StoredComparison.id.in_(added)))
 
 
 def time_pages(url: str, sa_url: str, home: Path, pairs: Sequence[CapturedPair],
@@ -323,7 +303,7 @@ def time_pages(url: str, sa_url: str, home: Path, pairs: Sequence[CapturedPair],
     print(f"  load average before timing: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     with psycopg.connect(url) as bare:
         for label, paths in pages:
-            time_page(bare, label, paths)
+            time_page(bare, label + (COMPUTED if label in COMPARING_PAGES else ""), paths)
         comparing = [(label, paths) for label, paths in pages if label in COMPARING_PAGES]
         with comparisons_stored(ctx.sessions, compared_heads([p for _, paths in comparing for p in paths])):
             for label, paths in comparing:
