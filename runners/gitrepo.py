@@ -97,17 +97,29 @@ def checkout(repo: Path, sha: str, cache_dir: Path) -> Path:
     return path
 
 
-def ensure_repository(location: str, cache_dir: Path, rev: str) -> Path:
-    """A local repository holding ``rev``: the path itself when ``location`` is a local repository, else a
-    clone of the URL kept under ``cache_dir`` and fetched when the revision is not there yet."""
+def local_path(location: str) -> Path | None:
+    """The repository itself when ``location`` is a local directory (as a path, or as the file:// URL a manifest
+    records); None for a remote URL."""
     local = Path(location[len("file://"):] if location.startswith("file://") else location).expanduser()
-    if local.is_dir():
-        return local.resolve()  # a local repository (as a path, or as the file:// URL a manifest records)
+    return local.resolve() if local.is_dir() else None
+
+
+def clone_path(location: str, cache_dir: Path) -> Path:
+    """Where ``ensure_repository`` keeps its clone of a remote URL (whether or not it was made yet)."""
     import hashlib
 
     digest = hashlib.sha256(location.encode()).hexdigest()[:16]
     tail = location.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"
-    path = cache_dir / f"{tail}-{digest}"
+    return cache_dir / f"{tail}-{digest}"
+
+
+def ensure_repository(location: str, cache_dir: Path, rev: str) -> Path:
+    """A local repository holding ``rev``: the path itself when ``location`` is a local repository, else a
+    clone of the URL kept under ``cache_dir`` and fetched when the revision is not there yet."""
+    local = local_path(location)
+    if local is not None:
+        return local
+    path = clone_path(location, cache_dir)
     if not (path / ".git").is_dir():
         cache_dir.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(["git", "clone", "--quiet", location, str(path)], capture_output=True, text=True)

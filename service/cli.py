@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.uploader import UploadError
+from service.cli_compare import Comparison, Rendered, add_report_options
 from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
 
@@ -82,14 +83,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("reparse", help="parse again the artifacts whose parser is newer than what read them")
 
-    compare = sub.add_parser("compare", help="compare two runs or commits benchmark by benchmark (benchstat style)")
-    compare.add_argument("base", help="run id, commit sha, or a unique sha prefix (4 hex digits or more)")
-    compare.add_argument("head", help="run id, commit sha, or a unique sha prefix (4 hex digits or more)")
-    compare.add_argument("--repo", default=None, help="look commits up in this repository (by name)")
-    compare.add_argument("--format", choices=["text", "json"], default="text")
-    compare.add_argument("--alpha", type=float, default=0.05, help="largest Benjamini-Hochberg q of a change")
-    compare.add_argument("--min-effect", type=float, default=0.01, help="smallest relative change (0.01 = 1%%)")
-    compare.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any benchmark regressed")
+    compare = sub.add_parser("compare", help="compare two runs or commits benchmark by benchmark (benchstat style)",
+                             description="Exit status: 0 nothing to report under --fail-on, 1 a regression (any "
+                                         "change with --fail-on any), 2 a usage or input error.")
+    compare.add_argument("base", help="run id, commit sha, unique sha prefix (4 hex digits or more), or with --repo "
+                                      "a branch or tag name")
+    compare.add_argument("head", help="as BASE")
+    compare.add_argument("--repo", default=None, help="look commits up in this repository (by name); branch and tag "
+                                                      "names are resolved with git at its stored URL")
+    compare.add_argument("--url", default=None, help="read from this KernelWatch service (http://host:8000) instead "
+                                                     "of the configured database")
+    compare.add_argument("--token", default=None, help="API token for --url when its reads need one (default: "
+                                                       "$KERNELWATCH_TOKEN)")
+    add_report_options(compare, fail_on_default="none")
+    compare.add_argument("--fail-on-regression", dest="fail_on", action="store_const", const="regression",
+                         help="the same as --fail-on regression")
+
+    ci = sub.add_parser("ci", help="inside a CI job: run the suite at two commits (interleaved), store, compare, "
+                                   "write the step summary, exit as compare does",
+                        description="Runs BASE and HEAD benchmark by benchmark interleaved, stores the runs in the "
+                                    "configured database (or uploads them with KERNELWATCH_URL and "
+                                    "KERNELWATCH_TOKEN), compares exactly those runs, prints the report, appends "
+                                    "it as markdown to $GITHUB_STEP_SUMMARY when set. Exit status: 0 nothing to "
+                                    "report, 1 a regression (see --fail-on), 2 a usage or input error.")
+    ci.add_argument("--base", required=True, metavar="REV", help="the commit to compare against (sha, branch, tag)")
+    ci.add_argument("--head", default="HEAD", metavar="REV", help="the commit under test (default HEAD)")
+    ci.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: the current "
+                                                                  "directory)")
+    ci.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
+    ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
+    ci.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
+    ci.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and commit (default 20; "
+                                                            "6 or more: with 3 nothing can be significant)")
+    ci.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
+    ci.add_argument("--hardware", default="cpu", help="cpu: the suite must run on JAX's CPU backend; any other "
+                                                      "name (h200...): on an accelerator, else exit 2")
+    ci.add_argument("--no-capture", action="store_true", help="keep only times (faster): no HLO, dumps or traces")
+    ci.add_argument("--cpu-isa", default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
+    ci.add_argument("--trigger", default="pr", choices=["push", "pr", "manual"])
+    add_report_options(ci, fail_on_default="regression")
 
     detect = sub.add_parser("detect", help="change points in a CSV of samples (series,position,value)")
     detect.add_argument("--input", required=True, help="CSV file, or - for standard input")
@@ -316,19 +348,86 @@ def cmd_reparse(settings: Settings) -> int:
     return EXIT_OK
 
 
-def cmd_compare(settings: Settings, args: argparse.Namespace) -> int:
-    from service.pipeline.compare import compare_refs
-    from service.report.compare_table import format_text, to_json
+def _print_report(found: Comparison, args: argparse.Namespace) -> Rendered:
+    from service.cli_compare import render
 
-    ctx = _context(settings)
-    with ctx.sessions() as session:
-        outcome = compare_refs(session, args.base, args.head, repository=args.repo, alpha=args.alpha,
-                               min_effect=args.min_effect)
-    if args.format == "json":
-        print(json.dumps(to_json(outcome.report, outcome.base, outcome.head, outcome.notes), indent=2))
+    rendered = render(found, args.format, args.only_changed, args.sort, args.filter, args.fail_on)
+    sys.stdout.write(rendered.text)
+    sys.stdout.flush()
+    return rendered
+
+
+def _min_effect(args: argparse.Namespace) -> float:
+    return 0.01 if args.threshold is None else float(args.threshold)
+
+
+def cmd_compare(settings: Settings, args: argparse.Namespace) -> int:
+    from service.cli_compare import compare_remote, compare_stored, token_for
+
+    if args.url:
+        found = compare_remote(args.url, token_for(args), settings.repos_dir, args.base, args.head, args.repo,
+                               args.alpha, _min_effect(args))
     else:
-        print(format_text(outcome.report, outcome.base, outcome.head, outcome.notes), end="")
-    return EXIT_FOUND if args.fail_on_regression and outcome.report.has_regression else EXIT_OK
+        found = compare_stored(settings, _context, args.base, args.head, args.repo, args.alpha, _min_effect(args))
+    return EXIT_FOUND if _print_report(found, args).fail else EXIT_OK
+
+
+def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
+    from service.cli_compare import (
+        append_step_summary,
+        check_hardware,
+        compare_remote,
+        compare_runs,
+        run_both,
+    )
+    from service.contract import parse_manifest
+
+    if args.samples < 1:
+        raise InvalidInput("--samples must be at least 1")
+    from math import comb
+
+    smallest_p = 2 / comb(2 * args.samples, args.samples)  # two-sided Mann-Whitney, the two sides apart
+    if smallest_p >= args.alpha:
+        print(f"kernelwatch: warning: with {args.samples} samples a side the smallest p-value is {smallest_p:.3g}, "
+              f"not below --alpha {args.alpha:g}: no change can be found", file=sys.stderr)
+
+    def progress(done: int, planned: int, key: str) -> None:
+        print(f"  [{done}/{planned}] {key}", file=sys.stderr)
+
+    per_commit, runs = run_both(settings, args.repo, args.base, args.head, args, progress)
+    documents = [m for manifests in per_commit for m in manifests]
+    check_hardware(args.hardware, documents)
+    for m in map(parse_manifest, documents):  # never store, nor compare, a run the service would refuse
+        failed = [r for r in m.results if r.metric == "wall_time" and r.status != "ok"]
+        for r in failed:
+            print(f"FAILED {m.commit.sha[:10]} {r.suite}/{r.name} {r.params_key()}: {r.message}", file=sys.stderr)
+    if settings.uploads_over_http:
+        from service.tasks import http_uploader
+
+        send = http_uploader(settings)
+        for doc in documents:
+            send(doc)
+        assert settings.service_url is not None
+        # The service pools every run of a commit: name this job's own run when the commit made only one.
+        refs = [run.run_ids[0] if len(run.run_ids) == 1 else run.sha for run in runs]
+        print(f"uploaded {len(documents)} run(s) to {send.api}", file=sys.stderr)
+        found = compare_remote(settings.service_url, settings.service_token, settings.repos_dir, refs[0], refs[1],
+                               None, args.alpha, _min_effect(args))
+    else:
+        ctx = _context(settings)
+        try:
+            for m in map(parse_manifest, documents):
+                ctx.submit(m)
+        finally:
+            ctx.close()
+        print(f"stored {len(documents)} run(s) in {settings.effective_database_url.split('://', 1)[0]}",
+              file=sys.stderr)
+        found = compare_runs(settings, _context, runs[0].run_ids, runs[1].run_ids, args.alpha, _min_effect(args))
+    rendered = _print_report(found, args)
+    written = append_step_summary(rendered.markdown)
+    if written is not None:
+        print(f"report appended to {written}", file=sys.stderr)
+    return EXIT_FOUND if rendered.fail else EXIT_OK
 
 
 MAX_PARSE_INPUT = 512 * 1024 * 1024
@@ -530,6 +629,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_reparse(settings)
     if args.command == "compare":
         return cmd_compare(settings, args)
+    if args.command == "ci":
+        return cmd_ci(settings, args)
     if args.command == "submit":
         return cmd_submit(settings, args)
     if args.command == "worker":
@@ -547,10 +648,23 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     raise AssertionError(f"unhandled command {args.command}")
 
 
+def _settings_env(args: argparse.Namespace) -> dict[str, str]:
+    """The environment settings are read from. `compare --url` reads from the URL it is given: KERNELWATCH_URL
+    and KERNELWATCH_TOKEN, which configure where runners upload (and must come as a pair there), are no concern
+    of it, and KERNELWATCH_TOKEN alone is its token for reads."""
+    import os
+
+    env = dict(os.environ)
+    if args.command == "compare" and args.url:
+        env.pop("KERNELWATCH_URL", None)
+        env.pop("KERNELWATCH_TOKEN", None)
+    return env
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return dispatch(args, load_settings())
+        return dispatch(args, load_settings(_settings_env(args)))
     except (KernelWatchError, FileExistsError, UploadError) as exc:
         print(f"kernelwatch: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

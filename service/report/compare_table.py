@@ -182,14 +182,22 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
     p = report.params
     lines.append(f"significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} test"
                  f"{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%")
-    if any(_NO_INTERVAL in cell for cells in table for cell in cells):
+    lines += footnote_lines(report, any(_NO_INTERVAL in cell for cells in table for cell in cells))
+    lines += failure_lines(report)
+    lines += [f"note: {note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def footnote_lines(report: ComparisonReport, no_interval_shown: bool) -> list[str]:
+    """What the marks in the cells mean, for the marks that were printed."""
+    p = report.params
+    lines = []
+    if no_interval_shown:
         lines.append(f"{_NO_INTERVAL} need >= {min_samples_for_interval(p.confidence)} samples for a "
                      f"{p.confidence * 100:g}% confidence interval")
     if any(row.below_min_effect for row in report.rows):
         lines.append(f"{_SMALL_EFFECT} significant, but smaller than the minimum effect")
-    lines += failure_lines(report)
-    lines += [f"note: {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def failure_lines(report: ComparisonReport) -> list[str]:

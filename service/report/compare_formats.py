@@ -1,0 +1,129 @@
+"""A comparison as GitHub-flavoured markdown (a CI job's step summary, a comment) and as CSV (a spreadsheet, a
+script). PURE: a report in, text out; the cells are the text table's (service/report/compare_table.py), so the
+three forms never disagree on a number.
+
+CSV has one row per benchmark result listed, under the stable columns of ``CSV_COLUMNS`` (README lists them):
+numbers at twelve significant digits as in the JSON form, empty cells for what does not exist (a missing side, an
+interval too few samples could give), params as ``k=v`` pairs joined by spaces.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from service.detect.compare import Comparison, ComparisonReport, SideResult
+from service.report.compare_table import (
+    COLUMNS,
+    SIGNALS_HEADING,
+    SideLabel,
+    delta_cell,
+    estimate_cell,
+    failure_lines,
+    footnote_lines,
+    geomean_cells,
+    geomean_of,
+    groups,
+    shown_line,
+    summary_line,
+    verdict_cell,
+)
+
+CSV_COLUMNS = (
+    "environment", "suite", "name", "params", "metric", "unit", "direction", "verdict",
+    "base_status", "base_n", "base_median", "base_ci_low", "base_ci_high",
+    "head_status", "head_n", "head_median", "head_ci_low", "head_ci_high",
+    "ratio", "ratio_ci_low", "ratio_ci_high", "delta_percent", "p_value", "q_value", "below_min_effect",
+)
+_VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "❌ failed"}
+
+
+def _md(cell: str) -> str:
+    """A cell that cannot break the table: a pipe would end it, a newline would end the row."""
+    return cell.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def _side_md(label: SideLabel) -> str:
+    return f"`{label.repository}@{label.commit[:12]}`" + (f" {_md(label.subject)}" if label.subject else "") + \
+        f" ({len(label.runs)} run{'s' if len(label.runs) != 1 else ''})"
+
+
+def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = (),
+                    rows: Sequence[int] | None = None, title: str = "KernelWatch comparison") -> str:
+    """A heading and summary, then one table per environment, metric and unit with its geomean row; metrics
+    other than speed under a heading of their own."""
+    speed, signals = groups(report, rows)
+    lines = [f"### {title}", "", f"**base** {_side_md(base)}  ", f"**head** {_side_md(head)}", "",
+             f"**{summary_line(report)}**"]
+    shown = shown_line(report, rows)
+    if shown:
+        lines += ["", f"_{shown}_"]
+    for section, members in (("", speed), (SIGNALS_HEADING, signals)):
+        if section and members:
+            lines += ["", f"#### {section[0].upper()}{section[1:]}"]
+        for (environment, metric, unit), listed in members:
+            lines += ["", f"**{metric}**" + (f" ({unit})" if unit else "") + (f" on `{environment}`"
+                                                                             if environment else ""), ""]
+            lines.append(_md_row(["benchmark", *COLUMNS]))
+            lines.append("| --- | ---: | ---: | ---: | --- |")
+            for row in listed:
+                verdict = _VERDICT_MARK.get(row.verdict, verdict_cell(row))
+                lines.append(_md_row([f"`{row.key.label}`", estimate_cell(row.base, unit),
+                                      estimate_cell(row.head, unit), delta_cell(row, report.params.alpha),
+                                      verdict]))
+            g = geomean_of(report, (environment, metric, unit))
+            if g is not None:
+                cells = geomean_cells(g)
+                lines.append(_md_row([f"**{cells[0]}**", *cells[1:]]))
+    p = report.params
+    lines += ["", f"Significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} test"
+                  f"{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ {p.min_effect * 100:g}%."
+                  " `~`: no significant change."]
+    lines += [f"{_md(line)}  " for line in footnote_lines(report, any(" ± ∞ " in line for line in lines))]
+    failures = failure_lines(report)
+    if failures:
+        lines += ["", "<details><summary>Failures</summary>", ""]
+        lines += [f"- {_md(line)}" for line in failures]
+        lines += ["", "</details>"]
+    if notes:
+        lines.append("")
+        lines += [f"> note: {_md(note)}  " for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else f"{value:.12g}"
+
+
+def _side_cells(side: SideResult | None) -> list[str]:
+    if side is None:
+        return ["absent", "0", "", "", ""]
+    e = side.estimate
+    if e is None:
+        return [side.status, "0", "", "", ""]
+    return [side.status, str(e.n), _num(e.median), _num(e.low), _num(e.high)]
+
+
+def _csv_row(row: Comparison) -> list[str]:
+    k = row.key
+    delta = "" if row.ratio is None else f"{(row.ratio - 1) * 100:.6g}"
+    return [k.environment, k.suite, k.name, " ".join(f"{name}={value}" for name, value in k.params), k.metric,
+            k.unit, k.direction, row.verdict, *_side_cells(row.base), *_side_cells(row.head), _num(row.ratio),
+            _num(row.ratio_low), _num(row.ratio_high), delta, _num(row.p_value), _num(row.q_value),
+            "true" if row.below_min_effect else "false"]
+
+
+def format_csv(report: ComparisonReport, rows: Sequence[int] | None = None) -> str:
+    """One line per benchmark result listed (every row, in the report's order, when None)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    listed = report.rows if rows is None else [report.rows[i] for i in rows]
+    for row in listed:
+        writer.writerow(_csv_row(row))
+    return out.getvalue()

@@ -1,0 +1,109 @@
+"""`kernelwatch ci` as a CI job runs it: real git, real JAX children, the embedded SQLite database, a GitHub step
+summary file. The planted change is deterministic: the head's softmax computes its exponentials five times over
+(each pass depending on the last, so XLA can neither hoist nor share them), several times slower whatever the
+machine's noise."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from tests.gitrepo import git
+from tests.processes import clean_env, start_web
+from tests.processes import kernelwatch as kernelwatch_ok
+
+SLOWER = ("    e = jnp.exp(x - row_max)\n"
+          "    e = jax.lax.fori_loop(0, 4, lambda _, prev: jnp.exp(x - row_max + 0.0 * prev), e)\n")
+# One benchmark point, ten samples a side: ~10 s of JAX. Not 3: the exact Mann-Whitney p of 3 samples against 3
+# is at least 0.1, so nothing could be significant; 10 leave room for a noisy machine's overlap.
+SUITE = ["--suite", "softmax/softmax_rows", "--params", "rows=1024", "--samples", "10", "--warmup", "2",
+         "--no-capture"]
+
+
+def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    """A repository of the softmax benchmark alone (less to import), and a commit that makes it slower."""
+    repo = tmp_path / "kernels"
+    (repo / "kernels_under_test").mkdir(parents=True)
+    for module in ("__init__.py", "softmax.py"):
+        shutil.copy2(REPO_ROOT / "kernels_under_test" / module, repo / "kernels_under_test" / module)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "softmax: fused")
+    path = repo / "kernels_under_test" / "softmax.py"
+    text = path.read_text()
+    assert text.count("    e = jnp.exp(x - row_max)\n") == 1, "the suite's softmax changed: update SLOWER"
+    text = text.replace("    e = jnp.exp(x - row_max)\n", SLOWER)
+    path.write_text(text.replace("import jax.numpy as jnp\n", "import jax\nimport jax.numpy as jnp\n", 1))
+    git(repo, "commit", "-q", "-am", "softmax: recompute the exponentials")
+    return repo
+
+
+def env_for(tmp_path: Path, summary: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_") and k != "GITHUB_STEP_SUMMARY"}
+    return env | {"KERNELWATCH_HOME": str(tmp_path / "home"), "GITHUB_STEP_SUMMARY": str(summary)}
+
+
+def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, planted: Path) -> None:
+    summary = tmp_path / "summary.md"
+    summary.write_text("## an earlier step\n")
+    env = env_for(tmp_path, summary)
+    proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--head", "main", *SUITE], env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("softmax/softmax_rows"))
+    assert row.rstrip().endswith("regression") and "(p=0.000 n=10+10)" in row
+    written = summary.read_text()
+    assert written.startswith("## an earlier step\n### KernelWatch comparison")  # appended, not replaced
+    assert "| `softmax/softmax_rows cols=4096 rows=1024` |" in written and "🔴 regression" in written
+    assert "| **geomean** |" in written and f"report appended to {summary}" in proc.stderr
+
+    # The runs were stored: `compare` reads them by branch name in the repository they came from.
+    again = kernelwatch(["compare", "main~1", "main", "--repo", "kernels", "--fail-on", "any"], env)
+    assert again.returncode == 1 and "regression" in again.stdout, again.stderr
+    quiet = kernelwatch(["compare", "main~1", "main", "--repo", "kernels", "--only-changed", "--format", "csv"],
+                        env)
+    assert quiet.returncode == 0 and quiet.stdout.count("\n") == 2  # the header and the regressed benchmark
+
+
+def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
+    env = env_for(tmp_path, tmp_path / "summary.md")
+    unknown = kernelwatch(["ci", "--repo", str(planted), "--base", "no-such-branch", *SUITE], env)
+    assert unknown.returncode == 2 and "no-such-branch" in unknown.stderr and unknown.stdout == ""
+    nothing = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--suite", "nope/*"], env)
+    assert nothing.returncode == 2 and "selected no benchmark" in nothing.stderr, nothing.stderr
+    # A GPU job whose JAX fell back to the CPU must not pass its gate on CPU numbers.
+    wrong = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--hardware", "h200", *SUITE[:4],
+                         "--samples", "1", "--no-capture"], env)
+    assert wrong.returncode == 2 and "--hardware h200, but the suite ran on the cpu backend" in wrong.stderr
+    assert not (tmp_path / "summary.md").exists()
+
+
+def test_ci_uploads_to_the_service_and_compares_there(tmp_path: Path, planted: Path, sqlite_database: str) -> None:
+    """With KERNELWATCH_URL and KERNELWATCH_TOKEN the job has no database of its own: its runs go to the service
+    and the comparison is read back from it (by this job's run ids, so earlier runs of the commits stay out)."""
+    service_env = clean_env(tmp_path / "service", KERNELWATCH_DATABASE_URL=sqlite_database)
+    kernelwatch_ok("db", "upgrade", env=service_env)
+    token = kernelwatch_ok("token", "create", "ci", "--scope", "submit", env=service_env).strip()
+    summary = tmp_path / "summary.md"
+    with start_web(service_env, tmp_path / "logs") as web:
+        env = env_for(tmp_path, summary) | {"KERNELWATCH_URL": web.url, "KERNELWATCH_TOKEN": token}
+        proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", *SUITE, "--format", "json"], env)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert f"uploaded 2 run(s) to {web.url}/api/v1" in proc.stderr
+        document = json.loads(proc.stdout)
+        assert document["summary"]["regression"] == 1 and len(document["base"]["runs"]) == 1
+        assert document["base"]["ref"] == document["base"]["runs"][0]  # this job's run, by its id
+        assert "🔴 regression" in summary.read_text()
+    assert not (tmp_path / "home" / "kernelwatch.db").exists()  # nothing stored on the job's side

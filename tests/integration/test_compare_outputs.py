@@ -1,0 +1,211 @@
+"""`kernelwatch compare` as a subprocess on the embedded SQLite database: its output formats, its filters, its
+exit codes under --fail-on, branch and tag names resolved in the repository's git, and --url against a real
+`kernelwatch serve` (reads gated by tokens) printing what the database gives."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from service.context import Context
+from service.integrations.compare_api import CompareClient
+from service.settings import load_settings
+from tests import builders
+from tests.gitrepo import git
+from tests.integration.test_compare_cli import timings
+from tests.processes import kernelwatch as kernelwatch_ok
+from tests.processes import start_web
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "service/contract/compare.schema.json").read_text())
+
+
+@dataclass(frozen=True)
+class Stored:
+    env: dict[str, str]
+    repo: Path
+    base_sha: str
+    head_sha: str
+
+
+def compare(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", "compare", *args], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.fixture
+def stored(tmp_path: Path, sqlite_database: str) -> Stored:
+    """Two commits of a real git repository (tag v1 on the first, branch feature on the second) with runs stored
+    under their real shas: softmax 20 % slower, matmul unchanged, a benchmark new in head, one broken in head,
+    and a relative error that doubled."""
+    repo = tmp_path / "kernels"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "softmax: fused")
+    git(repo, "tag", "-a", "v1", "-m", "release one")  # annotated: its ref is a tag object, not the commit
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "a.txt").write_text("two\n")
+    git(repo, "commit", "-q", "-am", "softmax: blocked")
+    git(repo, "checkout", "-q", "main")
+    base_sha, head_sha = git(repo, "rev-parse", "v1^{commit}"), git(repo, "rev-parse", "feature")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    env |= {"KERNELWATCH_HOME": str(tmp_path / "home"), "KERNELWATCH_DATABASE_URL": sqlite_database}
+    repository = {"name": "kernels", "url": repo.as_uri(), "default_branch": "main"}
+    softmax: dict[str, Any] = {"suite": "softmax", "name": "softmax_rows"}
+    matmul: dict[str, Any] = {"suite": "matmul", "name": "mm", "params": {"m": 8}}
+    error: dict[str, Any] = {"suite": "quantized", "name": "int8", "params": {"m": 8}, "metric": "rel_error",
+                             "unit": "1"}
+    base = builders.manifest(0, [
+        builders.result(**softmax, samples=timings(1e-3, 1)),
+        builders.result(**matmul, samples=timings(2e-3, 2)),
+        builders.result(suite="norms", name="breaks", samples=timings(3e-4, 4)),
+        builders.result(**error, samples=timings(1e-3, 5)),
+    ], repository=repository, commit=builders.commit(0, sha=base_sha, parents=[]))
+    head = builders.manifest(1, [
+        builders.result(**softmax, samples=timings(1.2e-3, 21)),
+        builders.result(**matmul, samples=timings(2e-3, 22)),
+        builders.result(suite="new", name="fresh", samples=timings(7e-4, 23)),
+        builders.result(suite="norms", name="breaks", status="failed", samples=[],
+                        message="XlaRuntimeError: RESOURCE_EXHAUSTED | out of memory"),
+        builders.result(**error, samples=timings(2e-3, 25)),
+    ], repository=repository, commit=builders.commit(1, sha=head_sha, parents=[base_sha]))
+    from service.store.db import upgrade
+
+    upgrade(sqlite_database)
+    ctx = Context.create(load_settings(env))
+    try:
+        for doc in (base, head):
+            ctx.submit(doc)
+    finally:
+        ctx.close()
+    return Stored(env, repo, base_sha, head_sha)
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    ([], 0),
+    (["--fail-on", "regression"], 1),
+    (["--fail-on-regression"], 1),
+    (["--fail-on", "none"], 0),
+    (["--fail-on", "regression", "--filter", "^(matmul|new)/"], 0),  # unchanged and new: nothing regressed
+    (["--fail-on", "any", "--filter", "^(matmul|new)/"], 1),  # ...but something changed
+    (["--fail-on", "any", "--filter", "^matmul/"], 0),
+    (["--fail-on", "regression", "--filter", "^softmax/", "--threshold", "50%"], 0),  # +20 % is under the bar
+    (["--fail-on", "regression", "--filter", "^softmax/", "--threshold", "0.05"], 1),
+    (["--fail-on", "regression", "--filter", "^norms/"], 1),  # broken in head counts as a regression
+])
+def test_exit_status_follows_fail_on(stored: Stored, args: list[str], code: int) -> None:
+    proc = compare([stored.base_sha[:10], stored.head_sha[:10], *args], stored.env)
+    assert proc.returncode == code, proc.stderr
+    assert proc.stdout.startswith("base: kernels@") and proc.stderr == ""
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--threshold", "5"], "ambiguous"),
+    (["--fail-on", "sometimes"], "invalid choice"),
+    (["--filter", "(unclosed"], "not a regular expression"),
+    (["--threshold", "5%", "--min-effect", "0.05"], "not allowed with"),
+    (["--repo", "kernels", "--base-is", "x"], "unrecognized arguments"),
+])
+def test_usage_errors_exit_2(stored: Stored, args: list[str], message: str) -> None:
+    proc = compare([stored.base_sha, stored.head_sha, *args], stored.env)
+    assert proc.returncode == 2 and proc.stdout == "" and message in proc.stderr, proc.stderr
+
+
+def test_formats(stored: Stored) -> None:
+    refs = [stored.base_sha[:10], stored.head_sha[:10]]
+    text = compare(refs, stored.env).stdout
+    speed, _, signals = text.partition("== numerics and static signals ==")
+    assert "softmax/softmax_rows" in speed and "rel_error" not in speed
+    assert "rel_error (1)" in signals and "quantized/int8 m=8" in signals
+
+    markdown = compare([*refs, "--format", "markdown", "--only-changed", "--sort", "delta"], stored.env).stdout
+    assert markdown.startswith("### KernelWatch comparison")
+    assert "| benchmark | base | head | delta | verdict |" in markdown and "| **geomean** |" in markdown
+    assert "#### Numerics and static signals" in markdown and "matmul/mm" not in markdown  # unchanged: hidden
+    assert "RESOURCE_EXHAUSTED \\| out of memory" in markdown
+    speed_md = markdown.split("#### Numerics")[0]
+    assert speed_md.index("new/fresh") > speed_md.index("softmax/softmax_rows")  # no ratio: after the changes
+
+    rows = list(csv.DictReader(io.StringIO(compare([*refs, "--format", "csv"], stored.env).stdout)))
+    assert {(r["suite"], r["metric"], r["verdict"]) for r in rows} == {
+        ("softmax", "wall_time", "regression"), ("matmul", "wall_time", "unchanged"), ("new", "wall_time", "new"),
+        ("norms", "wall_time", "failed"), ("quantized", "rel_error", "regression")}
+
+    document = json.loads(compare([*refs, "--format", "json", "--filter", "softmax|quantized"], stored.env).stdout)
+    jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert document["summary"]["regression"] == 2 and sum(document["summary"].values()) == 2
+    assert document["base"]["subject"] == "commit number 0"  # the manifest's subject, as stored
+
+
+def test_branch_and_tag_names_resolve_in_the_repository(stored: Stored) -> None:
+    proc = compare(["v1", "feature", "--repo", "kernels"], stored.env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"base: kernels@{stored.base_sha[:12]}" in proc.stdout
+    assert f"head: kernels@{stored.head_sha[:12]}" in proc.stdout
+    document = json.loads(compare(["feature~1", "feature", "--repo", "kernels", "--format", "json"],
+                                  stored.env).stdout)
+    assert document["base"]["ref"] == "feature~1" and document["base"]["commit"] == stored.base_sha
+
+    unknown = compare(["v1", "no-such-branch", "--repo", "kernels"], stored.env)
+    assert unknown.returncode == 2 and "no run, commit or git ref matches 'no-such-branch'" in unknown.stderr
+    without_repo = compare(["v1", "feature"], stored.env)
+    assert without_repo.returncode == 2 and "no run 'v1'" in without_repo.stderr
+    (stored.repo / "a.txt").write_text("three\n")
+    git(stored.repo, "commit", "-q", "-am", "not measured")
+    unmeasured = compare(["v1", "main", "--repo", "kernels"], stored.env)
+    assert unmeasured.returncode == 2 and "which has no stored runs" in unmeasured.stderr
+
+
+@pytest.fixture
+def web(stored: Stored, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """The service over the same database, with reads gated by tokens; yields its URL and a token."""
+    env = stored.env | {"KERNELWATCH_READ_TOKEN_REQUIRED": "1"}
+    token = kernelwatch_ok("token", "create", "reader", "--scope", "submit", env=env).strip()
+    with start_web(env, tmp_path / "logs") as server:
+        yield server.url, token
+
+
+def test_url_prints_what_the_database_gives(stored: Stored, web: tuple[str, str]) -> None:
+    url, token = web
+    refs = [stored.base_sha[:10], stored.head_sha[:10]]
+    for extra in (["--format", "text"], ["--format", "markdown", "--only-changed"], ["--format", "csv"],
+                  ["--format", "json", "--sort", "delta", "--filter", "softmax"]):
+        local = compare([*refs, *extra, "--fail-on", "regression"], stored.env)
+        remote = compare([*refs, *extra, "--fail-on", "regression", "--url", url, "--token", token], stored.env)
+        assert (remote.returncode, remote.stdout) == (local.returncode, local.stdout), remote.stderr
+
+    # KERNELWATCH_TOKEN alone (no KERNELWATCH_URL: that pair configures uploads) is the token of --url's reads.
+    by_env = compare([*refs, "--url", url], stored.env | {"KERNELWATCH_TOKEN": token})
+    assert by_env.returncode == 0, by_env.stderr
+    refused = compare([*refs, "--url", url], stored.env)
+    assert refused.returncode == 2 and "401" in refused.stderr and "--token" in refused.stderr
+
+    # Refs the service does not know are resolved with git at the repository URL the service stores.
+    named = compare(["v1", "feature", "--repo", "kernels", "--url", url, "--token", token, "--format", "json"],
+                    stored.env)
+    assert named.returncode == 0, named.stderr
+    document = json.loads(named.stdout)
+    assert (document["base"]["ref"], document["head"]["commit"]) == ("v1", stored.head_sha)
+    missing = compare(["v1", "nope", "--repo", "kernels", "--url", url, "--token", token], stored.env)
+    assert missing.returncode == 2 and "404" in missing.stderr
+
+
+def test_pages_are_joined_into_the_whole_comparison(stored: Stored, web: tuple[str, str]) -> None:
+    url, token = web
+    whole = CompareClient(url, token).compare(stored.base_sha, stored.head_sha)
+    paged = CompareClient(url, token, page_limit=2).compare(stored.base_sha, stored.head_sha)
+    assert len(whole["benchmarks"]) == 5 and paged == whole
+    assert "page" not in whole
