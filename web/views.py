@@ -26,7 +26,8 @@ from service.store.alert_context import AlertContext, alert_context, filter_choi
 from service.store.db import unit_of_work
 from service.store.queries import FindingView, recent_commits, series_view
 from service.store.read_filters import ReadFilters
-from web.charts.series import series_figure, time_scale
+from service.store.series_companions import series_companions
+from web.charts.series import figure_height, series_figure, time_scale
 from web.session_auth import check_csrf, current_user
 
 bp = Blueprint("web", __name__, template_folder="templates")
@@ -240,10 +241,12 @@ def commits() -> str:
 def series(series_id: int) -> str:
     with _sessions()() as session:
         view = series_view(session, series_id)
-    if view is None:
+        companions = series_companions(session, view) if view is not None else None
+    if view is None or companions is None:
         abort(404)
-    figure = json.loads(json.dumps(series_figure(view), cls=PlotlyJSONEncoder))
-    return render_template("series.html", view=view, figure=figure)
+    figure = json.loads(json.dumps(series_figure(view, companions), cls=PlotlyJSONEncoder))
+    return render_template("series.html", view=view, companions=companions, figure=figure,
+                           height=figure_height(companions))
 
 
 @bp.get("/static/plotly.min.js")

@@ -120,6 +120,11 @@ def test_series_points_open_their_result(site: tuple[str, int], browser: Any) ->
     page.goto(f"{base}/results/{rid}")
     page.click("#series-link")
     page.wait_for_selector("#chart .main-svg")
+    # The captured run's kernels (x86, and the LLO and SASS attached) and its error: two companion panels.
+    names = page.evaluate("""() => document.getElementById("chart").data.map((t) => t.name)""")
+    assert names[:2] == ["samples", "median"] and "tpu-llo bundles" in names and names[-1] == "max abs error"
+    assert page.locator("#chart .subplot.x2y2").count() == 1 and page.locator("#chart .subplot.x3y3").count() == 1
+    page.screenshot(path=str(SCREENSHOTS / "series-companions.png"), full_page=True)
     # A click on a median point, as plotly reports it, opens the point's result.
     page.evaluate("""() => document.getElementById("chart").emit("plotly_click",
         {points: [{customdata: document.getElementById("chart").data[1].customdata[0]}]})""")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
+from typing import Any
 
+import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -11,8 +15,9 @@ from service.app import create_app
 from service.context import Context
 from service.pipeline.submit import submit_manifest
 from service.settings import load_settings
-from service.store.models import Series
+from service.store.models import Commit, Environment, Run, Series
 from tests import builders
+from tests.drilldown_data import FIXTURES, LLO_FIXTURE
 
 
 def app_for(database_url: str, tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -60,3 +65,63 @@ def test_untrusted_text_is_escaped(sessions: sessionmaker[Session], database_url
     for path in ("/commits", f"/commits/{doc['commit']['sha']}"):
         html = client.get(path).get_data(as_text=True)
         assert '<script>alert("x")</script>' not in html and "&lt;script&gt;" in html, path
+
+
+def _figure(page: str) -> dict[str, Any]:
+    found = re.search(r'<script id="figure" type="application/json">(.*?)</script>', page, re.S)
+    assert found is not None
+    return json.loads(found.group(1))  # type: ignore[no-any-return]
+
+
+def test_series_page_shows_intervals_runs_companions_and_other_toolchains(
+        sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:
+    app = app_for(database_url, tmp_path)
+    ctx = app.extensions["kernelwatch"]
+    # A TPU program listing on every run: parsed on submit into kernel_code rows, as a TPU runner's capture is.
+    llo = ctx.artifacts.put((FIXTURES / "llo" / LLO_FIXTURE).read_bytes(), "llo", LLO_FIXTURE)
+    ref = {"kind": "llo", "name": LLO_FIXTURE, "sha256": llo.sha256, "size": llo.size}
+    old, new = builders.environment(), builders.environment(jax_version="0.10.3", jaxlib_version="0.10.3")
+    docs = builders.step_series_manifests([1e-3] * 4 + [2e-3] * 4)
+    for position, doc in enumerate(docs):
+        wall = doc["results"][0]
+        wall.update(artifacts=[ref], max_abs_error=1e-7 * (1 + position))
+        # A second metric of the benchmark carries neither the artifacts nor the error: they are read from
+        # the run's wall-time result all the same.
+        doc["results"].append(builders.result(metric="execution_time", samples=wall["samples"], max_abs_error=None))
+        doc["environment"] = old
+        ctx.submit(doc)
+    for position in (8, 9):  # the toolchain moves on: a new fingerprint, a new series of the same benchmark
+        ctx.submit(builders.manifest(position, [builders.result()], environment=new))
+    with ctx.sessions() as s:
+        ids = {details["jax_version"]: sid for details, sid in s.execute(
+            select(Environment.details, Series.id).join(Environment, Environment.id == Series.environment_id)
+            .where(Series.metric == "wall_time"))}
+        runs = s.scalars(select(Run.run_uid).join(Commit).order_by(Commit.position)).all()
+        execution = s.scalar(select(Series.id).where(Series.metric == "execution_time"))
+    client = app.test_client()
+    page = client.get(f"/series/{ids['0.10.2']}").get_data(as_text=True)
+
+    assert "Toolchain: jax 0.10.2 · jaxlib 0.10.2" in page
+    sibling = page[page.index('id="sibling-series"'):page.index('id="chart"')]
+    assert f'href="/series/{ids["0.10.3"]}"' in sibling and "jax 0.10.2 → 0.10.3; jaxlib 0.10.2 → 0.10.3" in sibling
+    assert f'href="/api/v1/runs/{runs[7]}"' in page and "95 % CI" in page
+    assert client.get(f"/api/v1/runs/{runs[7]}").status_code == 200  # the run link leads somewhere
+
+    fig = _figure(page)
+    names = [t["name"] for t in fig["data"]]
+    assert names == ["samples", "median", "tpu-llo bundles", "tpu-llo ops", "max abs error"]
+    median = fig["data"][1]
+    assert all(c[3].startswith("95% CI [") for c in median["customdata"])  # 10 samples a commit
+    assert median["customdata"][7][4].startswith(f"run {runs[7][:12]} · ")
+    error = fig["data"][4]
+    assert error["y"] == pytest.approx([1e-7 * (1 + p) for p in range(8)])
+    bundles = fig["data"][2]
+    assert len(bundles["x"]) == 8 and len(set(bundles["y"])) == 1 and bundles["y"][0] > 0
+    # The static signals of another metric's series come from the result that captured the listing.
+    other = _figure(client.get(f"/series/{execution}").get_data(as_text=True))
+    assert [t["name"] for t in other["data"]] == names
+    assert other["data"][2]["customdata"][0][2] == median["customdata"][0][2]
+
+    newer = client.get(f"/series/{ids['0.10.3']}").get_data(as_text=True)
+    assert [t["name"] for t in _figure(newer)["data"]] == ["samples", "median", "max abs error"]  # no listing
+    assert "jax 0.10.3 → 0.10.2" in newer
