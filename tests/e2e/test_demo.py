@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -34,6 +36,31 @@ def test_the_planted_commit_is_the_one_flagged(demo: dict) -> None:  # type: ign
     assert {f.commit_sha for f in regressions} == {demo["planted"]}
     assert all(f.series_label.startswith("softmax/") for f in regressions)
     assert all(f.magnitude > 0.5 for f in regressions)
+
+
+def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: dict) -> None:  # type: ignore[type-arg]
+    """`kernelwatch compare <before> <culprit> --fail-on regression` in a CI job: exit 1, the planted kernel named,
+    and the JSON form valid against the schema in the repository."""
+    import json
+
+    import jsonschema
+
+    from tests.conftest import REPO_ROOT
+
+    commits, planted = demo["commits"], demo["planted"]
+    before = commits[commits.index(planted) - 1]
+    argv = [sys.executable, "-m", "service.cli", "compare", before[:10], planted[:10], "--fail-on", "regression"]
+    text = subprocess.run(argv, env=demo["env"], capture_output=True, text=True, timeout=300)
+    assert text.returncode == 1, text.stderr[-2000:]
+    regressions = [line for line in text.stdout.splitlines() if line.rstrip().endswith("regression")]
+    assert regressions and all(line.startswith("softmax/") for line in regressions), text.stdout
+    as_json = subprocess.run([*argv, "--format", "json"], env=demo["env"], capture_output=True, text=True,
+                             timeout=300)
+    assert as_json.returncode == 1
+    schema = json.loads((REPO_ROOT / "service" / "contract" / "compare.schema.json").read_text())
+    document = json.loads(as_json.stdout)
+    jsonschema.validate(document, schema)
+    assert document["summary"]["regression"] >= 1
 
 
 @pytest.mark.browser
