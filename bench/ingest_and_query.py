@@ -354,7 +354,7 @@ def main() -> None:
 
 
 def report(timings: list[Timed]) -> None:
-    timing.report(timings, TARGET_P95_MS)
+    timing.report(timings, TARGET_P95_MS, width=49)
 
 
 if __name__ == "__main__":
