@@ -21,9 +21,10 @@ from runners.local import RunRequest, run_commits
 from service.detect.types import ChangePoint, Direction, SeriesPoint
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
-from tests.gitrepo import git
+from tests.gitrepo import two_commit_suite_repo
 
-CHANGED_FUSION = "broadcast_add_fusion"
+CHANGED_FUSION = "broadcast_add_fusion"  # x * 2 + 1, then tanh(...tanh(x)) * 2 + 1; the reduction: a library call
+DEPTH = 16  # tanh the second commit puts into the elementwise fusion
 KERNEL = '''import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,20 +55,14 @@ def two_fusions(n: int) -> Case:
 '''
 
 
-def capture_two_commits(root: Path) -> tuple[list[dict[str, Any]], Path]:
+def capture_two_commits(root: Path, samples: int = 5) -> tuple[list[dict[str, Any]], Path]:
     """Run the suite at both commits with capture on; the manifests and the artifact store they captured into."""
     repo = root / "repo"
-    (repo / "kernels_under_test").mkdir(parents=True)
-    (repo / "kernels_under_test" / "__init__.py").write_text("")
-    module = repo / "kernels_under_test" / "tiny.py"
-    module.write_text(KERNEL)
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "two fusions")
-    module.write_text(KERNEL.replace("DEPTH = 0", "DEPTH = 16"))
-    git(repo, "commit", "-q", "-am", "tanh in the elementwise fusion")
+    # Sixteen tanh, not one: their time must stand far above the noise of a loaded machine's thread pool.
+    two_commit_suite_repo(repo, KERNEL, KERNEL.replace("DEPTH = 0", f"DEPTH = {DEPTH}"),
+                          ("two fusions", "tanh in the elementwise fusion"))
     store = ArtifactStore(root / "artifacts")
-    requests = [RunRequest(repo=repo, rev=rev, samples=5, warmup=1, capture_dir=store.root)
+    requests = [RunRequest(repo=repo, rev=rev, samples=samples, warmup=1, capture_dir=store.root)
                 for rev in ("HEAD~1", "HEAD")]
     manifests = [m for ms in run_commits(requests, root / "worktrees") for m in ms]
     assert len(manifests) == 2

@@ -5,14 +5,13 @@ a line of hostile text in its HLO dump (``HOSTILE``), which the pages must show 
 from __future__ import annotations
 
 import copy
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from runners.artifacts import ArtifactStore
 from runners.local import RunRequest, run_at_commit
 from tests.conftest import REPO_ROOT
+from tests.gitrepo import project_suite_repo
 
 HOSTILE = "<script>window.__pwned = 1</script>"
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
@@ -20,20 +19,11 @@ LLO_FIXTURE = "synthetic_form_a-final_bundles.txt"  # one program, named after t
 SASS_FIXTURE = "synthetic_sm80_sm90a.sass"
 
 
-def _suite_repo(root: Path) -> Path:
-    root.mkdir()
-    shutil.copytree(REPO_ROOT / "kernels_under_test", root / "kernels_under_test",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "suite"]):
-        subprocess.run(["git", "-C", str(root), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True)
-    return root
-
-
 def captured_run(workdir: Path) -> tuple[dict[str, Any], ArtifactStore]:
     """One real captured run (the expensive part: share it across tests) and the store holding its artifacts."""
     store = ArtifactStore(workdir / "artifacts")
-    request = RunRequest(repo=_suite_repo(workdir / "repo"), rev="HEAD", samples=3, warmup=1, suite="norms/rmsnorm",
-                         params="fused=True", quick=True, capture_dir=store.root)
+    request = RunRequest(repo=project_suite_repo(workdir / "repo"), rev="HEAD", samples=3, warmup=1,
+                         suite="norms/rmsnorm", params="fused=True", quick=True, capture_dir=store.root)
     [manifest] = run_at_commit(request, workdir / "worktrees")
     return manifest, store
 

@@ -14,13 +14,15 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.fake_http import JsonHandler
 
 APP_ID = "4242"
 PLAIN_TOKEN = "ghp_plain_test_token"
@@ -171,7 +173,7 @@ class FakeGitHub:
         return 404, {"message": "Not Found"}, {}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeGitHub
 
     def _handle(self) -> None:
@@ -181,19 +183,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         status, answer, headers = self.fake.serve(self.command, split.path, parse_qs(split.query),
                                                   self.headers.get("Authorization", ""), body)
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, answer, headers)
 
     do_GET = do_POST = do_PATCH = _handle
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's signature
-        pass
 
 
 @contextmanager

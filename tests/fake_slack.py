@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.fake_http import JsonHandler
+
 TOKEN = "xoxb-test-token"
 CHANNEL_ID = "C0FAKECHAN"
 MAX_BLOCKS = 50
@@ -171,7 +173,7 @@ class FakeSlack:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
@@ -183,17 +185,7 @@ class FakeSlack:
                 status, answer, headers = fake._answer(method, body, self.headers.get("Authorization", ""))
                 with fake._lock:
                     fake.requests.append(Request(method=method, body=body, status=status))
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
-                pass
+                self.send_json(status, answer, headers, "application/json; charset=utf-8")
 
         return Handler
 

@@ -10,58 +10,22 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.gitrepo import git
+from tests.gitrepo import SCALE_KERNEL, commit_all, git, suite_repo
 
 SECRET = "hook-secret"
 REPO = "acme/kernels"
-
-KERNEL = '''import jax
-import jax.numpy as jnp
-import numpy as np
-
-from runners.suite import Case, benchmark
-
-DEPTH = 0
-
-
-def kernel(x):
-    for _ in range(DEPTH):
-        x = jnp.tanh(x)
-    return x * 2.0 + 1.0
-
-
-def reference(x):
-    for _ in range(DEPTH):
-        x = np.tanh(x)
-    return x * 2.0 + 1.0
-
-
-@benchmark(suite="tiny", params=[{"n": 1024}])
-def scale(n: int) -> Case:
-    x = np.linspace(0.0, 1.0, n, dtype=np.float32)
-    return Case(fn=jax.jit(kernel), args=(jnp.asarray(x),), reference=lambda: reference(x), rtol=1e-4, atol=1e-4)
-'''
 
 
 def tiny_repo(root: Path) -> dict[str, str]:
     """main: ``fork_point`` then ``main_tip``; feature (from ``fork_point``): ``head`` puts tanh in the kernel.
     Checked out on main, as a service's clone is."""
-    module = root / "kernels_under_test" / "tiny.py"
-    module.parent.mkdir(parents=True)
-    (module.parent / "__init__.py").write_text("")
-    module.write_text(KERNEL)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "scale")
-    fork_point = git(root, "rev-parse", "HEAD")
+    module = suite_repo(root, SCALE_KERNEL)
+    fork_point = commit_all(root, "scale")
     (root / "README").write_text("docs\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "docs")
-    main_tip = git(root, "rev-parse", "HEAD")
+    main_tip = commit_all(root, "docs")
     git(root, "checkout", "-q", "-b", "feature", fork_point)
-    module.write_text(KERNEL.replace("DEPTH = 0", "DEPTH = 2"))
-    git(root, "commit", "-q", "-am", "tanh before scaling")
-    head = git(root, "rev-parse", "HEAD")
+    module.write_text(SCALE_KERNEL.replace("DEPTH = 0", "DEPTH = 2"))
+    head = commit_all(root, "tanh before scaling")
     git(root, "checkout", "-q", "main")
     return {"fork_point": fork_point, "main_tip": main_tip, "head": head}
 
@@ -69,9 +33,8 @@ def tiny_repo(root: Path) -> dict[str, str]:
 def push_to_feature(root: Path, depth: int) -> str:
     git(root, "checkout", "-q", "feature")
     module = root / "kernels_under_test" / "tiny.py"
-    module.write_text(KERNEL.replace("DEPTH = 0", f"DEPTH = {depth}"))
-    git(root, "commit", "-q", "-am", f"depth {depth}")
-    sha = git(root, "rev-parse", "HEAD")
+    module.write_text(SCALE_KERNEL.replace("DEPTH = 0", f"DEPTH = {depth}"))
+    sha = commit_all(root, f"depth {depth}")
     git(root, "checkout", "-q", "main")
     return sha
 

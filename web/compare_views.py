@@ -22,7 +22,7 @@ from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResu
 from service.errors import InvalidInput, KernelWatchError
 from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
-from service.report.compare_table import format_value
+from service.report.compare_table import format_value, median_cell
 from service.store.commit_compare import (
     KernelCountChange,
     commit_info,
@@ -31,6 +31,7 @@ from service.store.commit_compare import (
     measured_parent,
 )
 from web.charts.compare import ratio_figure, row_label
+from web.pages import add_filters
 
 bp = Blueprint("compare", __name__, template_folder="templates")
 
@@ -156,16 +157,7 @@ def compare() -> str | tuple[str, int]:
 
 def _estimate(side: SideResult | None, unit: str) -> str:
     """``1.234ms ±0.8%``: the median and the half-width of its 95 % interval relative to it."""
-    if side is None:
-        return "–"
-    e = side.estimate
-    if e is None:
-        return side.status
-    value = format_value(e.median, unit) + ("" if unit in ("s", "", "1") else f" {unit}")
-    if e.low is None or e.high is None or e.median == 0:
-        return value
-    spread = max(e.high - e.median, e.median - e.low) / abs(e.median) * 100
-    return f"{value} ±{spread:.1f}%" if spread < 10 else f"{value} ±{spread:.0f}%"
+    return median_cell(side, lambda v: _geo(v, unit), plus_minus=" ±", whole_percent_from=10)
 
 
 def _change(row: Comparison) -> str:
@@ -198,6 +190,5 @@ FILTERS: dict[str, Callable[..., str]] = {
     "estimate": _estimate, "change": _change, "interval": _interval, "p": _p, "signed_count": _signed_count,
     "row_label": row_label, "geo": _geo,
 }
-for _name, _fn in FILTERS.items():
-    bp.add_app_template_filter(_fn, f"cmp_{_name}")
+add_filters(bp, FILTERS, prefix="cmp_")
 

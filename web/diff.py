@@ -17,11 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Blueprint, current_app, redirect, render_template, request, url_for
-from sqlalchemy.orm import Session, sessionmaker
+from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from runners.artifacts import ArtifactStore
 from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices
 from service.report.listing_diff import (
     CountDelta,
@@ -46,6 +44,7 @@ from service.store.drilldown import (
     op_table,
     result_header,
 )
+from web.pages import add_filters, service_stores
 from web.units import format_ns, format_share, format_value
 
 bp = Blueprint("diff", __name__, template_folder="templates")
@@ -72,12 +71,8 @@ def _signed(value: float | None, digits: int = 0) -> str:
     return f"{value:+,.{digits}f}" if digits else f"{value:+,.0f}"
 
 
-bp.add_app_template_filter(format_ns, "ns")
-bp.add_app_template_filter(format_share, "share")
-bp.add_app_template_filter(format_value, "value")
-bp.add_app_template_filter(_signed_ns, "signed_ns")
-bp.add_app_template_filter(_signed_points, "signed_points")
-bp.add_app_template_filter(_signed, "signed")
+add_filters(bp, {"ns": format_ns, "share": format_share, "value": format_value, "signed_ns": _signed_ns,
+                 "signed_points": _signed_points, "signed": _signed})
 
 
 class DiffQueryError(Exception):
@@ -87,11 +82,6 @@ class DiffQueryError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-def _context() -> tuple[sessionmaker[Session], ArtifactStore]:
-    ctx = current_app.extensions["kernelwatch"]
-    return ctx.sessions, ctx.artifacts
 
 
 def _result_id(name: str) -> int:
@@ -216,7 +206,7 @@ def _diff_page() -> str:
     wanted = (request.args.get("kernel") or "").strip() or None
     wanted_isa = (request.args.get("isa") or "").strip() or None
     full = request.args.get("full") == "1"
-    sessions, store = _context()
+    sessions, store = service_stores()
     with sessions() as session:
         base, head = result_header(session, base_id), result_header(session, head_id)
         missing = [f"{side} result {rid}" for side, rid, h in (("base", base_id, base), ("head", head_id, head))
@@ -257,7 +247,7 @@ def _diff_page() -> str:
 
 @bp.get("/findings/<int:finding_id>/diff")
 def finding_diff(finding_id: int) -> Response | tuple[str, int]:
-    sessions, _ = _context()
+    sessions, _ = service_stores()
     with sessions() as session:
         target = finding_diff_target(session, finding_id)
     if target is None:

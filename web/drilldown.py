@@ -7,32 +7,36 @@ its URL, so a link shows exactly what its sender saw.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from flask import Blueprint, abort, current_app, render_template, request
+from flask import Blueprint, abort, render_template, request
 from plotly.utils import PlotlyJSONEncoder
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
-from service.store.drilldown import hlo_view, kernel_listing, kernels, op_table, result_header
-from web.charts.drilldown import mix_segments, op_time_figure, roofline_figure, roofline_point
+from service.store.drilldown import ResultHeader, hlo_view, kernel_listing, kernels, op_table, result_header
+from web.charts.drilldown import mix_segments, op_time_figure, roof_for, roofline_figure, roofline_point
 from web.highlight import highlight_hlo
+from web.pages import add_filters, service_stores
 from web.units import class_colour, format_ns, format_seconds, format_share, format_si, format_value
 
 bp = Blueprint("drilldown", __name__, template_folder="templates")
 
-bp.add_app_template_filter(format_ns, "ns")
-bp.add_app_template_filter(format_si, "si")
-bp.add_app_template_filter(format_share, "share")
-bp.add_app_template_filter(format_seconds, "seconds")
-bp.add_app_template_filter(format_value, "measured")
-bp.add_app_template_filter(class_colour, "class_colour")
-bp.add_app_template_filter(highlight_hlo, "hlo")
+add_filters(bp, {"ns": format_ns, "si": format_si, "share": format_share, "seconds": format_seconds,
+                 "measured": format_value, "class_colour": class_colour, "hlo": highlight_hlo})
 
 
-def _context() -> tuple[sessionmaker[Session], ArtifactStore]:
-    ctx = current_app.extensions["kernelwatch"]
-    return ctx.sessions, ctx.artifacts
+@contextmanager
+def _result_session(result_id: int) -> Iterator[tuple[Session, ResultHeader, ArtifactStore]]:
+    """A session, the result's header and the artifact store; 404 when there is no such result."""
+    sessions, store = service_stores()
+    with sessions() as session:
+        header = result_header(session, result_id)
+        if header is None:
+            abort(404)
+        yield session, header, store
 
 
 def _plotly(figure: dict[str, Any]) -> Any:
@@ -41,11 +45,7 @@ def _plotly(figure: dict[str, Any]) -> Any:
 
 @bp.get("/results/<int:result_id>")
 def result(result_id: int) -> str:
-    sessions, _ = _context()
-    with sessions() as session:
-        header = result_header(session, result_id)
-        if header is None:
-            abort(404)
+    with _result_session(result_id) as (session, header, _):
         ops = op_table(session, result_id)
         compiled = kernels(session, result_id)
     category = request.args.get("category") or None
@@ -53,20 +53,18 @@ def result(result_id: int) -> str:
     shown = [o for o in ops if (category is None or o.category == category)
              and (not query or query.lower() in o.op.lower())]
     point = roofline_point(header.flops, header.bytes_accessed, header.seconds)
+    dtype = header.params.get("dtype")
+    roof = roof_for(header.backend, header.device_kind, str(dtype) if dtype is not None else None)
     return render_template(
         "result.html", header=header, ops=shown, all_ops=ops, kernels=compiled, category=category, query=query,
-        categories=sorted({o.category for o in ops}), point=point,
+        categories=sorted({o.category for o in ops}), point=point, roof=roof,
         op_figure=_plotly(op_time_figure(shown)) if shown else None,
-        roofline=_plotly(roofline_figure(point, None, header.hardware)) if point else None)
+        roofline=_plotly(roofline_figure(point, roof.peaks, header.hardware)) if point else None)
 
 
 @bp.get("/results/<int:result_id>/hlo")
 def hlo(result_id: int) -> str:
-    sessions, store = _context()
-    with sessions() as session:
-        header = result_header(session, result_id)
-        if header is None:
-            abort(404)
+    with _result_session(result_id) as (session, header, store):
         view = hlo_view(session, result_id, store)
     assert view is not None  # the result exists
     return render_template("hlo.html", header=header, view=view, open_fusion=request.args.get("fusion") or None,
@@ -75,12 +73,8 @@ def hlo(result_id: int) -> str:
 
 @bp.get("/results/<int:result_id>/kernels/<path:name>")
 def kernel(result_id: int, name: str) -> str:
-    sessions, store = _context()
     isa = request.args.get("isa") or None
-    with sessions() as session:
-        header = result_header(session, result_id)
-        if header is None:
-            abort(404)
+    with _result_session(result_id) as (session, header, store):
         listing = kernel_listing(session, result_id, name, store, isa=isa)
         siblings = kernels(session, result_id)
     if listing is None:

@@ -8,7 +8,7 @@ when the change is not significant), and the verdict; a geomean row closes each 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,8 +70,34 @@ def estimate_cell(side: SideResult | None, unit: str) -> str:
         return f"{value} ± ∞ {_NO_INTERVAL}"
     if e.median == 0:
         return f"{value} ± {format_value(max(e.high - e.median, e.median - e.low), unit)}"
-    spread = max(e.high - e.median, e.median - e.low) / abs(e.median) * 100
+    spread = relative_spread(e)
+    assert spread is not None  # both ends known, the median not zero
     return f"{value} ± {spread:.1f}%" if spread < 1 else f"{value} ± {spread:.0f}%"
+
+
+def relative_spread(e: MedianEstimate) -> float | None:
+    """The half-width of the median's 95 % interval in percent of it; None without an interval or at zero."""
+    if e.low is None or e.high is None or e.median == 0:
+        return None
+    return max(e.high - e.median, e.median - e.low) / abs(e.median) * 100
+
+
+def median_cell(side: SideResult | None, value: Callable[[float], str], plus_minus: str = " ± ",
+                whole_percent_from: float = 1.0) -> str:
+    """A side's median (as ``value`` writes it) and, where it has an interval, the interval's half-width in
+    percent: one decimal below ``whole_percent_from``, whole above. ``–`` for no side, its status for no
+    estimate. The PR comment's and the web page's cells; the text table's own (:func:`estimate_cell`) marks a
+    missing interval instead."""
+    if side is None:
+        return "–"
+    e = side.estimate
+    if e is None:
+        return side.status
+    text = value(e.median)
+    spread = relative_spread(e)
+    if spread is None:
+        return text
+    return f"{text}{plus_minus}{spread:.1f}%" if spread < whole_percent_from else f"{text}{plus_minus}{spread:.0f}%"
 
 
 def _percent(ratio: float) -> str:

@@ -15,7 +15,7 @@ from typing import Literal
 from urllib.parse import urlencode
 
 from service.detect.compare import VERDICTS, Comparison, ComparisonReport, SideResult
-from service.report.compare_table import SideLabel, format_value
+from service.report.compare_table import SideLabel, format_value, median_cell
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
 GITHUB_LIMIT = 65_536
@@ -89,16 +89,7 @@ def _escape(text: str) -> str:
 
 
 def _side_cell(side: SideResult | None, unit: str) -> str:
-    if side is None:
-        return "–"
-    e = side.estimate
-    if e is None:
-        return side.status
-    if e.low is None or e.high is None or e.median == 0:
-        return format_value(e.median, unit)
-    spread = max(e.high - e.median, e.median - e.low) / abs(e.median) * 100
-    return f"{format_value(e.median, unit)} ± {spread:.1f}%" if spread < 1 else \
-        f"{format_value(e.median, unit)} ± {spread:.0f}%"
+    return median_cell(side, lambda v: format_value(v, unit))
 
 
 def _delta_cell(row: Comparison, alpha: float) -> str:

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,15 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOTS = REPO_ROOT / "test-output" / "screenshots"
+
+
+def open_page(browser: Any, base: str, width: int = 1280, height: int = 900) -> tuple[Any, list[str]]:
+    """A new page, and the list it records each request to anything outside ``base`` in (the pages must fetch
+    nothing from outside)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(base) else None)
+    return page, outside
 
 
 def serve(env: dict[str, str]) -> Iterator[str]:

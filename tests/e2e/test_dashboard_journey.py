@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.conftest import SCREENSHOTS, open_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
@@ -27,9 +27,7 @@ def triage_token(env: dict[str, str]) -> str:
 def test_inbox_to_series_to_diff_then_triage(demo: dict, dashboard: str, browser) -> None:  # type: ignore[no-untyped-def,type-arg]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     planted = demo["planted"]
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    outside: list[str] = []
-    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(dashboard) else None)
+    page, outside = open_page(browser, dashboard, 1400, 1000)
     ran: list[str] = []
     page.on("dialog", lambda d: (ran.append(d.message), d.dismiss()))
 

@@ -10,7 +10,7 @@ import pytest
 
 from service.store.db import make_engine, make_session_factory
 from service.store.queries import all_findings
-from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.conftest import SCREENSHOTS, open_page
 
 pytestmark = pytest.mark.slow
 
@@ -67,9 +67,7 @@ def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: d
 def test_dashboard_shows_the_regression_and_its_chart(demo: dict, dashboard: str, browser) -> None:  # type: ignore[no-untyped-def,type-arg]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     planted = demo["planted"]
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    blocked: list[str] = []
-    page.on("request", lambda r: blocked.append(r.url) if not r.url.startswith(dashboard) else None)
+    page, blocked = open_page(browser, dashboard)
     # The inbox: the planted commit's alert is the regression there.
     page.goto(f"{dashboard}/")
     planted_alert = page.locator("tbody[data-alert]", has=page.locator(f'a.commit-link[title="{planted}"]'))

@@ -11,7 +11,7 @@ from runners.artifacts import ArtifactStore
 from service.settings import load_settings
 from service.store.db import make_engine, make_session_factory, upgrade
 from tests.diff_capture import CHANGED_FUSION, capture_two_commits, store_captured
-from tests.e2e.conftest import SCREENSHOTS, serve
+from tests.e2e.conftest import SCREENSHOTS, open_page, serve
 from tests.processes import clean_env
 
 pytestmark = pytest.mark.slow
@@ -38,9 +38,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.browser
 def test_a_findings_diff_link_opens_the_ranked_kernel_highlighted(dashboard: str, browser) -> None:  # type: ignore[no-untyped-def]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    outside: list[str] = []
-    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(dashboard) else None)
+    page, outside = open_page(browser, dashboard, 1400, 1000)
     listed = page.goto(f"{dashboard}/commits")
     if listed is not None and listed.status == 404:  # before the commit list moved from / to /commits
         page.goto(f"{dashboard}/")

@@ -17,7 +17,7 @@ from service.settings import load_settings
 from service.store.db import upgrade
 from service.store.models import Result, Series
 from tests.drilldown_data import HOSTILE, captured_run, drilldown_manifest
-from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.conftest import SCREENSHOTS, open_page
 
 pytestmark = pytest.mark.browser
 SASS_KERNEL = "_ZN4cute14wgmma_mainloopILi128EEEvPK13__nv_bfloat16Pf"
@@ -48,11 +48,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
         ctx.close()
 
 
-def open_page(browser: Any, base: str) -> tuple[Any, list[str], list[str]]:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    foreign: list[str] = []
+def open_watched_page(browser: Any, base: str) -> tuple[Any, list[str], list[str]]:
+    page, foreign = open_page(browser, base)
     dialogs: list[str] = []
-    page.on("request", lambda r: foreign.append(r.url) if not r.url.startswith(base) else None)
 
     def on_dialog(dialog: Any) -> None:  # alert() from dump text would land here
         dialogs.append(dialog.message)
@@ -69,7 +67,7 @@ def no_script_ran(page: Any) -> bool:
 def test_drilldown_pages_render_and_never_run_dump_text(site: tuple[str, int], browser: Any) -> None:
     base, rid = site
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page, foreign, dialogs = open_page(browser, base)
+    page, foreign, dialogs = open_watched_page(browser, base)
 
     page.goto(f"{base}/results/{rid}")
     page.wait_for_selector("#op-chart .main-svg")
@@ -116,7 +114,7 @@ def test_drilldown_pages_render_and_never_run_dump_text(site: tuple[str, int], b
 
 def test_series_points_open_their_result(site: tuple[str, int], browser: Any) -> None:
     base, rid = site
-    page, foreign, _ = open_page(browser, base)
+    page, foreign, _ = open_watched_page(browser, base)
     page.goto(f"{base}/results/{rid}")
     page.click("#series-link")
     page.wait_for_selector("#chart .main-svg")

@@ -17,7 +17,7 @@ from service.pipeline.tokens import create_token
 from service.settings import load_settings
 from service.store.db import unit_of_work, upgrade
 from tests import builders
-from tests.e2e.conftest import SCREENSHOTS
+from tests.e2e.conftest import SCREENSHOTS, open_page
 
 pytestmark = pytest.mark.browser
 
@@ -50,9 +50,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 def test_log_in_triage_by_keyboard_and_reload(site: dict[str, Any], browser: Any) -> None:
     base = site["base"]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    foreign: list[str] = []
-    page.on("request", lambda r: foreign.append(r.url) if not r.url.startswith(base) else None)
+    page, foreign = open_page(browser, base)
 
     page.goto(f"{base}/")
     assert page.locator("tbody[data-alert]").count() == 2

@@ -9,14 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
-from runners.local import RunRequest, run_commits
-from service.detect.types import ChangePoint, Direction, SeriesPoint
 from service.pipeline.attribution import attribute_findings
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results
@@ -24,79 +21,13 @@ from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
 from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Commit, Finding, Result, ResultArtifact, Run, Series
-from tests.gitrepo import git as _git
-
-KERNEL = '''import jax
-import jax.numpy as jnp
-import numpy as np
-
-from runners.suite import Case, benchmark
-
-DEPTH = 0
-
-
-def kernel(x, y):
-    for _ in range(DEPTH):
-        x = jnp.tanh(x)
-    return x * 2.0 + 1.0, jnp.sum(y * y, axis=-1)
-
-
-def reference(x, y):
-    for _ in range(DEPTH):
-        x = np.tanh(x)
-    return x * 2.0 + 1.0, np.sum(y * y, axis=-1)
-
-
-@benchmark(suite="tiny", params=[{"n": 65536}])
-def two_fusions(n: int) -> Case:
-    x = np.linspace(0.0, 1.0, n, dtype=np.float32)
-    y = np.linspace(0.0, 1.0, 4096, dtype=np.float32).reshape(64, -1)
-    return Case(fn=jax.jit(kernel), args=(jnp.asarray(x), jnp.asarray(y)), reference=lambda: reference(x, y),
-                rtol=1e-4, atol=1e-4)
-'''
-CHANGED_FUSION = "broadcast_add_fusion"  # x * 2 + 1, then tanh(...tanh(x)) * 2 + 1; the reduction: a library call
-DEPTH = 16
-
-
+from tests.diff_capture import CHANGED_FUSION, DEPTH, StepAtLatest, capture_two_commits
 
 
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
     """Manifests of the two commits, run once for both databases, and the artifact store they captured into."""
-    root = tmp_path_factory.mktemp("attribution")
-    repo = root / "repo"
-    (repo / "kernels_under_test").mkdir(parents=True)
-    (repo / "kernels_under_test" / "__init__.py").write_text("")
-    module = repo / "kernels_under_test" / "tiny.py"
-    module.write_text(KERNEL)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "two fusions")
-    # Sixteen tanh, not one: their time must stand far above the noise of a loaded machine's thread pool.
-    module.write_text(KERNEL.replace("DEPTH = 0", f"DEPTH = {DEPTH}"))
-    _git(repo, "commit", "-q", "-am", "tanh in the elementwise fusion")
-    store = ArtifactStore(root / "artifacts")
-    requests = [RunRequest(repo=repo, rev=rev, samples=10, warmup=1, capture_dir=store.root)
-                for rev in ("HEAD~1", "HEAD")]
-    manifests = [m for ms in run_commits(requests, root / "worktrees") for m in ms]
-    assert len(manifests) == 2
-    return manifests, store.root
-
-
-class StepAtLatest:
-    """Plays the time detector: a regression at the newest commit once there are two, whatever the data (the
-    engine's own judgement is tested elsewhere; here it only has to leave a time finding to attribute)."""
-
-    name = "step-at-latest"
-    version = 1
-
-    def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
-        if len(points) < 2:
-            return []
-        before, after = (float(np.median(p.samples)) for p in points[-2:])
-        return [ChangePoint(index=len(points) - 1, commit_id=points[-1].commit_id,
-                            previous_commit_id=points[-2].commit_id, before=before, after=after,
-                            magnitude=after / before - 1, noise_units=9.0, kind="regression")]
+    return capture_two_commits(tmp_path_factory.mktemp("attribution"), samples=10)
 
 
 class ParseLaterQueue:

@@ -15,7 +15,7 @@ from service.settings import load_settings
 from service.store.db import upgrade
 from service.store.models import BisectJob, Commit, Finding, Result, Run
 from service.store.queries import all_findings
-from tests.gitrepo import git as _git
+from tests.gitrepo import commit_all, suite_repo
 
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
 # machine does to a run (up to ~2.5x here), so the test checks the bisection, not the weather.
@@ -47,19 +47,13 @@ PLANTED = 5
 def make_repository(root: Path) -> tuple[Path, list[str]]:
     """Ten commits on main; the one at index PLANTED multiplies the kernel's work by eight."""
     repo = root / "planted"
-    (repo / "kernels_under_test").mkdir(parents=True)
-    (repo / "kernels_under_test" / "__init__.py").write_text("")
-    module = repo / "kernels_under_test" / "work.py"
-    module.write_text(KERNEL)
-    _git(repo, "init", "-q", "-b", "main")
+    module = suite_repo(repo, KERNEL, module="work")
     shas = []
     for index in range(10):
         if index == PLANTED:
             module.write_text(KERNEL.replace("REPEAT = 1", "REPEAT = 8"))
         (repo / "NOTES").write_text(f"change {index}\n")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"change {index}" + (" (planted)" if index == PLANTED else ""))
-        shas.append(_git(repo, "rev-parse", "HEAD"))
+        shas.append(commit_all(repo, f"change {index}" + (" (planted)" if index == PLANTED else "")))
     return repo, shas
 
 

@@ -3,8 +3,6 @@ fusion name; a broken artifact is recorded, not fatal; reparse is idempotent."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 from sqlalchemy import func, select, update
@@ -18,16 +16,7 @@ from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Series
-from tests.conftest import REPO_ROOT
-
-
-def suite_repo(root: Path) -> Path:
-    root.mkdir()
-    shutil.copytree(REPO_ROOT / "kernels_under_test", root / "kernels_under_test",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "suite"]):
-        subprocess.run(["git", "-C", str(root), "-c", "user.email=t@e", "-c", "user.name=T", *args], check=True)
-    return root
+from tests.gitrepo import project_suite_repo
 
 
 def counts(session: Session) -> tuple[int, int, int]:
@@ -37,7 +26,7 @@ def counts(session: Session) -> tuple[int, int, int]:
 
 def test_captured_run_is_parsed_and_linked_by_fusion_name(sessions: sessionmaker[Session], tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "artifacts")
-    request = RunRequest(repo=suite_repo(tmp_path / "repo"), rev="HEAD", samples=3, warmup=1,
+    request = RunRequest(repo=project_suite_repo(tmp_path / "repo"), rev="HEAD", samples=3, warmup=1,
                          suite="norms/rmsnorm", params="fused=True", quick=True, capture_dir=store.root)
     [manifest] = run_at_commit(request, tmp_path / "worktrees")
     submit_manifest(sessions, InProcessQueue(sessions, EDivisiveDetector(), store), manifest, store)
@@ -74,7 +63,7 @@ def test_captured_run_is_parsed_and_linked_by_fusion_name(sessions: sessionmaker
 def test_a_broken_artifact_is_recorded_and_the_rest_still_parsed(sessions: sessionmaker[Session],
                                                                  tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "artifacts")
-    request = RunRequest(repo=suite_repo(tmp_path / "repo"), rev="HEAD", samples=2, warmup=0,
+    request = RunRequest(repo=project_suite_repo(tmp_path / "repo"), rev="HEAD", samples=2, warmup=0,
                          suite="softmax_long/*", params="cols=32768", quick=True, capture_dir=store.root)
     [manifest] = run_at_commit(request, tmp_path / "worktrees")
     garbage = store.put(b"\x7fELF" + b"\xff" * 200, kind="x86-obj", name="hostile.o")

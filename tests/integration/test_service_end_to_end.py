@@ -22,37 +22,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import fresh_redis
-from tests.gitrepo import git
+from tests.gitrepo import SCALE_KERNEL, two_commit_suite_repo
 from tests.processes import ServiceProcess, Web, clean_env, kernelwatch, start_web, start_worker
 
 REDIS_URL = "redis://127.0.0.1:6379/11"  # this test's alone (see the other tests' REDIS_URL constants)
 
-KERNEL = '''import jax
-import jax.numpy as jnp
-import numpy as np
-
-from runners.suite import Case, benchmark
-
-DEPTH = 0
-
-
-def kernel(x):
-    for _ in range(DEPTH):
-        x = jnp.tanh(x)
-    return x * 2.0 + 1.0
-
-
-def reference(x):
-    for _ in range(DEPTH):
-        x = np.tanh(x)
-    return x * 2.0 + 1.0
-
-
-@benchmark(suite="tiny", params=[{"n": 1024}])
-def scale(n: int) -> Case:
-    x = np.linspace(0.0, 1.0, n, dtype=np.float32)
-    return Case(fn=jax.jit(kernel), args=(jnp.asarray(x),), reference=lambda: reference(x), rtol=1e-4, atol=1e-4)
-'''
 SERIES_LABEL = "tiny/scale[n=1024]"
 
 
@@ -60,16 +34,8 @@ SERIES_LABEL = "tiny/scale[n=1024]"
 def repo(tmp_path: Path) -> tuple[Path, list[str]]:
     """Two commits on main; the second adds four tanh to the kernel: more HLO instructions, more machine code."""
     root = tmp_path / "kernels"
-    (root / "kernels_under_test").mkdir(parents=True)
-    (root / "kernels_under_test" / "__init__.py").write_text("")
-    module = root / "kernels_under_test" / "tiny.py"
-    module.write_text(KERNEL)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "scale")
-    module.write_text(KERNEL.replace("DEPTH = 0", "DEPTH = 4"))
-    git(root, "commit", "-q", "-am", "tanh before scaling")
-    return root, [git(root, "rev-parse", "HEAD~1"), git(root, "rev-parse", "HEAD")]
+    return root, two_commit_suite_repo(root, SCALE_KERNEL, SCALE_KERNEL.replace("DEPTH = 0", "DEPTH = 4"),
+                                       ("scale", "tanh before scaling"))
 
 
 def call(method: str, url: str, token: str | None = None, body: dict[str, Any] | None = None) -> tuple[int, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from service.model.hardware import hardware_for
 from service.store.drilldown import OpRow
 from web.charts.series import time_scale
 from web.units import class_colour, format_si
@@ -26,8 +27,8 @@ class RooflinePoint:
 
 @dataclass(frozen=True)
 class RooflinePeaks:
-    """A chip's peak compute and memory bandwidth. No table of them exists in this project yet (service/model
-    is to hold one); callers pass None, and the figure says the roof is unknown rather than guess it."""
+    """A chip's peak compute (for one dtype) and memory bandwidth, from service/model's table; where the chip is
+    not in it callers pass None, and the figure says the roof is unknown rather than guess it."""
 
     flops_per_s: float
     bytes_per_s: float
@@ -36,6 +37,42 @@ class RooflinePeaks:
     def ridge(self) -> float:
         """The intensity where the memory roof meets the compute roof."""
         return self.flops_per_s / self.bytes_per_s
+
+
+@dataclass(frozen=True)
+class RoofChoice:
+    """The roof a result page draws, and the sentence under the chart that says where it comes from."""
+
+    peaks: RooflinePeaks | None
+    note: str
+
+
+ROOF_DTYPE_FALLBACK = "bf16"
+
+
+def roof_for(backend: str, device_kind: str, dtype: str | None) -> RoofChoice:
+    """The published peaks for a result's hardware and dtype. A result with no dtype parameter, or a dtype the
+    vendor gives no figure for (fp32 on a TPU, whose MXU runs fp32 as bf16 passes), is drawn against the bf16
+    matrix peak, the fastest path such a matmul can take, and the note says so. A CPU, or a chip not in the
+    table, gets no roof: hosts have no published figures and no calibration is stored yet."""
+    hardware = hardware_for(backend, device_kind)
+    if hardware is None:
+        return RoofChoice(None, f"Peak compute and bandwidth of {backend} · {device_kind} are not known to "
+                                "KernelWatch (no published figures, and no host calibration is stored yet): no "
+                                "roof is drawn rather than a guessed one.")
+    bandwidth = format_si(hardware.memory_bytes_per_s, "B/s")
+    if dtype is not None and (peak := hardware.peak_flops(dtype)) is not None:
+        return RoofChoice(RooflinePeaks(peak, hardware.memory_bytes_per_s),
+                          f"Roof: {hardware.name}, {format_si(peak, 'FLOP/s')} peak for {dtype} and {bandwidth} "
+                          f"memory bandwidth, per chip ({hardware.source}).")
+    peak = hardware.peak_flops(ROOF_DTYPE_FALLBACK)
+    if peak is None:
+        return RoofChoice(None, f"{hardware.name} publishes no {dtype or ROOF_DTYPE_FALLBACK} peak; no roof drawn.")
+    why = (f"{hardware.name} publishes no {dtype} figure" if dtype is not None
+           else "this result records no dtype")
+    return RoofChoice(RooflinePeaks(peak, hardware.memory_bytes_per_s),
+                      f"Roof: {hardware.name}, its bf16 matrix peak {format_si(peak, 'FLOP/s')} as the upper bound "
+                      f"({why}) and {bandwidth} memory bandwidth, per chip ({hardware.source}).")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,25 @@
+"""What the recording fakes of outside HTTP APIs (GitHub, Slack) share: a request handler that answers JSON and
+keeps quiet."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    def send_json(self, status: int, answer: Any, headers: Mapping[str, str],
+                  content_type: str = "application/json") -> None:
+        data = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        pass

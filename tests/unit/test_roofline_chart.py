@@ -1,0 +1,35 @@
+"""The result page's roof: published peaks for TPU/GPU results, none (said so) for a CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from web.charts.drilldown import roof_for, roofline_figure, roofline_point
+
+
+def test_an_h200_result_gets_a_roof() -> None:
+    roof = roof_for("gpu", "NVIDIA H200", "bfloat16")
+    assert roof.peaks is not None
+    assert roof.peaks.flops_per_s == pytest.approx(989.5e12) and roof.peaks.bytes_per_s == pytest.approx(4.8e12)
+    assert "NVIDIA H200 SXM" in roof.note and "datasheet" in roof.note
+    # A 4096³ bf16 matmul in 200 µs: 687 TFLOP/s at I ≈ 1365, where the roof is the 989.5 TFLOP/s peak.
+    point = roofline_point(2 * 4096**3, 3 * 4096**2 * 2, 2e-4)
+    assert point is not None
+    fig = roofline_figure(point, roof.peaks, "gpu · NVIDIA H200 ×1")
+    assert [t["name"] for t in fig["data"]] == ["roof", "this result"]
+    assert "69% of the roof" in fig["layout"]["title"]["text"]
+    assert max(fig["data"][0]["y"]) == pytest.approx(989.5e12)
+
+
+def test_a_cpu_result_has_no_roof_and_the_page_says_why() -> None:
+    roof = roof_for("cpu", "cpu", "float32")
+    assert roof.peaks is None
+    assert "are not known" in roof.note and "calibration" in roof.note
+
+
+def test_without_a_published_dtype_figure_the_bf16_peak_bounds_it() -> None:
+    tpu = roof_for("tpu", "TPU v5 lite", "float32")
+    assert tpu.peaks is not None and tpu.peaks.flops_per_s == 197e12
+    assert "publishes no float32 figure" in tpu.note
+    undeclared = roof_for("gpu", "NVIDIA H200", None)
+    assert undeclared.peaks is not None and "records no dtype" in undeclared.note
