@@ -146,6 +146,7 @@ def flash_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool, b
         {"batch": 1, "heads": 1, "seq": 256, "head_dim": 64, "causal": True},
     ],
     timeout_s=120,
+    cost=_attention_cost,
 )
 def flash_attention_pallas(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> Case:
     q, k, v = _attention_inputs(batch, heads, seq, head_dim, seed=20)
@@ -165,6 +166,13 @@ def flash_attention_pallas(batch: int, heads: int, seq: int, head_dim: int, caus
 # --- (b) plain XLA attention -----------------------------------------------------------------------------------
 
 
+def attention_xla_cost(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> tuple[float, float]:
+    """4*b*h*s*s*d FLOPs: QK^T and PV over the full square even when causal (XLA computes the masked half too);
+    bytes: q, k, v in and o out, plus the float32 score matrix written and read back once."""
+    flops, _ = _attention_cost(batch, heads, seq, head_dim, causal=False)
+    return flops, 4.0 * batch * heads * (4 * seq * head_dim + 2 * seq * seq)
+
+
 def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool) -> jax.Array:
     """The textbook formulation XLA fuses as it can: the full score matrix is materialised."""
     scores = jnp.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
@@ -181,21 +189,19 @@ def xla_attention(q: jax.Array, k: jax.Array, v: jax.Array, *, causal: bool) -> 
     # The first quick point is the Pallas kernel's first quick point, so the two series compare directly.
     quick=[{"batch": 1, "heads": 2, "seq": 256, "head_dim": 64, "causal": False},
            {"batch": 1, "heads": 4, "seq": 1024, "head_dim": 64, "causal": True}],
+    cost=attention_xla_cost,
 )
 def attention_xla(batch: int, heads: int, seq: int, head_dim: int, causal: bool) -> Case:
     q, k, v = _attention_inputs(batch, heads, seq, head_dim, seed=20)
-    flops, _ = _attention_cost(batch, heads, seq, head_dim, causal)
-    if causal:
-        flops *= 2.0  # XLA computes the masked half of the scores too
+    flops, nbytes = attention_xla_cost(batch, heads, seq, head_dim, causal)
     return Case(
         fn=functools.partial(xla_attention, causal=causal),
         args=(q, k, v),
         reference=lambda: attention_reference(q, k, v, causal),
         rtol=10 * _tol(),
         atol=_tol(),
-        flops=flops,  # 4*b*h*s*s*d: QK^T and PV, the full square even when causal
-        # q, k, v in and o out, plus the float32 score matrix written and read back once.
-        bytes_accessed=4.0 * batch * heads * (4 * seq * head_dim + 2 * seq * seq),
+        flops=flops,  # see attention_xla_cost
+        bytes_accessed=nbytes,
     )
 
 
@@ -239,10 +245,21 @@ def paged_attention_reference(q: np.ndarray, k_pages: np.ndarray, v_pages: np.nd
     return out
 
 
+def paged_attention_cost(batch: int, heads: int, head_dim: int, page_size: int, max_len: int) -> tuple[float, float]:
+    """4*b*h*max_len*d FLOPs: q.k and p.v over every gathered slot (the kernel computes masked slots too); bytes:
+    the gathered K and V pages (float32), q in and out, block table and lengths (int32)."""
+    pages_per_seq = max_len // page_size
+    flops = 4.0 * batch * heads * max_len * head_dim
+    nbytes = 4.0 * (2 * batch * max_len * heads * head_dim + 2 * batch * heads * head_dim) \
+        + 4.0 * (batch * pages_per_seq + batch)
+    return flops, nbytes
+
+
 @benchmark(
     suite="attention",
     params=grid(batch=[8, 32], heads=[8], head_dim=[64], page_size=[16], max_len=[512, 2048]),
     quick=[{"batch": 8, "heads": 8, "head_dim": 64, "page_size": 16, "max_len": 512}],
+    cost=paged_attention_cost,
 )
 def paged_attention_decode(batch: int, heads: int, head_dim: int, page_size: int, max_len: int) -> Case:
     rng = np.random.default_rng(21)
@@ -267,9 +284,6 @@ def paged_attention_decode(batch: int, heads: int, head_dim: int, page_size: int
         reference=lambda: paged_attention_reference(q, k_pages, v_pages, block_tables, lengths),
         rtol=10 * _tol(),
         atol=_tol(),
-        # 4*b*h*max_len*d: q.k and p.v over every gathered slot (the kernel computes masked slots too).
-        flops=4.0 * batch * heads * max_len * head_dim,
-        # The gathered K and V pages (float32), q in and out, block table and lengths.
-        bytes_accessed=4.0 * (2 * batch * max_len * heads * head_dim + 2 * batch * heads * head_dim)
-        + 4.0 * (block_tables.size + lengths.size),
+        flops=paged_attention_cost(batch, heads, head_dim, page_size, max_len)[0],  # see paged_attention_cost
+        bytes_accessed=paged_attention_cost(batch, heads, head_dim, page_size, max_len)[1],
     )

@@ -29,8 +29,16 @@ def long_row_softmax_reference(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def softmax_long_rows_cost(rows: int, cols: int, dtype: str) -> tuple[float, float]:
+    """max, subtract, exp, sum, divide: five operations per element; one read of the input and one write of
+    the output in the input dtype (ideal fused traffic)."""
+    itemsize = 2 if dtype == "bfloat16" else 4
+    return 5.0 * rows * cols, 2.0 * rows * cols * itemsize
+
+
 @benchmark(
     suite="softmax_long",
+    cost=softmax_long_rows_cost,
     params=grid(rows=[1, 8], cols=[32768, 131072], dtype=["float32", "bfloat16"]),
     quick=[{"rows": 8, "cols": 32768, "dtype": "float32"}, {"rows": 8, "cols": 131072, "dtype": "float32"}],
 )
@@ -38,7 +46,6 @@ def softmax_long_rows(rows: int, cols: int, dtype: str) -> Case:
     # Logits of a language model: a few units of spread, so the probabilities span many orders of magnitude.
     x32 = np.random.default_rng(40).standard_normal((rows, cols), dtype=np.float32) * 4.0
     x = x32.astype(jnp.bfloat16) if dtype == "bfloat16" else x32
-    itemsize = 2 if dtype == "bfloat16" else 4
     # Probabilities average 1/cols, so the absolute tolerance scales with it; the relative one is the output
     # dtype's rounding (bf16 keeps 8 bits of mantissa) plus float32 summation over cols terms.
     rtol = 1e-2 if dtype == "bfloat16" else 1e-4
@@ -48,8 +55,6 @@ def softmax_long_rows(rows: int, cols: int, dtype: str) -> Case:
         reference=lambda: long_row_softmax_reference(x),
         rtol=rtol,
         atol=1e-3 / cols,
-        # max, subtract, exp, sum, divide: five operations per element.
-        flops=5.0 * rows * cols,
-        # One read of the input and one write of the output in the input dtype (ideal fused traffic).
-        bytes_accessed=2.0 * rows * cols * itemsize,
+        flops=softmax_long_rows_cost(rows, cols, dtype)[0],  # see softmax_long_rows_cost
+        bytes_accessed=softmax_long_rows_cost(rows, cols, dtype)[1],
     )

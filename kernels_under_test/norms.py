@@ -93,7 +93,20 @@ _NORM_GRID = grid(rows=[1024, 4096], hidden=[1024, 4096], fused=[True, False])
 _NORM_QUICK: list[Params] = [{"rows": 1024, "hidden": 4096, "fused": fused} for fused in (True, False)]
 
 
-@benchmark(suite="norms", params=_NORM_GRID, quick=_NORM_QUICK)
+def rmsnorm_cost(rows: int, hidden: int, fused: bool) -> tuple[float, float]:
+    """Per element: square, add (mean), multiply by rsqrt, multiply by weight = 4 FLOPs (rsqrt per row ignored).
+    Bytes: the ideal (fused) traffic for both forms, so their times compare: x read once, output written once,
+    weight read once; float32. The unfused form moves ~2 more row-sized arrays out and back in."""
+    return 4.0 * rows * hidden, 4.0 * (2 * rows * hidden + hidden)
+
+
+def layernorm_cost(rows: int, hidden: int, fused: bool) -> tuple[float, float]:
+    """Per element: add (mean), subtract, square, add (variance), multiply by rsqrt, multiply, add = 7 FLOPs.
+    Bytes: ideal (fused) traffic, as for rmsnorm: x read once, output written once, weight and bias read once."""
+    return 7.0 * rows * hidden, 4.0 * (2 * rows * hidden + 2 * hidden)
+
+
+@benchmark(suite="norms", params=_NORM_GRID, quick=_NORM_QUICK, cost=rmsnorm_cost)
 def rmsnorm(rows: int, hidden: int, fused: bool) -> Case:
     x, weight, _ = _inputs(rows, hidden, seed=30)
     return Case(
@@ -103,15 +116,12 @@ def rmsnorm(rows: int, hidden: int, fused: bool) -> Case:
         # float32 mean of `hidden` squares: relative error well below 1e-5.
         rtol=1e-5,
         atol=1e-5,
-        # Per element: square, add (mean), multiply by rsqrt, multiply by weight = 4 FLOPs (rsqrt per row ignored).
-        flops=4.0 * rows * hidden,
-        # Ideal (fused) traffic for both forms, so their times compare: x read once, output written once, weight
-        # read once; float32. The unfused form moves ~2 more row-sized arrays out and back in.
-        bytes_accessed=4.0 * (2 * rows * hidden + hidden),
+        flops=rmsnorm_cost(rows, hidden, fused)[0],  # see rmsnorm_cost
+        bytes_accessed=rmsnorm_cost(rows, hidden, fused)[1],
     )
 
 
-@benchmark(suite="norms", params=_NORM_GRID, quick=_NORM_QUICK)
+@benchmark(suite="norms", params=_NORM_GRID, quick=_NORM_QUICK, cost=layernorm_cost)
 def layernorm(rows: int, hidden: int, fused: bool) -> Case:
     x, weight, bias = _inputs(rows, hidden, seed=31)
     return Case(
@@ -120,8 +130,6 @@ def layernorm(rows: int, hidden: int, fused: bool) -> Case:
         reference=lambda: layer_norm_reference(x, weight, bias),
         rtol=1e-5,
         atol=1e-5,
-        # Per element: add (mean), subtract, square, add (variance), multiply by rsqrt, multiply, add = 7 FLOPs.
-        flops=7.0 * rows * hidden,
-        # Ideal (fused) traffic, as for rmsnorm: x read once, output written once, weight and bias read once.
-        bytes_accessed=4.0 * (2 * rows * hidden + 2 * hidden),
+        flops=layernorm_cost(rows, hidden, fused)[0],  # see layernorm_cost
+        bytes_accessed=layernorm_cost(rows, hidden, fused)[1],
     )

@@ -3,13 +3,18 @@ peaks (a CPU runner). A large matmul gives FLOP/s, a large elementwise pass give
 best of a few timed repetitions after a compile-and-warm call, since the best run is the one least disturbed
 by the rest of the machine and a roof is an upper bound.
 
-Not yet called at runner start (issue 9 wires it in and stores the result with the environment).
+A benchmark process on a CPU host runs it once at start (``host_calibration``, at the smaller ``RUNNER_*``
+sizes) and announces the figures with its environment; the service stores them with the run and draws that
+run's roofline against them. ``KERNELWATCH_CALIBRATE=0`` turns it off (the test suite does, since it starts
+benchmark processes by the hundred).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from service.model.hardware import Calibration
@@ -19,6 +24,13 @@ from service.model.hardware import Calibration
 MATMUL_SIZE = 2048
 COPY_BYTES = 64 * 2**20
 REPEATS = 5
+# At runner start: about half a second on a busy two-core host, most of it compiling. A 1024² matmul is still
+# ~2 GFLOP, and 32 MiB is still past the last-level cache of the CPUs runners use (which would otherwise flatter
+# the memory roof several times over).
+RUNNER_MATMUL_SIZE = 1024
+RUNNER_COPY_BYTES = 32 * 2**20
+RUNNER_REPEATS = 3
+SWITCH = "KERNELWATCH_CALIBRATE"
 
 
 def _best_seconds(call: Callable[[], Any], repeats: int) -> float:
@@ -57,3 +69,18 @@ def calibrate(matmul_size: int = MATMUL_SIZE, copy_bytes: int = COPY_BYTES, repe
     copy_s = _best_seconds(lambda: bump(x), repeats)
 
     return Calibration(flops_per_s=flops / matmul_s, bytes_per_s=moved / copy_s, dtype=dtype)
+
+
+def calibration_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Off only when ``KERNELWATCH_CALIBRATE`` says so (0, false, no, off)."""
+    value = (os.environ if environ is None else environ).get(SWITCH, "1")
+    return value.strip().lower() not in {"0", "false", "no", "off"}
+
+
+@functools.cache
+def host_calibration() -> dict[str, Any]:
+    """This process's calibration, measured on first use and kept: the host does not change under a process,
+    and a benchmark process that announced its environment twice must not pay twice. Shaped as the manifest's
+    ``environment.calibration``."""
+    c = calibrate(RUNNER_MATMUL_SIZE, RUNNER_COPY_BYTES, RUNNER_REPEATS)
+    return {"flops_per_s": c.flops_per_s, "bytes_per_s": c.bytes_per_s, "dtype": c.dtype}

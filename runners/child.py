@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from runners.artifacts import ArtifactStore
+from runners.calibrate import calibration_enabled, host_calibration
 from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
@@ -70,13 +71,22 @@ def gpu_sass_setup() -> tuple[str | None, SassTools | None]:
     return (sm_arch(str(capability)), tools) if capability and tools else (None, None)
 
 
+def announced_environment(dirty: bool, calibrate: bool) -> dict[str, Any]:
+    """The environment, with the host's calibration on a CPU host: accelerators have published figures, and a
+    calibration there would measure the host CPU's backend rather than the chip the results ran on."""
+    environment = environment_info(dirty=dirty)
+    if calibrate and environment["backend"] == "cpu":
+        environment["calibration"] = host_calibration()
+    return environment
+
+
 def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
     instances: dict[str, BenchmarkInstance] = {
         i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
                                  quick=args.quick)
     }
     _send(outbox, {"ready": {
-        "environment": environment_info(dirty=args.dirty),
+        "environment": announced_environment(args.dirty, calibration_enabled()),
         "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
                         "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
                         "timeout_s": i.spec.timeout_s} for k, i in instances.items()],

@@ -27,6 +27,7 @@ from typing import Any
 SUITE_PACKAGE = "kernels_under_test"
 ParamValue = str | int | float | bool
 Params = dict[str, ParamValue]
+CostModel = Callable[..., tuple[float, float]]
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,9 @@ class BenchmarkSpec:
     devices: int = 1
     # Past this, the benchmark is stopped and recorded as failed; the rest of the suite goes on.
     timeout_s: float = 300.0
+    # The analytic (FLOPs, bytes) of a point without building its Case (no inputs allocated): what
+    # `kernelwatch predict` evaluates at shapes far larger than the grid's. None: build the Case to read them.
+    cost: CostModel | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,19 @@ class BenchmarkInstance:
 
     def make_case(self) -> Case:
         return self.spec.factory(**self.params)
+
+
+def analytic_cost(spec: BenchmarkSpec, params: Mapping[str, ParamValue]) -> tuple[float, float] | None:
+    """A point's (FLOPs, bytes accessed) from the benchmark's own model: its ``cost`` function where it declares
+    one (cheap at any shape), else the Case built at that point (which allocates its inputs: keep such shapes
+    small). None where the benchmark counts neither."""
+    if spec.cost is not None:
+        flops, nbytes = spec.cost(**params)
+        return float(flops), float(nbytes)
+    case = spec.factory(**params)
+    if case.flops is None or case.bytes_accessed is None:
+        return None
+    return float(case.flops), float(case.bytes_accessed)
 
 
 def format_params(params: Mapping[str, ParamValue]) -> str:
@@ -120,10 +137,13 @@ def benchmark(
     timeout_s: float = 300.0,
     unit: str = "s",
     direction: str = "lower_is_better",
+    cost: CostModel | None = None,
 ) -> Callable[[Callable[..., Case]], Callable[..., Case]]:
     """Declare a benchmark: the decorated function builds a Case for one point of ``params``.
 
-    ``quick`` names the points that `--quick` runs (each must be a point of ``params``).
+    ``quick`` names the points that `--quick` runs (each must be a point of ``params``). ``cost``, called with
+    a point's params, returns its (FLOPs, bytes accessed) as the Case would carry them, without allocating
+    anything; the factory should compute its Case's counts with the same function so the two cannot drift.
     """
 
     def decorate(factory: Callable[..., Case]) -> Callable[..., Case]:
@@ -144,6 +164,7 @@ def benchmark(
             quick=quick_points,
             devices=devices,
             timeout_s=timeout_s,
+            cost=cost,
         )
         setattr(factory, _SPEC_ATTR, spec)
         return factory

@@ -123,6 +123,21 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--trigger", default="pr", choices=["push", "pr", "manual"])
     add_report_options(ci, fail_on_default="regression")
 
+    predict = sub.add_parser("predict", help="a kernel's time at a new shape: roofline x the efficiency measured "
+                                             "at its nearest stored shapes",
+                             description="Prints both shapes' FLOPs, bytes, intensity, bound, roofline and "
+                                         "predicted time, and whether the change crosses the ridge. Exit status: 0, "
+                                         "or 2 for an unknown kernel, parameter or hardware.")
+    predict.add_argument("--kernel", required=True,
+                         help="a suite (attention) or one benchmark (attention/attention_xla)")
+    predict.add_argument("--from", dest="source", required=True, metavar="SHAPE", help="NAME=VALUE[,NAME=VALUE]")
+    predict.add_argument("--to", dest="target", required=True, metavar="SHAPE", help="NAME=VALUE[,NAME=VALUE]")
+    predict.add_argument("--hardware", default=None, help="tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, h100, h200 or cpu "
+                                                          "(default: where the kernel has the most measured shapes)")
+    predict.add_argument("--repo", default=None, help="only this repository's measurements (by name)")
+    predict.add_argument("--suite-root", type=Path, default=None,
+                         help="checkout holding kernels_under_test/ (default: the suite beside this service)")
+
     detect = sub.add_parser("detect", help="change points in a CSV of samples (series,position,value)")
     detect.add_argument("--input", required=True, help="CSV file, or - for standard input")
     detect.add_argument("--format", choices=["json", "text"], default="json")
@@ -493,6 +508,28 @@ def cmd_detect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_predict(settings: Settings, args: argparse.Namespace) -> int:
+    from runners.suite import SuiteNotFound, discover
+    from service.cli_predict import default_suite_root, predict_reports
+    from service.report.predict_text import predictions_to_text
+    from service.store.family_points import stored_points
+
+    try:
+        specs = discover(args.suite_root or default_suite_root())
+    except SuiteNotFound as exc:
+        raise InvalidInput(str(exc)) from None
+    ctx = _context(settings)
+    try:
+        with ctx.sessions() as session:
+            reports = predict_reports(specs, args.kernel, args.source, args.target,
+                                      lambda suite, name: stored_points(session, suite, name, args.repo),
+                                      args.hardware)
+    finally:
+        ctx.close()
+    sys.stdout.write(predictions_to_text(reports))
+    return EXIT_OK
+
+
 def cmd_beat(settings: Settings) -> int:
     if not settings.redis_url:
         raise ConfigurationError("kernelwatch beat needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
@@ -625,6 +662,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_parse(args)
     if args.command == "detect":
         return cmd_detect(args)
+    if args.command == "predict":
+        return cmd_predict(settings, args)
     if args.command == "reparse":
         return cmd_reparse(settings)
     if args.command == "compare":

@@ -22,6 +22,16 @@ def environment(**overrides: Any) -> dict[str, Any]:
     return env
 
 
+def calibration(**overrides: Any) -> dict[str, Any]:
+    """A CPU host's calibration as a runner announces it (round figures: 100 GFLOP/s, 10 GB/s, ridge at 10)."""
+    c: dict[str, Any] = {"flops_per_s": 100e9, "bytes_per_s": 10e9, "dtype": "float32"}
+    c.update(overrides)
+    return c
+
+
+H200 = {"backend": "gpu", "device_kind": "NVIDIA H200", "cpu_model": "Host CPU"}
+
+
 def result(suite: str = "softmax", name: str = "softmax_rows", samples: list[float] | None = None,
            **overrides: Any) -> dict[str, Any]:
     r: dict[str, Any] = {

@@ -17,7 +17,14 @@ from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
 from service.store.drilldown import ResultHeader, hlo_view, kernel_listing, kernels, op_table, result_header
-from web.charts.drilldown import mix_segments, op_time_figure, roof_for, roofline_figure, roofline_point
+from web.charts.drilldown import (
+    mix_segments,
+    op_time_figure,
+    roof_for,
+    roofline_figure,
+    roofline_point,
+    stored_roof,
+)
 from web.highlight import highlight_hlo
 from web.pages import add_filters, service_stores
 from web.units import class_colour, format_ns, format_seconds, format_share, format_si, format_value
@@ -53,8 +60,11 @@ def result(result_id: int) -> str:
     shown = [o for o in ops if (category is None or o.category == category)
              and (not query or query.lower() in o.op.lower())]
     point = roofline_point(header.flops, header.bytes_accessed, header.seconds)
-    dtype = header.params.get("dtype")
-    roof = roof_for(header.backend, header.device_kind, str(dtype) if dtype is not None else None)
+    if header.roofline is not None:  # ingest stored the figures: draw those, the page computes nothing
+        roof = stored_roof(header.roofline)
+    else:  # a result stored before ingest computed figures
+        dtype = header.params.get("dtype")
+        roof = roof_for(header.backend, header.device_kind, str(dtype) if dtype is not None else None)
     return render_template(
         "result.html", header=header, ops=shown, all_ops=ops, kernels=compiled, category=category, query=query,
         categories=sorted({o.category for o in ops}), point=point, roof=roof,

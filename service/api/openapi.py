@@ -73,7 +73,8 @@ OPS: tuple[Op, ...] = (
     Op("get", "/findings", "Findings, newest first (by when detection found them), a page at a time; `next` is the "
        "cursor of the following page (null on the last)",
        query=(("state", "string", f"the state of the finding's alert: {STATE_NAMES}"),
-              ("kind", "string", "time, static or numerics"), ("direction", "string", "regression or improvement"),
+              ("kind", "string", "time, static, numerics or efficiency"),
+              ("direction", "string", "regression or improvement"),
               *FILTERS, ("limit", "integer", "findings per page, 1 to 1000, default 100"), CURSOR),
        errors=(400,)),
     Op("get", "/alerts", "Alerts, newest first, a page at a time, with notes and their worst findings_limit findings "

@@ -19,7 +19,7 @@ from service.report.alerts_text import alerts_to_json
 from service.store.api_queries import repositories
 from service.store.queries import commits_page, findings_page, series_view
 
-FINDING_KINDS = ("time", "static", "numerics")
+FINDING_KINDS = ("time", "static", "numerics", "efficiency")
 FINDING_DIRECTIONS = ("regression", "improvement")
 
 

@@ -60,6 +60,16 @@ class CommitInfo(_Strict):
         return value
 
 
+class CalibrationInfo(_Strict):
+    """What the runner's calibration micro-benchmark measured on its host (runners/calibrate.py): the roof of a
+    host with no published figures. Optional, so that runners older than it, and accelerator hosts (which have
+    published figures), still send valid version-1 manifests."""
+
+    flops_per_s: float = Field(gt=0, allow_inf_nan=False)
+    bytes_per_s: float = Field(gt=0, allow_inf_nan=False)
+    dtype: str = Field(min_length=1, max_length=32)
+
+
 class EnvironmentInfo(_Strict):
     backend: str = Field(min_length=1, max_length=64)
     device_kind: str = Field(min_length=1, max_length=200)
@@ -77,10 +87,13 @@ class EnvironmentInfo(_Strict):
     libtpu_init_args: str = Field(default="", max_length=10000)
     # Facts recorded for people but not part of the identity of an environment (hostname, dirty checkout...).
     extra: dict[str, str] = Field(default_factory=dict)
+    # Measured afresh by every run, so it differs from run to run on the same host: kept out of the identity, or
+    # every run would start a series of its own.
+    calibration: CalibrationInfo | None = None
 
     def identity(self) -> dict[str, Any]:
         """What makes two measurements comparable; the environment fingerprint is a hash of this."""
-        return self.model_dump(exclude={"extra"})
+        return self.model_dump(exclude={"extra", "calibration"})
 
 
 class ArtifactInfo(_Strict):

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector, SeriesPoint
+from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.alerts import GroupingOutcome, group_series
 from service.pipeline.attribution import attribute_findings, findings_of_series
 from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
@@ -23,10 +24,15 @@ from service.store.models import Commit, Finding, Repository, Result, Run, Serie
 # Metrics that measure speed; any other metric a benchmark reports (rel_error, recall...) measures its numerics,
 # which regress too: a low-precision kernel that loses accuracy is flagged even when it got faster.
 SPEED_METRICS = frozenset({"wall_time", "device_time", "execution_time", "algbw"})
-STATISTICAL_KINDS = ("time", "numerics")
+# Efficiency (the roofline_fraction series ingest derives from wall time) is a kind of its own rather than "time":
+# it moves with time at fixed counts, but also when the counts or a host's calibrated roof move, and a bisection
+# (which re-measures time, service/pipeline/bisect.py) is owed to time findings only.
+STATISTICAL_KINDS = ("time", "numerics", "efficiency")
 
 
 def finding_kind(metric: str) -> str:
+    if metric == EFFICIENCY_METRIC:
+        return "efficiency"
     return "time" if metric in SPEED_METRICS else "numerics"
 
 

@@ -22,6 +22,13 @@ from service.contract import ArtifactInfo, BenchmarkResult, Manifest
 from service.detect.summary import summarize_many
 from service.errors import Conflict
 from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key
+from service.pipeline.result_roofline_rows import (
+    ROOFLINE_COLUMNS,
+    efficiency_results,
+    roofline_columns,
+    roofline_figures,
+    run_roof,
+)
 from service.store.models import (
     Artifact,
     Benchmark,
@@ -123,7 +130,7 @@ def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactIn
 
 RESULT_COLUMNS = ("id", "run_id", "series_id", "status", "message", "samples", "sample_count", "median", "mean",
                   "stddev", "minimum", "maximum", "compile_time_s", "flops", "bytes_accessed", "max_abs_error",
-                  "cost")
+                  "cost", *ROOFLINE_COLUMNS)
 
 
 def _insert_results(session: Session, rows: list[dict[str, Any]]) -> list[int]:
@@ -157,7 +164,11 @@ def _insert_results(session: Session, rows: list[dict[str, Any]]) -> list[int]:
 
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     """Store one validated manifest; the caller owns the transaction (commit or roll back as a whole)."""
-    digest = manifest_digest(manifest.model_dump(mode="json"))
+    payload = manifest.model_dump(mode="json")
+    if payload["environment"]["calibration"] is None:
+        # Absent as it was before the field existed: a run stored then and submitted again must not conflict.
+        del payload["environment"]["calibration"]
+    digest = manifest_digest(payload)
     existing = session.scalars(select(Run).filter_by(run_uid=manifest.run_id)).first()
     if existing is not None:
         if existing.manifest_digest != digest:
@@ -186,25 +197,36 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         run_uid=manifest.run_id, manifest_digest=digest, commit_id=commit.id, environment_id=environment.id,
         branch=manifest.branch, trigger=manifest.trigger, pr_number=manifest.pr_number, status=manifest.status,
         started_at=manifest.started_at, finished_at=manifest.finished_at, host_details=dict(env.extra),
+        calibration=env.calibration.model_dump() if env.calibration is not None else None,
     )
     session.add(run)
     session.flush()
 
+    # Each wall-time result's roofline figures, and its efficiency series' result: analysis done once, here,
+    # so that no page computes it. One table lookup per run; a few float operations per result.
+    stats = summarize_many([r.samples for r in manifest.results])
+    hardware = run_roof(env)
+    figures = [roofline_figures(hardware, r, s.median) for r, s in zip(manifest.results, stats, strict=True)]
+    derived = efficiency_results(hardware, manifest.results, figures)
+    results = [*manifest.results, *derived]
+    figures += [None] * len(derived)
+    stats += summarize_many([r.samples for r in derived])
+
     # Shared rows in batches, then every result in one multi-row INSERT: a run of thousands of results costs a
     # few round trips, not several per result.
-    results = manifest.results
     keys = [series_key(repository.name, r.suite, r.name, r.params_key(), r.metric, fingerprint) for r in results]
     wanted: dict[str, BenchmarkResult] = {}
     for key, r in zip(keys, results, strict=True):
         wanted.setdefault(key, r)
     series_ids = _series_ids(session, repository.id, environment.id, wanted)
     rows: list[dict[str, Any]] = []
-    for key, r, stats in zip(keys, results, summarize_many([r.samples for r in results]), strict=True):
+    for key, r, stat, figure in zip(keys, results, stats, figures, strict=True):
         rows.append(dict(
             run_id=run.id, series_id=series_ids[key], status=r.status, message=r.message, samples=list(r.samples),
-            sample_count=stats.count, median=stats.median, mean=stats.mean, stddev=stats.stddev,
-            minimum=stats.minimum, maximum=stats.maximum, compile_time_s=r.compile_time_s, flops=r.flops,
+            sample_count=stat.count, median=stat.median, mean=stat.mean, stddev=stat.stddev,
+            minimum=stat.minimum, maximum=stat.maximum, compile_time_s=r.compile_time_s, flops=r.flops,
             bytes_accessed=r.bytes_accessed, max_abs_error=r.max_abs_error, cost=dict(r.cost),
+            **roofline_columns(figure),
         ))
     result_ids = _insert_results(session, rows)
     captured: list[int] = []

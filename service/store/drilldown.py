@@ -42,9 +42,22 @@ MAX_MODULE_LINES = 20_000  # past this a module's full text is cut; fusions keep
 
 __all__ = [
     "ArtifactInfo", "FusionRow", "HloModuleView", "HloView", "KernelListing", "KernelSummary", "ListingRow",
-    "LoopSpan", "OpRow", "ResultHeader", "TextLine", "hlo_view", "kernel_listing", "kernels", "op_table",
-    "records_result_id", "result_header",
+    "LoopSpan", "OpRow", "ResultHeader", "StoredRoofline", "TextLine", "hlo_view", "kernel_listing", "kernels",
+    "op_table", "records_result_id", "result_header",
 ]
+
+
+@dataclass(frozen=True)
+class StoredRoofline:
+    """The roofline figures ingest stored for a result (service/model/result_roofline.py)."""
+
+    intensity: float
+    bound: str
+    roofline_s: float
+    achieved_fraction: float | None
+    peak_flops_per_s: float
+    peak_bytes_per_s: float
+    peak_source: str
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,7 @@ class ResultHeader:
     environment: dict[str, Any]  # the fingerprinted details: versions, flags, host ISA...
     records_result_id: int  # the result whose artifacts and parsed records these pages show
     artifacts: list[ArtifactInfo] = field(default_factory=list)
+    roofline: StoredRoofline | None = None  # None: stored before ingest computed them, or no counts or peaks
 
     @property
     def hardware(self) -> str:
@@ -258,7 +272,15 @@ def result_header(session: Session, result_id: int) -> ResultHeader | None:
         commit_position=commit.position, run_id=run.id, run_uid=run.run_uid, branch=run.branch,
         trigger=run.trigger, pr_number=run.pr_number, started_at=run.started_at, backend=env.backend,
         device_kind=env.device_kind, device_count=env.device_count, environment=dict(env.details or {}),
-        records_result_id=records_id, artifacts=artifacts)
+        records_result_id=records_id, artifacts=artifacts, roofline=_stored_roofline(r))
+
+
+def _stored_roofline(r: Result) -> StoredRoofline | None:
+    if (r.roofline_intensity is None or r.roofline_bound is None or r.roofline_s is None
+            or r.roofline_peak_flops_per_s is None or r.roofline_peak_bytes_per_s is None):
+        return None
+    return StoredRoofline(r.roofline_intensity, r.roofline_bound, r.roofline_s, r.roofline_fraction,
+                          r.roofline_peak_flops_per_s, r.roofline_peak_bytes_per_s, r.roofline_peak_source or "")
 
 
 def _kernel_names(session: Session, result_id: int) -> set[str]:

@@ -86,6 +86,9 @@ class Run(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     host_details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    # The host's calibration (flops_per_s, bytes_per_s, dtype) as the runner measured it for this run; null for
+    # hosts with published figures and runners that did not calibrate (migration 0011).
+    calibration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Benchmark(Base):
@@ -139,6 +142,15 @@ class Result(Base):
     bytes_accessed: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_abs_error: Mapped[float | None] = mapped_column(Float, nullable=True)
     cost: Mapped[dict[str, float]] = mapped_column(JSON, default=dict, server_default=text("'{}'"))  # XLA's
+    # The roofline figures, computed once at ingest (service/model/result_roofline.py) for an ok wall-time result
+    # with FLOP and byte counts on hardware with known peaks; null elsewhere (migration 0011).
+    roofline_intensity: Mapped[float | None] = mapped_column(Float, nullable=True)
+    roofline_bound: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    roofline_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    roofline_fraction: Mapped[float | None] = mapped_column(Float, nullable=True)
+    roofline_peak_flops_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    roofline_peak_bytes_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    roofline_peak_source: Mapped[str | None] = mapped_column(String(500), nullable=True)
 
 
 class Artifact(Base):
@@ -182,7 +194,7 @@ class Finding(Base):
     previous_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"), nullable=True)
     detector: Mapped[str] = mapped_column(String(100))
     detector_version: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))  # time | static | numerics
+    kind: Mapped[str] = mapped_column(String(16))  # time | static | numerics | efficiency
     direction: Mapped[str] = mapped_column(String(16))  # regression | improvement
     magnitude: Mapped[float] = mapped_column(Float)  # relative change of the level, after/before - 1
     confidence: Mapped[float] = mapped_column(Float)  # step size in units of the series' own noise

@@ -58,7 +58,7 @@ class FindingView:
     unit: str
     detector: str
     detector_version: int
-    kind: str = "time"  # time | numerics | static
+    kind: str = "time"  # time | numerics | static | efficiency
     p_value: float | None = None
     confirmation: str | None = None  # confirmed | refuted, once base and head were re-run interleaved
     repository: str = ""

@@ -52,7 +52,8 @@ def build_world(api: Api) -> World:
     with api.ctx.sessions() as s:
         for c, repo in s.execute(select(Commit, Repository.name).join(Repository)):
             w.commits[(repo, c.position)] = c.id
-        for sr in s.scalars(select(Series)):
+        # The time series; on the H200 ingest also derives each benchmark's efficiency (roofline_fraction) series.
+        for sr in s.scalars(select(Series).where(Series.metric == "wall_time")):
             w.series[(sr.repository.name, sr.environment.device_kind, sr.benchmark.name)] = sr.id
     return w
 

@@ -4,6 +4,7 @@ import pytest
 
 from service.contract import ManifestError, parse_manifest
 from service.contract.export import SCHEMA_PATH, render_schema
+from service.pipeline.identity import environment_fingerprint
 from tests import builders
 
 
@@ -83,3 +84,28 @@ def test_artifact_names_cannot_be_paths(name: str) -> None:
 def test_cost_figures_must_be_finite() -> None:
     with pytest.raises(ManifestError, match="not a finite"):
         parse_manifest(builders.manifest(results=[builders.result(cost={"flops": float("inf")})]))
+
+
+def test_an_environment_may_carry_its_calibration() -> None:
+    assert parse_manifest(builders.manifest()).environment.calibration is None  # optional: older runners
+    doc = builders.manifest(environment=builders.environment(calibration=builders.calibration()))
+    c = parse_manifest(doc).environment.calibration
+    assert c is not None and (c.flops_per_s, c.bytes_per_s, c.dtype) == (100e9, 10e9, "float32")
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"flops_per_s": 0.0}, "flops_per_s"), ({"bytes_per_s": -1.0}, "bytes_per_s"),
+    ({"flops_per_s": float("inf")}, "flops_per_s"), ({"dtype": ""}, "dtype"), ({"unit": "GB"}, "unit"),
+])
+def test_a_calibration_is_validated(change: dict[str, object], field: str) -> None:
+    doc = builders.manifest(environment=builders.environment(calibration=builders.calibration(**change)))
+    with pytest.raises(ManifestError, match=f"environment.calibration.{field}"):
+        parse_manifest(doc)
+
+
+def test_the_calibration_is_not_part_of_the_environment_identity() -> None:
+    plain = parse_manifest(builders.manifest()).environment
+    measured = parse_manifest(builders.manifest(environment=builders.environment(
+        calibration=builders.calibration(flops_per_s=123e9)))).environment
+    assert "calibration" not in plain.identity()
+    assert environment_fingerprint(plain.identity()) == environment_fingerprint(measured.identity())

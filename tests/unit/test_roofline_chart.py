@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from web.charts.drilldown import roof_for, roofline_figure, roofline_point
+from service.store.drilldown import StoredRoofline
+from web.charts.drilldown import roof_for, roofline_figure, roofline_point, stored_roof
 
 
 def test_an_h200_result_gets_a_roof() -> None:
@@ -33,3 +34,13 @@ def test_without_a_published_dtype_figure_the_bf16_peak_bounds_it() -> None:
     assert "publishes no float32 figure" in tpu.note
     undeclared = roof_for("gpu", "NVIDIA H200", None)
     assert undeclared.peaks is not None and "records no dtype" in undeclared.note
+
+
+def test_stored_figures_give_the_roof_and_say_what_ingest_found() -> None:
+    stored = StoredRoofline(intensity=0.625, bound="memory", roofline_s=8.4e-4, achieved_fraction=0.84,
+                            peak_flops_per_s=100e9, peak_bytes_per_s=10e9,
+                            peak_source="host (calibrated), fp32 peak (calibrated by this run)")
+    roof = stored_roof(stored)
+    assert roof.peaks is not None and (roof.peaks.flops_per_s, roof.peaks.bytes_per_s) == (100e9, 10e9)
+    assert roof.note == ("Roof: host (calibrated), fp32 peak (calibrated by this run): 100 GFLOP/s and 10 GB/s "
+                         "memory bandwidth. Memory-bound; the roofline time is 840 µs, 84% of it achieved.")

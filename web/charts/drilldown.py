@@ -11,9 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from service.model.hardware import hardware_for
-from service.store.drilldown import OpRow
+from service.store.drilldown import OpRow, StoredRoofline
 from web.charts.series import time_scale
-from web.units import class_colour, format_si
+from web.units import class_colour, format_seconds, format_si
 
 TOP_OPS = 20  # more bars than this are unreadable; the table below lists every op
 
@@ -54,11 +54,12 @@ def roof_for(backend: str, device_kind: str, dtype: str | None) -> RoofChoice:
     """The published peaks for a result's hardware and dtype. A result with no dtype parameter, or a dtype the
     vendor gives no figure for (fp32 on a TPU, whose MXU runs fp32 as bf16 passes), is drawn against the bf16
     matrix peak, the fastest path such a matmul can take, and the note says so. A CPU, or a chip not in the
-    table, gets no roof: hosts have no published figures and no calibration is stored yet."""
+    table, gets no roof: hosts have no published figures. Only for results without stored figures (stored
+    before ingest computed them, or from a run that did not calibrate its host): the others use ``stored_roof``."""
     hardware = hardware_for(backend, device_kind)
     if hardware is None:
         return RoofChoice(None, f"Peak compute and bandwidth of {backend} · {device_kind} are not known to "
-                                "KernelWatch (no published figures, and no host calibration is stored yet): no "
+                                "KernelWatch (no published figures, and no host calibration stored with this run): no "
                                 "roof is drawn rather than a guessed one.")
     bandwidth = format_si(hardware.memory_bytes_per_s, "B/s")
     if dtype is not None and (peak := hardware.peak_flops(dtype)) is not None:
@@ -73,6 +74,16 @@ def roof_for(backend: str, device_kind: str, dtype: str | None) -> RoofChoice:
     return RoofChoice(RooflinePeaks(peak, hardware.memory_bytes_per_s),
                       f"Roof: {hardware.name}, its bf16 matrix peak {format_si(peak, 'FLOP/s')} as the upper bound "
                       f"({why}) and {bandwidth} memory bandwidth, per chip ({hardware.source}).")
+
+
+def stored_roof(stored: StoredRoofline) -> RoofChoice:
+    """The roof ingest measured the result against, and what it found, in words."""
+    fraction = (f", {stored.achieved_fraction:.0%} of it achieved" if stored.achieved_fraction is not None
+                else "")
+    return RoofChoice(RooflinePeaks(stored.peak_flops_per_s, stored.peak_bytes_per_s),
+                      f"Roof: {stored.peak_source}: {format_si(stored.peak_flops_per_s, 'FLOP/s')} and "
+                      f"{format_si(stored.peak_bytes_per_s, 'B/s')} memory bandwidth. {stored.bound.capitalize()}-"
+                      f"bound; the roofline time is {format_seconds(stored.roofline_s)}{fraction}.")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,279 @@
+"""`kernelwatch predict`: the time of a kernel family at a new shape, from its analytic counts, the hardware's
+roofs and the efficiency measured at its nearest stored shapes (service/model/predict.py does the arithmetic).
+
+Which benchmarks: ``--kernel`` is a suite ("attention") or one benchmark ("attention/attention_xla"); a suite
+answers for each of its benchmarks whose parameters include every one given. A parameter given for one shape
+only is the same at the other; one given for neither takes the benchmark's first grid value, and the report says
+so. The measured points are the
+benchmark's stored wall-time medians with the same non-numeric parameters (dtype, fused, causal...) as the
+target: a fused kernel's efficiency says nothing about the unfused one's.
+
+Which hardware: ``--hardware`` names a table chip (tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, h100, h200) or cpu;
+without it, the hardware with the most measured shapes of the family. A chip with no measurements is answered
+from its published roofs at DEFAULT_EFFICIENCY, and the report says so. A CPU host's roofs are its calibration,
+as its runner stored it with its results (Run.calibration), else measured on this machine now (and said).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.errors import InvalidInput
+from service.model.hardware import (
+    H100_SXM,
+    H200_SXM,
+    TPU_V4,
+    TPU_V5E,
+    TPU_V5P,
+    TPU_V6E,
+    Calibration,
+    Hardware,
+    dtype_key,
+    hardware_for,
+    host_hardware,
+)
+from service.model.predict import DEFAULT_EFFICIENCY, Measured, Roofs, Shape, predict
+from service.report.predict_text import PredictionReport
+from service.store.family_points import StoredPoint
+
+CPU = "cpu"
+CHIPS: dict[str, Hardware] = {"tpu-v4": TPU_V4, "tpu-v5e": TPU_V5E, "tpu-v5p": TPU_V5P, "tpu-v6e": TPU_V6E,
+                              "h100": H100_SXM, "h200": H200_SXM}
+_DTYPE_PARAMS = ("dtype", "act_dtype")
+# Calibration sizes when a CPU host's roofs must be measured here: a second or two, not the runner's full one.
+_CALIBRATE_MATMUL, _CALIBRATE_COPY_BYTES = 1024, 32 * 2**20
+
+
+def hardware_key(backend: str, device_kind: str) -> str:
+    """The --hardware name of a stored environment: a table chip's key, "cpu", or backend:device_kind."""
+    chip = hardware_for(backend, device_kind)
+    for key, entry in CHIPS.items():
+        if entry is chip:
+            return key
+    return CPU if backend.strip().lower() == CPU else f"{backend}:{device_kind}"
+
+
+# --- parsing and resolving the shapes -----------------------------------------------------------------------
+
+
+def parse_shape(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise InvalidInput(f"shape part {part!r} is not NAME=VALUE")
+        out[key.strip()] = value.strip()
+    if not out:
+        raise InvalidInput(f"shape {text!r} names no parameter (NAME=VALUE[,NAME=VALUE])")
+    return out
+
+
+def _coerce(name: str, text: str, like: object) -> str | int | float | bool:
+    """A parameter's text as the type its grid values have."""
+    try:
+        if isinstance(like, bool):
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return lowered in ("true", "1")
+        if isinstance(like, int):
+            return int(text)
+        if isinstance(like, float):
+            return float(text)
+    except ValueError:
+        raise InvalidInput(f"parameter {name}={text!r} is not a {type(like).__name__}") from None
+    return text
+
+
+@dataclass(frozen=True)
+class ResolvedShapes:
+    source: dict[str, Any]
+    target: dict[str, Any]
+    assumed: dict[str, Any]  # parameters given neither in --from nor --to: the grid's first value
+
+
+def resolve_shapes(grid: Sequence[Mapping[str, Any]], source_text: Mapping[str, str],
+                   target_text: Mapping[str, str], label: str) -> ResolvedShapes:
+    if not grid:
+        raise InvalidInput(f"{label} has no parameter grid")
+    first = grid[0]
+    for given in (source_text, target_text):
+        unknown = sorted(set(given) - set(first))
+        if unknown:
+            raise InvalidInput(f"unknown parameter(s) {', '.join(unknown)} for {label} (its parameters: "
+                               f"{', '.join(first)})")
+    source: dict[str, Any] = {}
+    target: dict[str, Any] = {}
+    assumed: dict[str, Any] = {}
+    for name, like in first.items():
+        if name in source_text:
+            source[name] = _coerce(name, source_text[name], like)
+        if name in target_text:
+            target[name] = _coerce(name, target_text[name], like)
+        if name not in source and name not in target:
+            assumed[name] = source[name] = target[name] = like
+        source.setdefault(name, target.get(name))
+        target.setdefault(name, source[name])
+        for shape in (source, target):
+            value = shape[name]
+            if isinstance(value, int | float) and not isinstance(value, bool) and value <= 0:
+                raise InvalidInput(f"parameter {name}={value} must be positive")
+    return ResolvedShapes(source, target, assumed)
+
+
+def _categorical(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters that pick a variant rather than a size: the points that share them form one family."""
+    return {k: v for k, v in params.items() if isinstance(v, bool | str)}
+
+
+# --- the roofs ----------------------------------------------------------------------------------------------
+
+
+def stored_calibration(point: StoredPoint) -> Calibration | None:
+    """The host calibration a runner stored with the point's newest calibrated run (manifest
+    environment.calibration, kept in Run.calibration), or None."""
+    found = point.calibration
+    if not found:
+        return None
+    try:
+        return Calibration(flops_per_s=float(found["flops_per_s"]), bytes_per_s=float(found["bytes_per_s"]),
+                           dtype=str(found.get("dtype", "float32")))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def roofs_for(hardware: Hardware, dtype: str) -> tuple[Roofs, str, list[str]]:
+    """The roofs for a dtype, the dtype whose compute peak was used, and what was substituted."""
+    notes: list[str] = []
+    peak = hardware.peak_flops(dtype)
+    used = dtype_key(dtype)
+    if peak is None:
+        fallbacks = [k for k in ("bf16",) if hardware.peak_flops(k)] or sorted(
+            hardware.matrix_flops_per_s, key=lambda k: -hardware.matrix_flops_per_s[k])
+        if not fallbacks:
+            raise InvalidInput(f"{hardware.name} has no published compute peak")
+        used = fallbacks[0]
+        peak = hardware.peak_flops(used)
+        assert peak is not None
+        notes.append(f"{hardware.name} publishes no {dtype_key(dtype)} peak; the {used} peak stands in for it")
+    return Roofs(hardware.name, peak, hardware.memory_bytes_per_s), used, notes
+
+
+def _host(points: Sequence[StoredPoint]) -> tuple[Hardware, list[str]]:
+    for point in points:
+        calibration = stored_calibration(point)
+        if calibration is not None:
+            return host_hardware(calibration, "CPU host (stored calibration)"), []
+    from runners.calibrate import calibrate
+
+    calibration = calibrate(matmul_size=_CALIBRATE_MATMUL, copy_bytes=_CALIBRATE_COPY_BYTES, repeats=3)
+    return host_hardware(calibration, "CPU host (calibrated here)"), [
+        "no calibration is stored with these results: the CPU roofs were measured on this machine now; where the "
+        "results came from another host, the bound column may be off (predicted times scale the same way)"]
+
+
+# --- the whole command --------------------------------------------------------------------------------------
+
+
+def _benchmarks(specs: Iterable[Any], kernel: str) -> list[Any]:
+    chosen = [s for s in specs if kernel in (s.suite, f"{s.suite}/{s.name}")]
+    if not chosen:
+        suites = sorted({s.suite for s in specs})
+        raise InvalidInput(f"unknown kernel {kernel!r}: give a suite ({', '.join(suites)}) or SUITE/NAME")
+    return chosen
+
+
+def _counts(spec: Any, params: Mapping[str, Any]) -> Shape:
+    from runners.suite import analytic_cost
+
+    try:
+        counts = analytic_cost(spec, params)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{spec.suite}/{spec.name} at {params}: {exc}") from None
+    if counts is None or counts[0] <= 0 or counts[1] <= 0:
+        raise InvalidInput(f"{spec.suite}/{spec.name} has no FLOP and byte model to predict from")
+    return Shape(dict(params), counts[0], counts[1])
+
+
+def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_text: str,
+                    load_points: Any, hardware_name: str | None) -> list[PredictionReport]:
+    """``load_points(suite, name)`` returns the benchmark's StoredPoints (a seam: the database in the command,
+    a list in tests)."""
+    source_given, target_given = parse_shape(source_text), parse_shape(target_text)
+    if hardware_name is not None and hardware_name not in CHIPS and hardware_name != CPU:
+        raise InvalidInput(f"unknown hardware {hardware_name!r}: one of {', '.join([*CHIPS, CPU])}")
+    candidates = _benchmarks(specs, kernel)
+    wanted = set(source_given) | set(target_given)
+    fitting = [s for s in candidates if s.grid and wanted <= set(s.grid[0])]
+    if not fitting:
+        known = "; ".join(f"{s.suite}/{s.name}: {', '.join(s.grid[0]) if s.grid else '-'}" for s in candidates)
+        taken = {name for s in candidates if s.grid for name in s.grid[0]}
+        unknown = sorted(wanted - taken)
+        if unknown:
+            raise InvalidInput(f"unknown parameter(s) {', '.join(unknown)} for {kernel} (parameters: {known})")
+        raise InvalidInput(f"no benchmark of {kernel} takes all of {', '.join(sorted(wanted))} (parameters: {known})")
+    reports = []
+    for spec in fitting:
+        label = f"{spec.suite}/{spec.name}"
+        shapes = resolve_shapes(spec.grid, source_given, target_given, label)
+        notes: list[str] = []
+        if shapes.assumed:
+            notes.append("not given, so the first grid value: " + ", ".join(f"{k}={v}" for k, v in
+                                                                              shapes.assumed.items()))
+        if _categorical(shapes.source) != _categorical(shapes.target):
+            notes.append("--from and --to differ in a variant parameter; the measured points are the --to variant's")
+        stored = load_points(spec.suite, spec.name)
+        by_hardware: dict[str, list[StoredPoint]] = {}
+        for point in stored:
+            by_hardware.setdefault(hardware_key(point.backend, point.device_kind), []).append(point)
+        chosen = hardware_name
+        if chosen is None:
+            if not by_hardware:
+                raise InvalidInput(f"{label} has no stored measurements: name a chip with --hardware "
+                                   f"({', '.join(CHIPS)}) for a roofline-only prediction")
+            chosen = max(by_hardware, key=lambda k: len(by_hardware[k]))
+            if len(by_hardware) > 1:
+                notes.append(f"measured on {', '.join(sorted(by_hardware))}; {chosen} has the most shapes "
+                             "(choose with --hardware)")
+        on_hardware = by_hardware.get(chosen, [])
+        variant = _categorical(shapes.target)
+        family = [p for p in on_hardware if _categorical(p.params) == variant]
+        if chosen in CHIPS:
+            hardware, described = CHIPS[chosen], f"{CHIPS[chosen].name} (published figures)"
+        elif chosen == CPU:
+            hardware, host_notes = _host(on_hardware)
+            described = hardware.name
+            notes += host_notes
+        else:
+            raise InvalidInput(f"{chosen} is not in the hardware table and is no CPU: no roofs to predict against")
+        dtype = next((str(shapes.target[k]) for k in _DTYPE_PARAMS if k in shapes.target), "float32")
+        roofs, used_dtype, dtype_notes = roofs_for(hardware, dtype)
+        notes += dtype_notes
+        measured = []
+        for point in family:
+            try:
+                counted = _counts(spec, point.params)
+            except InvalidInput:
+                continue  # a stored point of an older grid the current model cannot count: left out
+            measured.append(Measured(counted, point.seconds))
+        if not measured:
+            flags = ", ".join(f"{k}={v}" for k, v in variant.items())
+            notes.append(f"no measurements of {label}{f' ({flags})' if flags else ''} on {chosen}: roofline only, "
+                         f"at an assumed {DEFAULT_EFFICIENCY:.0%} of it")
+        prediction = predict(_counts(spec, shapes.source), _counts(spec, shapes.target), measured, roofs)
+        reports.append(PredictionReport(benchmark=label, hardware=described, dtype=used_dtype, prediction=prediction,
+                                        measured_shapes=len({json.dumps(m.shape.params, sort_keys=True, default=str)
+                                                             for m in measured}),
+                                        notes=tuple(notes)))
+    return reports
+
+
+def default_suite_root() -> Path:
+    """The suite that ships beside the service (this checkout's kernels_under_test/)."""
+    return Path(__file__).resolve().parents[1]

@@ -1,0 +1,213 @@
+"""What a shape change will cost: the roofline time at the new shape, divided by the efficiency the kernel family
+achieved at the nearest measured shapes.
+
+Pure: counts, roofs and measured times in, a prediction out. The counts come from the benchmark's own analytic
+model (runners.suite.analytic_cost), the roofs from the hardware table or the host's calibration, the measured
+times from the store; none of that is done here.
+
+Why efficiency and not time: the roofline says how the *work* scales (FLOPs or bytes, whichever roof binds) and
+tells when a change crosses the ridge; what it cannot know is how close the kernel gets to its roof, which
+depends on size (fixed per-call overheads weigh on small shapes, caches help mid-sized ones) far more than on
+anything else. So efficiency, achieved fraction = roofline time / measured time, is interpolated between the
+measured shapes along one axis: the logarithm of the roofline time. That axis is a shape's size in units of
+the hardware's own speed: it combines FLOPs and bytes through whichever roof binds, so memory- and
+compute-bound shapes of a family sit on one line, and on it the overhead-dominated small shapes are on the left
+and the near-roof large ones on the right. Between two measured shapes the efficiency follows a straight line in
+that log; outside the measured range it is held at the nearest end's (a large shape is predicted no more efficient than
+the largest measured, a small one no less efficient than the smallest: no extrapolated trend). Efficiencies are
+interpolated in their logarithm (a ratio halfway is the geometric mean) after a running median of three over the
+measured sizes, which bench/model_accuracy.py found steadier than plain interpolation on a loaded CPU host.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from service.model.roofline import Bound, ridge_point
+
+ParamValue = str | int | float | bool
+EfficiencyBasis = Literal["measured", "interpolated", "nearest", "default"]
+
+# What a kernel reaches of its roofline when nothing of its family was measured on the hardware: a round,
+# stated guess (well-tuned kernels reach 60-80 %, naive ones 10-30 %), so the prediction is the roofline's
+# shape-scaling with a number attached, and says so.
+DEFAULT_EFFICIENCY = 0.5
+
+
+def _positive(name: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """The two roofs a family is predicted against (one dtype's compute peak, the memory bandwidth)."""
+
+    name: str
+    peak_flops_per_s: float
+    peak_bytes_per_s: float
+
+    def __post_init__(self) -> None:
+        _positive("peak FLOP/s", self.peak_flops_per_s)
+        _positive("peak bytes/s", self.peak_bytes_per_s)
+
+    @property
+    def ridge(self) -> float:
+        return ridge_point(self.peak_flops_per_s, self.peak_bytes_per_s)
+
+    def roofline_s(self, flops: float, bytes_accessed: float) -> float:
+        return max(flops / self.peak_flops_per_s, bytes_accessed / self.peak_bytes_per_s)
+
+    def bound(self, flops: float, bytes_accessed: float) -> Bound:
+        # As service.model.roofline: exactly at the ridge is compute-bound.
+        return "compute" if flops / bytes_accessed >= self.ridge else "memory"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One point of a family: its parameters and the analytic counts there."""
+
+    params: Mapping[str, ParamValue]
+    flops: float
+    bytes_accessed: float
+
+    def __post_init__(self) -> None:
+        _positive("flops", self.flops)
+        _positive("bytes accessed", self.bytes_accessed)
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes_accessed
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A measured shape: the stored median wall time of its series."""
+
+    shape: Shape
+    seconds: float
+
+    def __post_init__(self) -> None:
+        _positive("measured time", self.seconds)
+
+
+def efficiency(point: Measured, roofs: Roofs) -> float:
+    """Achieved fraction of the roofline: roofline time over measured time (1.0 on the roof; not clipped)."""
+    return roofs.roofline_s(point.shape.flops, point.shape.bytes_accessed) / point.seconds
+
+
+@dataclass(frozen=True)
+class EfficiencyEstimate:
+    value: float
+    basis: EfficiencyBasis
+    neighbours: tuple[Measured, ...]  # the measured shapes it came from (none for the default)
+
+
+def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs,
+                           default: float = DEFAULT_EFFICIENCY) -> EfficiencyEstimate:
+    """The family's efficiency at a shape, from its measured shapes (see the module docstring): the shape's own
+    where it was measured (several measurements at one size: their median); else between the two measured sizes
+    around it, log-linear in log roofline time over their smoothed efficiencies; the nearest end's outside them;
+    ``default`` with none.
+
+    Smoothed: each measured size's efficiency is replaced by the median of it and its two neighbours' (a running
+    median of three, the ends kept), so one measurement taken while the machine was busy does not bend the curve
+    for the shapes around it. A monotone or constant efficiency curve is left exactly as it was."""
+    if not points:
+        _positive("default efficiency", default)
+        return EfficiencyEstimate(default, "default", ())
+    x = math.log(roofs.roofline_s(flops, bytes_accessed))
+    by_x: dict[float, list[Measured]] = {}
+    for p in points:
+        by_x.setdefault(math.log(roofs.roofline_s(p.shape.flops, p.shape.bytes_accessed)), []).append(p)
+    xs = sorted(by_x)
+    raw = [_median([efficiency(p, roofs) for p in by_x[key]]) for key in xs]
+
+    # Same size within float noise: that shape's own efficiency, unsmoothed.
+    for key, value in zip(xs, raw, strict=True):
+        if math.isclose(key, x, rel_tol=0.0, abs_tol=1e-9):
+            return EfficiencyEstimate(value, "measured", tuple(by_x[key]))
+    smoothed = [raw[i] if i in (0, len(raw) - 1) else _median(raw[i - 1:i + 2]) for i in range(len(raw))]
+    i = bisect.bisect_left(xs, x)
+    if i == 0 or i == len(xs):
+        end = 0 if i == 0 else len(xs) - 1
+        return EfficiencyEstimate(smoothed[end], "nearest", tuple(by_x[xs[end]]))
+    t = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
+    value = math.exp(math.log(smoothed[i - 1]) + t * (math.log(smoothed[i]) - math.log(smoothed[i - 1])))
+    return EfficiencyEstimate(value, "interpolated", tuple(by_x[xs[i - 1]] + by_x[xs[i]]))
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@dataclass(frozen=True)
+class ShapeEstimate:
+    shape: Shape
+    bound: Bound
+    roofline_s: float
+    efficiency: EfficiencyEstimate
+    measured_s: float | None  # the stored median where this very shape was measured
+
+    @property
+    def predicted_s(self) -> float:
+        return self.roofline_s / self.efficiency.value
+
+
+@dataclass(frozen=True)
+class Prediction:
+    roofs: Roofs
+    source: ShapeEstimate
+    target: ShapeEstimate
+
+    @property
+    def crosses_ridge(self) -> bool:
+        return self.source.bound != self.target.bound
+
+    @property
+    def crossing(self) -> str | None:
+        """"memory-bound → compute-bound" (or the reverse) when the change crosses the ridge, else None."""
+        if not self.crosses_ridge:
+            return None
+        return f"{self.source.bound}-bound → {self.target.bound}-bound"
+
+    @property
+    def ratio(self) -> float:
+        """Predicted target time over predicted source time."""
+        return self.target.predicted_s / self.source.predicted_s
+
+
+def estimate(shape: Shape, points: Sequence[Measured], roofs: Roofs,
+             default: float = DEFAULT_EFFICIENCY) -> ShapeEstimate:
+    own = [p.seconds for p in points if dict(p.shape.params) == dict(shape.params)]
+    measured = sorted(own)[len(own) // 2] if own else None
+    return ShapeEstimate(shape=shape, bound=roofs.bound(shape.flops, shape.bytes_accessed),
+                         roofline_s=roofs.roofline_s(shape.flops, shape.bytes_accessed),
+                         efficiency=interpolate_efficiency(shape.flops, shape.bytes_accessed, points, roofs, default),
+                         measured_s=measured)
+
+
+def predict(source: Shape, target: Shape, points: Sequence[Measured], roofs: Roofs,
+            default: float = DEFAULT_EFFICIENCY) -> Prediction:
+    """Both shapes' roofline figures and predicted times from the family's measured ``points`` (possibly none:
+    then both are the roofline at ``default`` efficiency)."""
+    return Prediction(roofs, estimate(source, points, roofs, default), estimate(target, points, roofs, default))
+
+
+def nearest_by_flops(flops: float, points: Sequence[Measured]) -> Measured:
+    """The measured shape nearest in log FLOPs (ties: the first): the naive peer's anchor."""
+    if not points:
+        raise ValueError("no measured shapes")
+    return min(points, key=lambda p: abs(math.log(p.shape.flops) - math.log(flops)))
+
+
+def scale_by_flops(target: Shape, points: Sequence[Measured]) -> float:
+    """The naive peer: the nearest measured shape's time scaled by the FLOP ratio, no roofline, no efficiency."""
+    anchor = nearest_by_flops(target.flops, points)
+    return anchor.seconds * target.flops / anchor.shape.flops

@@ -1,0 +1,83 @@
+"""One stored result's roofline figures, and its efficiency samples: what ingest computes once per result so that
+pages and detection read them rather than compute them.
+
+Pure: a result's counts, its dtype and its measured times in; figures out. Which hardware a run is measured
+against is ``run_hardware``: the published table where the chip is in it, else the run's own calibration, else
+none (and then the result has no figures, rather than another chip's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from service.model.hardware import Calibration, Hardware, hardware_for, host_hardware
+from service.model.roofline import Bound, roofline
+
+# A result that names no dtype, or one its chip publishes no figure for (fp32 on a TPU, whose MXU runs fp32 as
+# bf16 passes), is measured against the bf16 matrix peak: the fastest path such work can take, so still a roof.
+FALLBACK_DTYPE = "bf16"
+# The metric of the derived efficiency series (roofline time over measured time: 1.0 is on the roof). Ingest
+# derives it against published roofs only (service/pipeline/ingest.py says why).
+EFFICIENCY_METRIC = "roofline_fraction"
+
+
+@dataclass(frozen=True)
+class RooflineFigures:
+    intensity: float  # FLOP per byte
+    bound: Bound
+    roofline_s: float  # the fastest the work could run on the roof's hardware
+    achieved_fraction: float | None  # roofline_s over the median measured time; None without a positive median
+    peak_flops_per_s: float
+    peak_bytes_per_s: float
+    peak_source: str  # which hardware, dtype and source the peaks are, in words for the result page
+
+
+def run_hardware(backend: str, device_kind: str, calibration: Calibration | None) -> Hardware | None:
+    """Published figures first: a datasheet is the same for every run, a calibration is one run's measurement."""
+    published = hardware_for(backend, device_kind)
+    if published is not None:
+        return published
+    if calibration is None or not (calibration.flops_per_s > 0 and calibration.bytes_per_s > 0):
+        return None
+    return host_hardware(calibration)
+
+
+def _roof_dtype(hardware: Hardware, dtype: str | None) -> tuple[str, float] | None:
+    """(dtype the compute roof is for, its peak): the result's own where the hardware has a figure; else, on a
+    calibrated host, the dtype that was calibrated (its one measured figure); else the bf16 fallback."""
+    if dtype is not None and (peak := hardware.peak_flops(dtype)) is not None:
+        return dtype, peak
+    if hardware.measured:
+        measured = next(iter(hardware.matrix_flops_per_s.items()), None)
+        return measured
+    peak = hardware.peak_flops(FALLBACK_DTYPE)
+    return None if peak is None else (FALLBACK_DTYPE, peak)
+
+
+def result_figures(hardware: Hardware, dtype: str | None, flops: float | None, bytes_accessed: float | None,
+                   median_s: float | None) -> RooflineFigures | None:
+    """A result's figures against ``hardware``; None where its counts are missing or not positive, or the
+    hardware gives no compute roof at all."""
+    if not flops or not bytes_accessed or flops <= 0 or bytes_accessed <= 0:
+        return None
+    chosen = _roof_dtype(hardware, dtype)
+    if chosen is None:
+        return None
+    used, peak = chosen
+    figures = roofline(flops, bytes_accessed, peak, hardware.memory_bytes_per_s,
+                       median_s if median_s is not None and median_s > 0 else None)
+    origin = "calibrated by this run" if hardware.measured else hardware.source
+    stand_in = f" in place of {dtype}" if dtype is not None and used != dtype else ""
+    return RooflineFigures(
+        intensity=figures.intensity, bound=figures.bound, roofline_s=figures.roofline_s,
+        achieved_fraction=figures.achieved_fraction, peak_flops_per_s=peak,
+        peak_bytes_per_s=hardware.memory_bytes_per_s,
+        peak_source=f"{hardware.name}, {used} peak{stand_in} ({origin})")
+
+
+def efficiency_samples(roofline_s: float, samples: Sequence[float]) -> list[float]:
+    """Each measured time as a fraction of the roof, sample by sample, so that the efficiency series carries the
+    measurement's own spread and the detector weighs its steps exactly as it weighs the time's. A zero time
+    (a timer's resolution) has no fraction and is left out."""
+    return [roofline_s / t for t in samples if t > 0]

@@ -1,0 +1,69 @@
+"""A result's roofline columns and its derived efficiency result, as ingest stores them: the manifest's records
+in, row values and derived records out. The figures themselves are service/model/result_roofline.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from service.contract import BenchmarkResult, EnvironmentInfo
+from service.model.hardware import Calibration, Hardware
+from service.model.result_roofline import (
+    EFFICIENCY_METRIC,
+    RooflineFigures,
+    efficiency_samples,
+    result_figures,
+    run_hardware,
+)
+
+ROOFLINE_COLUMNS = ("roofline_intensity", "roofline_bound", "roofline_s", "roofline_fraction",
+                    "roofline_peak_flops_per_s", "roofline_peak_bytes_per_s", "roofline_peak_source")
+ROOFLINE_METRIC = "wall_time"  # the measured time a roofline is drawn against
+
+
+def run_roof(env: EnvironmentInfo) -> Hardware | None:
+    """The hardware a run's results are measured against: published figures, else the run's calibration."""
+    c = env.calibration
+    calibration = Calibration(c.flops_per_s, c.bytes_per_s, c.dtype) if c is not None else None
+    return run_hardware(env.backend, env.device_kind, calibration)
+
+
+def roofline_figures(hardware: Hardware | None, r: BenchmarkResult, median: float | None) -> RooflineFigures | None:
+    if hardware is None or r.status != "ok" or r.metric != ROOFLINE_METRIC:
+        return None
+    dtype = r.params.get("dtype")
+    return result_figures(hardware, str(dtype) if dtype is not None else None, r.flops, r.bytes_accessed, median)
+
+
+def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:
+    if figures is None:
+        return dict.fromkeys(ROOFLINE_COLUMNS)
+    return dict(roofline_intensity=figures.intensity, roofline_bound=figures.bound, roofline_s=figures.roofline_s,
+                roofline_fraction=figures.achieved_fraction, roofline_peak_flops_per_s=figures.peak_flops_per_s,
+                roofline_peak_bytes_per_s=figures.peak_bytes_per_s, roofline_peak_source=figures.peak_source)
+
+
+def efficiency_results(hardware: Hardware | None, results: Sequence[BenchmarkResult],
+                       figures: Sequence[RooflineFigures | None]) -> list[BenchmarkResult]:
+    """A derived result per result with figures against a published roof: the same benchmark's
+    ``roofline_fraction``, one sample per measured sample. Stored as a series of its own, so detection, grouping
+    and alerts treat efficiency as they treat time, with no special case on the read path. Not derived where the
+    runner reported that metric itself (the runner's figure stands).
+
+    None against a calibrated roof: it is one run's measurement and moves from run to run by more than the
+    regressions looked for (several-fold on a loaded host), so a series of time over it would report the
+    calibration's noise as findings. Those results keep their stored figures."""
+    if hardware is None or hardware.measured:
+        return []
+    reported = {(r.suite, r.name, r.params_key()) for r in results if r.metric == EFFICIENCY_METRIC}
+    derived = []
+    for r, f in zip(results, figures, strict=True):
+        if f is None or (r.suite, r.name, r.params_key()) in reported:
+            continue
+        samples = efficiency_samples(f.roofline_s, r.samples)
+        if samples:
+            # model_copy skips validation: these values are derived from validated ones.
+            derived.append(r.model_copy(update=dict(
+                metric=EFFICIENCY_METRIC, unit="1", direction="higher_is_better", samples=samples, message=None,
+                compile_time_s=None, flops=None, bytes_accessed=None, max_abs_error=None, artifacts=[], cost={})))
+    return derived

@@ -1,0 +1,160 @@
+"""Ingest stores every wall-time result's roofline figures (both databases): against the published table on an
+H200, with an efficiency series beside its time series; against the run's calibration on a CPU host, without one;
+not at all where neither is known. A drop of efficiency is a finding of its own kind, grouped into the alert of
+its commit range; and the result page shows what was stored."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from service.app import create_app
+from service.context import Context
+from service.contract import parse_manifest
+from service.detect.series_detector import EDivisiveDetector
+from service.model.hardware import H200_SXM
+from service.pipeline.alerts import list_alerts
+from service.pipeline.detection import detect_many
+from service.pipeline.identity import manifest_digest
+from service.pipeline.ingest import ingest_manifest
+from service.settings import load_settings
+from service.store.db import unit_of_work
+from service.store.models import Benchmark, Environment, Finding, Result, Run, Series
+from tests import builders
+
+FLOPS, BYTES = builders.result()["flops"], builders.result()["bytes_accessed"]  # 0.625 FLOP/B: memory-bound
+SAMPLES = [1e-3, 1.01e-3, 0.99e-3]
+
+
+def ingest(sessions: sessionmaker[Session], docs: Sequence[dict[str, Any]]) -> list[int]:
+    touched: list[int] = []
+    with unit_of_work(sessions) as s:
+        for doc in docs:
+            touched += ingest_manifest(s, parse_manifest(doc)).series_ids
+    return touched
+
+
+def results_by_metric(s: Session) -> dict[str, Result]:
+    return {metric: r for r, metric in s.execute(select(Result, Series.metric).join(Series))}
+
+
+def test_an_h200_result_gets_its_published_roofline_and_an_efficiency_series(
+        sessions: sessionmaker[Session]) -> None:
+    doc = builders.manifest(results=[builders.result(samples=SAMPLES, params={"rows": 256, "dtype": "bfloat16"})],
+                            environment=builders.environment(**builders.H200))
+    touched = ingest(sessions, [doc])
+    with sessions() as s:
+        stored = results_by_metric(s)
+        assert set(stored) == {"wall_time", "roofline_fraction"}
+        time, efficiency = stored["wall_time"], stored["roofline_fraction"]
+        roof_s = BYTES / H200_SXM.memory_bytes_per_s
+        assert time.roofline_bound == "memory" and time.roofline_intensity == pytest.approx(FLOPS / BYTES)
+        assert time.roofline_s == pytest.approx(roof_s) and time.roofline_fraction == pytest.approx(roof_s / 1e-3)
+        assert time.roofline_peak_flops_per_s == H200_SXM.peak_flops("bf16")
+        assert time.roofline_peak_bytes_per_s == H200_SXM.memory_bytes_per_s
+        assert time.roofline_peak_source is not None and time.roofline_peak_source.startswith("NVIDIA H200 SXM, bf")
+        assert efficiency.samples == pytest.approx([roof_s / t for t in SAMPLES])
+        assert efficiency.median == pytest.approx(roof_s / 1e-3) and efficiency.roofline_s is None
+        series = s.get(Series, efficiency.series_id)
+        assert series is not None and (series.unit, series.direction) == ("1", "higher_is_better")
+        assert sorted(touched) == sorted([time.series_id, efficiency.series_id])  # both go to detection
+
+
+def test_a_cpu_result_is_measured_against_the_runs_calibration(sessions: sessionmaker[Session]) -> None:
+    calibrated = builders.manifest(0, environment=builders.environment(calibration=builders.calibration()))
+    plain = builders.manifest(1)
+    ingest(sessions, [calibrated, plain])
+    with sessions() as s:
+        runs = {r.run_uid: r for r in s.scalars(select(Run))}
+        assert runs[calibrated["run_id"]].calibration == builders.calibration()
+        assert runs[plain["run_id"]].calibration is None
+        # The calibration differs from run to run and stays out of the identity: one environment, one series each.
+        assert len(s.scalars(select(Environment)).all()) == 1
+        rows = {(run_uid, metric): r for r, metric, run_uid in
+                s.execute(select(Result, Series.metric, Run.run_uid).join(Series).join(Run))}
+        # Figures, but no efficiency series: a roof measured afresh each run would put its own noise in it.
+        assert set(rows) == {(calibrated["run_id"], "wall_time"), (plain["run_id"], "wall_time")}
+        time = rows[(calibrated["run_id"], "wall_time")]
+        # 0.625 FLOP/B under the host's ridge of 10: memory-bound at 10 GB/s.
+        assert time.roofline_bound == "memory" and time.roofline_s == pytest.approx(BYTES / 10e9)
+        assert time.roofline_peak_source == "host (calibrated), fp32 peak (calibrated by this run)"
+        assert rows[(plain["run_id"], "wall_time")].roofline_s is None  # no calibration: no guessed roof
+
+
+def test_only_ok_wall_time_results_with_counts_get_figures(sessions: sessionmaker[Session]) -> None:
+    results = [builders.result(name="ok"), builders.result(name="nocounts", flops=None, bytes_accessed=None),
+               builders.result(name="failed", status="failed", samples=[], message="boom"),
+               builders.result(name="ok", metric="rel_error", unit="1")]
+    ingest(sessions, [builders.manifest(results=results, environment=builders.environment(**builders.H200))])
+    with sessions() as s:
+        figured = {(name, metric) for name, metric, roof in s.execute(
+            select(Benchmark.name, Series.metric, Result.roofline_s).join(Series, Series.benchmark_id == Benchmark.id)
+            .join(Result, Result.series_id == Series.id)) if roof is not None}
+        metrics = set(s.execute(select(Benchmark.name, Series.metric)
+                                .join(Series, Series.benchmark_id == Benchmark.id)))
+    assert figured == {("ok", "wall_time")}
+    assert ("ok", "roofline_fraction") in metrics and ("nocounts", "roofline_fraction") not in metrics
+
+
+def test_a_calibrated_run_submitted_twice_is_stored_once(sessions: sessionmaker[Session]) -> None:
+    doc = builders.manifest(environment=builders.environment(calibration=builders.calibration()))
+    ingest(sessions, [doc])
+    with unit_of_work(sessions) as s:
+        assert not ingest_manifest(s, parse_manifest(copy.deepcopy(doc))).created
+    with sessions() as s:
+        assert len(s.scalars(select(Result)).all()) == 1
+
+
+def test_a_run_without_calibration_keeps_the_digest_it_had_before_the_field(sessions: sessionmaker[Session]) -> None:
+    doc = builders.manifest()
+    ingest(sessions, [doc])
+    before_the_field = parse_manifest(doc).model_dump(mode="json")
+    del before_the_field["environment"]["calibration"]  # what the dump was when the contract had no such field
+    with sessions() as s:
+        assert s.scalars(select(Run.manifest_digest)).one() == manifest_digest(before_the_field)
+
+
+def test_an_efficiency_drop_is_a_finding_grouped_with_the_time_regression(sessions: sessionmaker[Session]) -> None:
+    docs = []
+    for p, level in enumerate([1e-3] * 5 + [1.5e-3] * 5):
+        samples = [level * (1 + 0.002 * i) for i in range(5)]
+        docs.append(builders.manifest(p, [builders.result(samples=samples)],
+                                      environment=builders.environment(**builders.H200)))
+    ingest(sessions, docs)
+    with unit_of_work(sessions) as s:
+        detect_many(s, list(s.scalars(select(Series.id))), EDivisiveDetector())
+    with sessions() as s:
+        findings = {metric: f for f, metric in s.execute(select(Finding, Series.metric).join(Series))}
+        assert set(findings) == {"wall_time", "roofline_fraction"}
+        efficiency = findings["roofline_fraction"]
+        assert (efficiency.kind, efficiency.direction) == ("efficiency", "regression")
+        assert efficiency.value_after < efficiency.value_before  # higher is better, and it fell by a third
+        assert efficiency.value_after / efficiency.value_before == pytest.approx(1 / 1.5, rel=0.02)
+        assert findings["wall_time"].kind == "time"
+        [alert] = list_alerts(s)
+        assert alert.kind == "regression" and alert.commit_sha == builders.sha_for("demo-5")
+        assert sorted(f.metric for f in alert.findings) == ["roofline_fraction", "wall_time"]
+
+
+def test_the_result_page_shows_the_stored_figures(sessions: sessionmaker[Session], database_url: str,
+                                                  tmp_path: Path) -> None:
+    settings = load_settings({"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url})
+    ctx = Context.create(settings)
+    calibrated = builders.manifest(0, environment=builders.environment(calibration=builders.calibration()))
+    ctx.submit(calibrated)
+    ctx.submit(builders.manifest(1))  # no calibration: no stored figures, and the page says why
+    with ctx.sessions() as s:
+        ids = {(uid, metric): rid for rid, uid, metric in s.execute(
+            select(Result.id, Run.run_uid, Series.metric).join(Run).join(Series))}
+    client = create_app(settings, context=ctx).test_client()
+    page = client.get(f"/results/{ids[(calibrated['run_id'], 'wall_time')]}").get_data(as_text=True)
+    assert 'id="roofline-bound">memory<' in page and 'id="roofline-fraction">83.9 %<' in page
+    assert "Roof: host (calibrated), fp32 peak (calibrated by this run): 100 GFLOP/s and 10 GB/s" in page
+    other = [rid for (uid, metric), rid in ids.items() if uid != calibrated["run_id"]]
+    assert "are not known" in client.get(f"/results/{other[0]}").get_data(as_text=True)

@@ -1,0 +1,131 @@
+"""service.model.predict on synthetic families whose right answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from service.model.predict import (
+    DEFAULT_EFFICIENCY,
+    Measured,
+    Roofs,
+    Shape,
+    interpolate_efficiency,
+    predict,
+    scale_by_flops,
+)
+
+# A 100 GFLOP/s, 10 GB/s machine: ridge at 10 FLOP/byte.
+ROOFS = Roofs("synthetic", 100e9, 10e9)
+
+
+def matmul(m: int, n: int = 512, k: int = 512) -> Shape:
+    """A float32 matmul's counts: intensity grows with m, so small m is memory-bound and large m compute-bound."""
+    return Shape({"m": m, "n": n, "k": k}, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n))
+
+
+def on_roof(shape: Shape, efficiency: float = 1.0) -> Measured:
+    return Measured(shape, ROOFS.roofline_s(shape.flops, shape.bytes_accessed) / efficiency)
+
+
+def test_the_ridge_is_where_the_roofs_meet() -> None:
+    assert ROOFS.ridge == pytest.approx(10.0)
+    assert ROOFS.bound(100.0, 10.0) == "compute"  # exactly at the ridge: compute-bound, as in roofline.py
+    assert ROOFS.bound(99.0, 10.0) == "memory"
+    assert matmul(1).intensity < 10 < matmul(4096).intensity
+
+
+def test_a_perfectly_rooflined_family_is_predicted_exactly_on_both_sides_of_the_ridge() -> None:
+    # A kernel at a constant 70 % of its roofline at every shape: any shape is predicted exactly, whichever roof
+    # binds at it and at its measured neighbours.
+    points = [on_roof(matmul(m), 0.7) for m in (1, 8, 64, 512, 4096)]
+    for m in (2, 16, 100, 1000, 8192, 3):
+        target = matmul(m)
+        prediction = predict(matmul(8), target, points, ROOFS)
+        truth = ROOFS.roofline_s(target.flops, target.bytes_accessed) / 0.7
+        assert prediction.target.predicted_s == pytest.approx(truth, rel=1e-12)
+        assert prediction.source.predicted_s == pytest.approx(points[1].seconds, rel=1e-12)
+
+
+def test_a_change_across_the_ridge_is_reported_in_its_direction() -> None:
+    points = [on_roof(matmul(m)) for m in (1, 4096)]
+    up = predict(matmul(1), matmul(4096), points, ROOFS)
+    assert (up.source.bound, up.target.bound) == ("memory", "compute")
+    assert up.crosses_ridge and up.crossing == "memory-bound → compute-bound"
+    down = predict(matmul(4096), matmul(1), points, ROOFS)
+    assert down.crossing == "compute-bound → memory-bound"
+    same = predict(matmul(2048), matmul(4096), points, ROOFS)
+    assert not same.crosses_ridge and same.crossing is None
+    assert same.ratio == pytest.approx(same.target.predicted_s / same.source.predicted_s)
+
+
+def test_efficiency_is_log_linear_in_log_roofline_time_between_neighbours() -> None:
+    small, large = Shape({"n": 1}, 1e6, 1e9), Shape({"n": 100}, 1e8, 1e11)  # memory-bound, 100x the bytes
+    points = [on_roof(small, 0.2), on_roof(large, 0.8)]
+    middle = Shape({"n": 10}, 1e7, 1e10)  # 10x: halfway in log roofline time, so the geometric mean
+    estimate = interpolate_efficiency(middle.flops, middle.bytes_accessed, points, ROOFS)
+    assert estimate.basis == "interpolated" and estimate.value == pytest.approx(0.4)
+    assert list(estimate.neighbours) == points
+    # A family whose efficiency follows that law exactly is predicted exactly between its measured sizes.
+    family = [on_roof(Shape({"n": n}, 1e6 * n, 1e9 * n), 0.2 * n ** (math.log(4) / math.log(100)))
+              for n in (1, 10, 100, 1000)]
+    for n in (3, 30, 300):
+        truth = 0.2 * n ** (math.log(4) / math.log(100))
+        assert interpolate_efficiency(1e6 * n, 1e9 * n, family, ROOFS).value == pytest.approx(truth)
+
+
+def test_one_outlying_measurement_is_smoothed_away_for_its_neighbours() -> None:
+    sizes = (1, 10, 100, 1000, 10000)
+    shapes = [Shape({"n": n}, 1e6 * n, 1e9 * n) for n in sizes]
+    points = [on_roof(s, 0.1 if n == 100 else 0.5) for s, n in zip(shapes, sizes, strict=True)]  # one busy run
+    between = interpolate_efficiency(3e7, 3e10, points, ROOFS)  # between n=10 and n=100
+    assert between.basis == "interpolated" and between.value == pytest.approx(0.5)
+    itself = interpolate_efficiency(1e8, 1e11, points, ROOFS)  # the outlier's own shape keeps its own figure
+    assert (itself.basis, itself.value) == ("measured", pytest.approx(0.1))
+
+
+def test_outside_the_measured_range_the_nearest_end_holds() -> None:
+    small, large = Shape({"n": 1}, 1e6, 1e9), Shape({"n": 100}, 1e8, 1e11)
+    points = [on_roof(small, 0.2), on_roof(large, 0.6)]
+    below = interpolate_efficiency(1e5, 1e8, points, ROOFS)
+    above = interpolate_efficiency(1e10, 1e13, points, ROOFS)
+    assert (below.basis, below.value) == ("nearest", pytest.approx(0.2))
+    assert (above.basis, above.value) == ("nearest", pytest.approx(0.6))
+
+
+def test_a_measured_shape_keeps_its_own_time_and_repeats_take_their_median() -> None:
+    shape = matmul(64)
+    points = [Measured(shape, t) for t in (1e-3, 3e-3, 2e-3)] + [on_roof(matmul(4096))]
+    prediction = predict(shape, matmul(4096), points, ROOFS)
+    assert prediction.source.efficiency.basis == "measured"
+    assert prediction.source.predicted_s == pytest.approx(2e-3)
+    assert prediction.source.measured_s == 2e-3
+    assert prediction.target.measured_s == pytest.approx(points[-1].seconds)
+
+
+def test_without_measurements_the_roofline_is_scaled_by_the_default_efficiency() -> None:
+    prediction = predict(matmul(1), matmul(4096), [], ROOFS)
+    for estimate in (prediction.source, prediction.target):
+        assert estimate.efficiency.basis == "default" and estimate.efficiency.value == DEFAULT_EFFICIENCY
+        assert estimate.predicted_s == pytest.approx(estimate.roofline_s / DEFAULT_EFFICIENCY)
+        assert estimate.measured_s is None
+    assert predict(matmul(1), matmul(2), [], ROOFS, default=0.25).target.efficiency.value == 0.25
+
+
+def test_the_flops_scaling_peer_scales_the_nearest_shape_in_flops() -> None:
+    points = [Measured(matmul(8), 1e-4), Measured(matmul(1024), 1e-2)]
+    assert scale_by_flops(matmul(16), points) == pytest.approx(2e-4)
+    assert scale_by_flops(matmul(512), points) == pytest.approx(5e-3)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, math.inf, math.nan])
+def test_impossible_figures_are_refused(bad: float) -> None:
+    with pytest.raises(ValueError):
+        Roofs("x", bad, 1.0)
+    with pytest.raises(ValueError):
+        Shape({}, bad, 1.0)
+    with pytest.raises(ValueError):
+        Measured(matmul(1), bad)
+    with pytest.raises(ValueError):
+        interpolate_efficiency(1.0, 1.0, [], ROOFS, default=bad)

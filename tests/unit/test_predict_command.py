@@ -1,0 +1,134 @@
+"""`kernelwatch predict` without a database: shapes resolved against a benchmark's grid, measured points chosen by
+hardware and variant, the roofs, and the table (a golden file)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runners.suite import BenchmarkSpec, Case, analytic_cost
+from service.cli_predict import hardware_key, parse_shape, predict_reports, resolve_shapes, stored_calibration
+from service.errors import InvalidInput
+from service.report.predict_text import predictions_to_text
+from service.store.family_points import StoredPoint
+from tests.golden import assert_golden
+
+
+def _never_built(**params: Any) -> Case:
+    raise AssertionError("a benchmark with a cost model is never instantiated to count")
+
+
+def _rows_cost(rows: int, cols: int, fused: bool) -> tuple[float, float]:
+    return 5.0 * rows * cols, 8.0 * rows * cols
+
+
+ROWS = BenchmarkSpec(suite="toy", name="rows", grid=({"rows": 256, "cols": 4096, "fused": True},
+                                                     {"rows": 1024, "cols": 4096, "fused": False}),
+                     factory=_never_built, cost=_rows_cost)
+OTHER = BenchmarkSpec(suite="toy", name="decode", grid=({"batch": 8},), factory=_never_built,
+                      cost=lambda batch: (1.0 * batch, 1.0 * batch))
+
+
+def point(rows: int, seconds: float, fused: bool = True, backend: str = "cpu", kind: str = "cpu") -> StoredPoint:
+    calibration = {"flops_per_s": 50e9, "bytes_per_s": 10e9, "dtype": "float32"} if backend == "cpu" else None
+    return StoredPoint(params={"rows": rows, "cols": 4096, "fused": fused}, seconds=seconds, runs=3, backend=backend,
+                       device_kind=kind, calibration=calibration)
+
+
+def loader(points: list[StoredPoint]) -> Any:
+    def load(suite: str, name: str) -> list[StoredPoint]:
+        return points if (suite, name) == ("toy", "rows") else []
+    return load
+
+
+def test_a_benchmark_with_a_cost_model_is_counted_without_building_its_case() -> None:
+    assert analytic_cost(ROWS, {"rows": 2, "cols": 3, "fused": True}) == (30.0, 48.0)
+    built = BenchmarkSpec(suite="t", name="b", grid=({},), factory=lambda: Case(fn=abs, args=(), flops=2.0,
+                                                                                bytes_accessed=4.0))
+    assert analytic_cost(built, {}) == (2.0, 4.0)
+    uncounted = BenchmarkSpec(suite="t", name="b", grid=({},), factory=lambda: Case(fn=abs, args=()))
+    assert analytic_cost(uncounted, {}) is None
+
+
+def test_shapes_take_the_grid_types_and_fill_what_was_not_given() -> None:
+    resolved = resolve_shapes(ROWS.grid, parse_shape("rows=512"), parse_shape("rows=8192,fused=false"), "toy/rows")
+    assert resolved.source == {"rows": 512, "cols": 4096, "fused": False}  # the other shape's value
+    assert resolved.target == {"rows": 8192, "cols": 4096, "fused": False}
+    assert resolved.assumed == {"cols": 4096}
+    with pytest.raises(InvalidInput, match="rows='many' is not a int"):
+        resolve_shapes(ROWS.grid, {"rows": "many"}, {}, "toy/rows")
+    with pytest.raises(InvalidInput, match="must be positive"):
+        resolve_shapes(ROWS.grid, {"rows": "0"}, {}, "toy/rows")
+    for text in ("", "rows", "rows=", "=4"):
+        with pytest.raises(InvalidInput):
+            parse_shape(text)
+
+
+def test_unknown_kernels_parameters_and_hardware_are_invalid_input() -> None:
+    specs = [ROWS, OTHER]
+    with pytest.raises(InvalidInput, match="unknown kernel 'nope'.*toy"):
+        predict_reports(specs, "nope", "rows=1", "rows=2", loader([]), None)
+    with pytest.raises(InvalidInput, match="unknown parameter.*sek"):
+        predict_reports(specs, "toy", "sek=1", "rows=2", loader([]), None)
+    with pytest.raises(InvalidInput, match="takes all of"):
+        predict_reports(specs, "toy", "rows=1,batch=2", "rows=2", loader([]), None)
+    with pytest.raises(InvalidInput, match="unknown hardware 'tpu-v9'"):
+        predict_reports(specs, "toy", "rows=1", "rows=2", loader([]), "tpu-v9")
+    with pytest.raises(InvalidInput, match="no stored measurements"):
+        predict_reports(specs, "toy/rows", "rows=1", "rows=2", loader([]), None)
+
+
+def test_only_the_target_variant_on_the_chosen_hardware_is_interpolated() -> None:
+    points = [point(256, 1e-3), point(1024, 4e-3), point(256, 9.0, fused=False),
+              point(256, 5.0, backend="tpu", kind="TPU v5 lite")]
+    [report] = predict_reports([ROWS, OTHER], "toy", "rows=256", "rows=512", loader(points), None)
+    assert report.benchmark == "toy/rows" and report.hardware == "CPU host (stored calibration)"
+    assert report.measured_shapes == 2
+    assert report.prediction.source.predicted_s == pytest.approx(1e-3)
+    assert report.prediction.target.predicted_s == pytest.approx(2e-3)  # same efficiency at both ends
+    assert any("cpu, tpu-v5e" in n and "--hardware" in n for n in report.notes)
+
+
+def test_a_chip_without_measurements_is_answered_from_its_roofline_and_says_so() -> None:
+    [report] = predict_reports([ROWS], "toy/rows", "rows=256", "rows=512", loader([point(256, 1e-3)]), "h100")
+    assert report.hardware == "NVIDIA H100 SXM (published figures)" and report.measured_shapes == 0
+    assert report.prediction.target.efficiency.basis == "default"
+    assert any("roofline only, at an assumed 50%" in n for n in report.notes)
+
+
+def test_a_stored_calibration_makes_the_host_roofs_and_a_broken_one_is_ignored() -> None:
+    stored = StoredPoint({}, 1.0, 1, "cpu", "cpu", {"flops_per_s": 1e9, "bytes_per_s": 2e9, "dtype": "float32"})
+    found = stored_calibration(stored)
+    assert found is not None and (found.flops_per_s, found.bytes_per_s, found.dtype) == (1e9, 2e9, "float32")
+    assert stored_calibration(StoredPoint({}, 1.0, 1, "cpu", "cpu", {"x": 1})) is None
+    assert stored_calibration(StoredPoint({}, 1.0, 1, "cpu", "cpu", None)) is None
+    assert hardware_key("tpu", "TPU v5 lite") == "tpu-v5e" and hardware_key("cpu", "cpu") == "cpu"
+    assert hardware_key("gpu", "NVIDIA A100") == "gpu:NVIDIA A100"
+
+
+def test_the_table_across_the_ridge() -> None:
+    # Calibrated host: 50 GFLOP/s, 10 GB/s, ridge 5 FLOP/B; the toy kernel's intensity is 0.625 at every shape,
+    # so the crossing is shown with a matmul-like variant built from the same spec.
+    def matmul_cost(rows: int, cols: int, fused: bool) -> tuple[float, float]:
+        return 2.0 * rows * cols * 512, 4.0 * (rows * 512 + 512 * cols + rows * cols)
+
+    spec = BenchmarkSpec(suite="toy", name="rows", grid=ROWS.grid, factory=_never_built, cost=matmul_cost)
+    points = [point(1, 1.2e-3), point(4096, 0.5)]
+    reports = predict_reports([spec], "toy", "rows=1", "rows=2048", loader(points), None)
+    assert reports[0].prediction.crossing == "memory-bound → compute-bound"
+    assert_golden("predict_across_ridge.txt", predictions_to_text(reports))
+
+
+def test_every_cost_model_of_the_suite_counts_what_its_cases_carry() -> None:
+    from runners.suite import discover
+    from tests.conftest import REPO_ROOT
+
+    with_model = [s for s in discover(REPO_ROOT) if s.cost is not None]
+    assert {f"{s.suite}/{s.name}" for s in with_model} >= {"matmul/matmul_dense", "matmul/matmul_bf16",
+                                                           "softmax/softmax_rows", "norms/rmsnorm", "norms/layernorm",
+                                                           "attention/flash_attention_pallas"}
+    for spec in with_model:
+        for params in (spec.grid[0], spec.grid[-1]):
+            case = spec.factory(**params)
+            assert analytic_cost(spec, params) == (case.flops, case.bytes_accessed), (spec.name, params)
