@@ -214,8 +214,12 @@ def _confirm_step(session: Session, series: Series, finding: Finding, good: Comm
     expect_increase = finding.value_after > finding.value_before
     decision = decide(base, head, expect_increase, rounds, policy.confirm_params)
     if decision.verdict == "undecided":
-        job.runs_requested = [*job.runs_requested, good.sha, bad.sha]
-        return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy)
+        # The next round runs the two the other way round (ABBA): a confirmation runs one benchmark, so the
+        # runner's per-benchmark alternation never swaps them, and whatever favours the side that runs first (a
+        # warmer cache, a quieter minute) would otherwise land on the same side every round and read as a change.
+        shas = [good.sha, bad.sha] if rounds % 2 == 0 else [bad.sha, good.sha]
+        job.runs_requested = [*job.runs_requested, *shas]
+        return _order(job, series, shas, CONFIRM, samples, policy)
     # The verdict lives on the job (a confirmed change names its culprit; a refuted one none), where the pages
     # read it: a finding's attribution is recomputed as results arrive, the job is not.
     _finish(job, "done", decision.describe(), culprit=bad.sha if decision.verdict == "confirmed" else None)
