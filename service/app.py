@@ -23,6 +23,7 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     from web.compare_views import bp as compare_bp
     from web.diff import bp as diff_bp
     from web.drilldown import bp as drilldown_bp
+    from web.model_page import bp as model_bp
     from web.session_auth import bp as auth_bp
     from web.views import bp as web_bp
 
@@ -31,6 +32,7 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     app.register_blueprint(compare_bp)
     app.register_blueprint(drilldown_bp)
     app.register_blueprint(diff_bp)
+    app.register_blueprint(model_bp)
     install_api(app)
     from service.hooks.github import bp as github_hook_bp
 
