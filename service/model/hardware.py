@@ -16,7 +16,7 @@ Sources (as stored copies of the pages read in Nov 2026):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 GB = 1e9
@@ -160,16 +160,14 @@ H100_SXM = Hardware(
     source="NVIDIA H100 Tensor Core GPU datasheet (2023), SXM",
 )
 
-H200_SXM = Hardware(
+# NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column: the compute rows are the H100 SXM's (FP8 3,958,
+# BF16 1,979 ... TFLOPS with sparsity; FP32 67, FP64 34), and so is NVLink; memory differs.
+H200_SXM = replace(
+    H100_SXM,
     name="NVIDIA H200 SXM",
-    # NVIDIA H200 Tensor Core GPU datasheet (2024), H200 SXM column: the compute rows are the H100 SXM's
-    # (FP8 3,958, BF16 1,979 ... TFLOPS with sparsity; FP32 67, FP64 34).
-    matrix_flops_per_s=_HOPPER_MATRIX,
-    vector_flops_per_s=_HOPPER_VECTOR,
     memory_bytes_per_s=4.8 * TERA,  # "GPU memory bandwidth 4.8TB/s"
     memory_capacity_bytes=141 * GB,  # "GPU memory 141GB"
     on_chip_memory_bytes=None,  # the H200 datasheet gives no cache size
-    interconnect=Interconnect("NVLink", 900 * GB, bidirectional=True),  # "NVIDIA NVLink: 900GB/s"
     source="NVIDIA H200 Tensor Core GPU datasheet (2024), SXM",
 )
 

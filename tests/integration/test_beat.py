@@ -22,7 +22,7 @@ from service.settings import load_settings
 from service.store.db import upgrade
 from service.tracked import RUN_TRACKED_TASK, scheduled_task_id
 from tests.conftest import fresh_redis
-from tests.gitrepo import git
+from tests.gitrepo import commit_all, git, suite_repo
 from tests.processes import clean_env, start_kernelwatch
 
 TICK_REDIS_URL = "redis://127.0.0.1:6379/12"
@@ -45,12 +45,8 @@ def double(n):
 def repo(tmp_path: Path) -> Path:
     """A repository with two branches: main, and dev one commit ahead of it."""
     root = tmp_path / "kernels"
-    (root / "kernels_under_test").mkdir(parents=True)
-    (root / "kernels_under_test" / "__init__.py").write_text("")
-    (root / "kernels_under_test" / "toy.py").write_text(SUITE)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "first")
+    suite_repo(root, SUITE, module="toy")
+    commit_all(root, "first")
     git(root, "checkout", "-q", "-b", "dev")
     git(root, "commit", "-q", "--allow-empty", "-m", "on dev")
     git(root, "checkout", "-q", "main")

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from service.store.db import make_engine, make_session_factory, upgrade
 from service.store.models import Commit, Result, Run, Series
 from tests.conftest import fresh_redis
-from tests.gitrepo import git
+from tests.gitrepo import commit_all, git, suite_repo
 from tests.processes import ServiceProcess, clean_env, start_worker
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
@@ -42,15 +42,10 @@ def scale(n):
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     root = tmp_path / "kernels"
-    (root / "kernels_under_test").mkdir(parents=True)
-    (root / "kernels_under_test" / "__init__.py").write_text("")
-    (root / "kernels_under_test" / "toy.py").write_text(SUITE)
-    git(root, "init", "-q", "-b", "main")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "first")
+    suite_repo(root, SUITE, module="toy")
+    commit_all(root, "first")
     (root / "README").write_text("x")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "second")
+    commit_all(root, "second")
     return root
 
 
