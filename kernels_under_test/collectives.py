@@ -60,6 +60,38 @@ def _elements(size_kib: int) -> int:
     return size_kib * 1024 // ITEMSIZE
 
 
+# The cost functions below count from size_kib and DEVICES alone (no mesh, no JAX), the same counts the Cases
+# carry: `kernelwatch predict` calls them where no 8 devices exist.
+
+
+def all_reduce_cost(size_kib: int) -> tuple[float, float]:
+    """(n-1) additions per element of the result; every device reads its buffer and writes the result."""
+    elements = _elements(size_kib)
+    return float((DEVICES - 1) * elements), float(DEVICES * elements * ITEMSIZE * 2)
+
+
+def all_gather_cost(size_kib: int) -> tuple[float, float]:
+    """No arithmetic (pure data movement: 0 FLOPs); the shards read once, every device writes the whole."""
+    gathered = DEVICES * (_elements(size_kib) // DEVICES) * ITEMSIZE  # the gathered buffer every device ends with
+    return 0.0, float(gathered + DEVICES * gathered)
+
+
+def reduce_scatter_cost(size_kib: int) -> tuple[float, float]:
+    """(n-1) additions per element of the reduced buffer; inputs read, one chunk written per device."""
+    elements = _elements(size_kib)
+    inputs = DEVICES * elements * ITEMSIZE
+    return float((DEVICES - 1) * elements), float(inputs + inputs // DEVICES)
+
+
+def ring_all_reduce_ppermute_cost(size_kib: int) -> tuple[float, float]:
+    """(n-1) additions per element, as for all_reduce. Bytes, per device: 2(n-1) chunk sends and receives, n-1
+    chunk adds (read two, write one), all float32."""
+    elements = _elements(size_kib)
+    size = elements * ITEMSIZE  # the per-device buffer
+    return (float((DEVICES - 1) * elements),
+            float(DEVICES * (4 * (DEVICES - 1) * size / DEVICES + 3 * (DEVICES - 1) * size / DEVICES)))
+
+
 def _shard_mapped(mesh: Mesh, body: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
     return jax.shard_map(body, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS))
 
@@ -68,11 +100,12 @@ def _shard_mapped(mesh: Mesh, body: Callable[[jax.Array], jax.Array]) -> Callabl
 _RTOL, _ATOL = 1e-5, 1e-5
 
 
-@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES)
+@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES, cost=all_reduce_cost)
 def all_reduce(size_kib: int) -> Case:
     mesh = _mesh()
     x = _per_device_inputs(_elements(size_kib), seed=60)
     size = x[0].nbytes  # the per-device buffer
+    flops, nbytes = all_reduce_cost(size_kib)
     return Case(
         # Every device ends with the sum of all the buffers; out_specs P(AXIS) keeps one copy per device.
         fn=_shard_mapped(mesh, lambda block: jax.lax.psum(block, AXIS)),
@@ -80,18 +113,19 @@ def all_reduce(size_kib: int) -> Case:
         reference=lambda: np.broadcast_to(x.astype(np.float64).sum(axis=0), x.shape),
         rtol=_RTOL,
         atol=_ATOL,
-        flops=float((DEVICES - 1) * x.shape[1]),  # (n-1) additions per element of the result
-        bytes_accessed=float(x.nbytes * 2),  # every device reads its buffer and writes the result
+        flops=flops,  # see all_reduce_cost
+        bytes_accessed=nbytes,
         bytes_moved=float(size),  # NCCL-tests: all-reduce algbw = per-device buffer bytes / time
     )
 
 
-@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES)
+@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES, cost=all_gather_cost)
 def all_gather(size_kib: int) -> Case:
     mesh = _mesh()
     # Each device contributes 1/n of the buffer and ends with all of it.
     x = _per_device_inputs(_elements(size_kib) // DEVICES, seed=61)
     size = x.nbytes  # the gathered buffer every device ends with
+    flops, nbytes = all_gather_cost(size_kib)
     return Case(
         # tiled=True concatenates the shards along axis 1: device i's result is the whole (1, n*chunk) row.
         fn=_shard_mapped(mesh, lambda block: jax.lax.all_gather(block, AXIS, axis=1, tiled=True)),
@@ -99,18 +133,19 @@ def all_gather(size_kib: int) -> Case:
         reference=lambda: np.broadcast_to(x.reshape(1, -1), (DEVICES, x.size)),
         rtol=0.0,
         atol=0.0,  # pure data movement: bit-exact
-        flops=0.0,  # no arithmetic
-        bytes_accessed=float(x.nbytes + DEVICES * size),  # shards read once, every device writes the whole
+        flops=flops,  # 0.0, see all_gather_cost
+        bytes_accessed=nbytes,
         bytes_moved=float(size),  # NCCL-tests: all-gather algbw = gathered (output) bytes per device / time
     )
 
 
-@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES)
+@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES, cost=reduce_scatter_cost)
 def reduce_scatter(size_kib: int) -> Case:
     mesh = _mesh()
     x = _per_device_inputs(_elements(size_kib), seed=62)
     size = x[0].nbytes  # the input buffer each device starts with
     chunk = x.shape[1] // DEVICES
+    flops, nbytes = reduce_scatter_cost(size_kib)
     return Case(
         # Device i ends with chunk i of the sum (scatter_dimension=1, tiled: the chunk keeps its row shape).
         fn=_shard_mapped(mesh, lambda block: jax.lax.psum_scatter(block, AXIS, scatter_dimension=1, tiled=True)),
@@ -118,8 +153,8 @@ def reduce_scatter(size_kib: int) -> Case:
         reference=lambda: x.astype(np.float64).sum(axis=0).reshape(DEVICES, chunk),
         rtol=_RTOL,
         atol=_ATOL,
-        flops=float((DEVICES - 1) * x.shape[1]),  # (n-1) additions per element of the reduced buffer
-        bytes_accessed=float(x.nbytes + x.nbytes // DEVICES),  # inputs read, one chunk written per device
+        flops=flops,  # see reduce_scatter_cost
+        bytes_accessed=nbytes,
         bytes_moved=float(size),  # NCCL-tests: reduce-scatter algbw = input bytes per device / time
     )
 
@@ -152,20 +187,20 @@ def ring_all_reduce(block: jax.Array) -> jax.Array:
     return chunks.reshape(block.shape)
 
 
-@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES)
+@benchmark(suite="collectives", params=_GRID, quick=_QUICK, devices=DEVICES, cost=ring_all_reduce_ppermute_cost)
 def ring_all_reduce_ppermute(size_kib: int) -> Case:
     mesh = _mesh()
     # Same inputs and same output layout as all_reduce, so the two series compare directly.
     x = _per_device_inputs(_elements(size_kib), seed=60)
     size = x[0].nbytes
+    flops, nbytes = ring_all_reduce_ppermute_cost(size_kib)
     return Case(
         fn=_shard_mapped(mesh, ring_all_reduce),
         args=(_sharded(mesh, x),),
         reference=lambda: np.broadcast_to(x.astype(np.float64).sum(axis=0), x.shape),
         rtol=_RTOL,
         atol=_ATOL,
-        flops=float((DEVICES - 1) * x.shape[1]),  # (n-1) additions per element, as for all_reduce
-        # Per device: 2(n-1) chunk sends and receives, n-1 chunk adds (read two, write one), all float32.
-        bytes_accessed=float(DEVICES * (4 * (DEVICES - 1) * size / DEVICES + 3 * (DEVICES - 1) * size / DEVICES)),
+        flops=flops,  # see ring_all_reduce_ppermute_cost
+        bytes_accessed=nbytes,
         bytes_moved=float(size),  # NCCL-tests all-reduce convention, as for all_reduce
     )

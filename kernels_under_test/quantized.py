@@ -64,9 +64,22 @@ def quantize_int8_per_channel(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return w_q, scale
 
 
+def _activation_dtype(act_dtype: str) -> np.dtype:
+    """The activations' dtype: bfloat16 when asked for, float32 otherwise."""
+    return np.dtype(jnp.bfloat16 if act_dtype == "bfloat16" else np.float32)
+
+
+def int8_weight_only_cost(m: int, k: int, n: int, act_dtype: str) -> tuple[float, float]:
+    """2*m*k*n for the product plus one multiply per weight for the dequantisation; bytes: int8 weight + f32
+    scales + activation read once, f32 output written once."""
+    itemsize = _activation_dtype(act_dtype).itemsize
+    return 2.0 * m * k * n + float(k * n), float(k * n * 1 + n * 4 + m * k * itemsize + m * n * 4)
+
+
 @benchmark(
     suite="quantized",
     params=grid(m=[1, 16, 256], k=[1024, 2048], n=[1024], act_dtype=["bfloat16", "float32"]),
+    cost=int8_weight_only_cost,
     quick=[
         {"m": 16, "k": 1024, "n": 1024, "act_dtype": "bfloat16"},
         {"m": 256, "k": 1024, "n": 1024, "act_dtype": "float32"},
@@ -79,8 +92,9 @@ def int8_weight_only(m: int, k: int, n: int, act_dtype: str) -> Case:
     # keeps the outputs O(1) like a real layer's.
     w32 = (rng.standard_normal((k, n), dtype=np.float32) / np.sqrt(k)).astype(np.float32)
     w_q, scale = quantize_int8_per_channel(w32)
-    dtype = jnp.bfloat16 if act_dtype == "bfloat16" else np.float32
+    dtype = _activation_dtype(act_dtype)
     x = x32.astype(dtype)
+    flops, nbytes = int8_weight_only_cost(m, k, n, act_dtype)
 
     def reference() -> np.ndarray:
         # The operands exactly as the kernel builds them: the weight dequantised in float32 and rounded to the
@@ -97,10 +111,8 @@ def int8_weight_only(m: int, k: int, n: int, act_dtype: str) -> Case:
         rtol=1e-4 if act_dtype == "bfloat16" else _f32_tol(),
         atol=1e-4 if act_dtype == "bfloat16" else _f32_tol(),
         quality=_relative_error_metric(lambda: x32.astype(np.float64) @ w32.astype(np.float64)),
-        # 2*m*k*n for the product plus one multiply per weight for the dequantisation.
-        flops=2.0 * m * k * n + float(k * n),
-        # int8 weight + f32 scales + activation read once, f32 output written once.
-        bytes_accessed=float(k * n * 1 + n * 4 + m * k * np.dtype(dtype).itemsize + m * n * 4),
+        flops=flops,  # see int8_weight_only_cost
+        bytes_accessed=nbytes,
     )
 
 
@@ -120,9 +132,16 @@ def quantize_fp8_per_tensor(t: np.ndarray) -> tuple[np.ndarray, np.float32]:
     return (t / scale).astype(jnp.float8_e4m3fn), scale
 
 
+def fp8_per_tensor_cost(m: int, k: int, n: int) -> tuple[float, float]:
+    """2*m*k*n for the product plus one multiply per output element for the scales; bytes: both fp8 operands
+    read once (1 byte each), f32 output written once."""
+    return 2.0 * m * k * n + float(m * n), float(m * k + k * n + m * n * 4)
+
+
 @benchmark(
     suite="quantized",
     params=grid(m=[16, 256, 1024], k=[1024], n=[1024]),
+    cost=fp8_per_tensor_cost,
     quick=[{"m": 16, "k": 1024, "n": 1024}, {"m": 256, "k": 1024, "n": 1024}],
 )
 def fp8_per_tensor(m: int, k: int, n: int) -> Case:
@@ -135,6 +154,7 @@ def fp8_per_tensor(m: int, k: int, n: int) -> Case:
     # activations), so XLA must not fold them into the program as constants.
     a_scale_arr = np.asarray(a_scale, dtype=np.float32)
     b_scale_arr = np.asarray(b_scale, dtype=np.float32)
+    flops, nbytes = fp8_per_tensor_cost(m, k, n)
 
     def reference() -> np.ndarray:
         a_deq = a.astype(np.float64) * np.float64(a_scale)
@@ -151,8 +171,6 @@ def fp8_per_tensor(m: int, k: int, n: int) -> Case:
         rtol=1e-3,
         atol=1e-3,
         quality=_relative_error_metric(lambda: a32.astype(np.float64) @ b32.astype(np.float64)),
-        # 2*m*k*n for the product plus one multiply per output element for the scales.
-        flops=2.0 * m * k * n + float(m * n),
-        # Both fp8 operands read once (1 byte each), f32 output written once.
-        bytes_accessed=float(m * k + k * n + m * n * 4),
+        flops=flops,  # see fp8_per_tensor_cost
+        bytes_accessed=nbytes,
     )

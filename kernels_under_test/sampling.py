@@ -30,7 +30,7 @@ def _scaled(logits: np.ndarray, temperature: float) -> np.ndarray:
 def _sampling_cost(batch: int, vocab: int, passes: float) -> tuple[float, float]:
     """A sort/selection is not a FLOP-bound operation; count ``passes`` operations per logit (compare-and-select
     steps, divisions) and one float32 read of the logits. Both are rough, and are there to normalise series."""
-    return passes * batch * vocab, 4.0 * batch * vocab
+    return float(passes * batch * vocab), 4.0 * batch * vocab
 
 
 # --- exact top-k ---------------------------------------------------------------------------------------------
@@ -47,9 +47,16 @@ def _exact_top_k(scaled: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.take_along_axis(scaled, order, axis=-1), order.astype(np.int32)
 
 
+def topk_exact_cost(batch: int, vocab: int, k: int, temperature: float) -> tuple[float, float]:
+    """One division plus ~log2(k) comparisons per logit (a heap/partial-sort selection); the float32 logits read
+    once, the k outputs per row negligible."""
+    return _sampling_cost(batch, vocab, passes=1.0 + np.log2(k))
+
+
 @benchmark(
     suite="sampling",
     params=grid(batch=[8], vocab=[32768, 131072, 262144], k=[8, 64], temperature=[0.7]),
+    cost=topk_exact_cost,
     quick=[{"batch": 8, "vocab": 32768, "k": 64, "temperature": 0.7}],
 )
 def topk_exact(batch: int, vocab: int, k: int, temperature: float) -> Case:
@@ -60,7 +67,7 @@ def topk_exact(batch: int, vocab: int, k: int, temperature: float) -> Case:
     # tie or reorder them. A property of the fixed seed, asserted here so that a new seed cannot break it quietly.
     top = -np.sort(-scaled, axis=-1)[:, : k + 1]
     assert np.min(-np.diff(top, axis=-1) / np.abs(top[:, 1:])) > 1e-6, "near-ties in the top-k: change the seed"
-    flops, nbytes = _sampling_cost(batch, vocab, passes=1.0 + np.log2(k))
+    flops, nbytes = topk_exact_cost(batch, vocab, k, temperature)
     return Case(
         fn=functools.partial(top_k_exact, k=k),
         args=(logits, np.float32(temperature)),
@@ -68,8 +75,8 @@ def topk_exact(batch: int, vocab: int, k: int, temperature: float) -> Case:
         # Values: one float32 division away from the float64 reference.
         rtol=1e-6,
         atol=1e-6,
-        flops=flops,  # one division plus ~log2(k) comparisons per logit (a heap/partial-sort selection)
-        bytes_accessed=nbytes,  # the float32 logits read once; the k outputs per row are negligible
+        flops=flops,  # see topk_exact_cost
+        bytes_accessed=nbytes,
     )
 
 
@@ -89,9 +96,16 @@ def _recall(indices: np.ndarray, exact_indices: np.ndarray) -> float:
     return float(np.mean(hits) / exact_indices.shape[-1])
 
 
+def topk_approx_cost(batch: int, vocab: int, k: int, temperature: float, recall_target: float) -> tuple[float, float]:
+    """One division and about one comparison per logit (bin-wise max), then a small sort; the float32 logits
+    read once."""
+    return _sampling_cost(batch, vocab, passes=2.0)
+
+
 @benchmark(
     suite="sampling",
     params=grid(batch=[8], vocab=[32768, 131072, 262144], k=[8, 64], temperature=[0.7], recall_target=[0.95]),
+    cost=topk_approx_cost,
     quick=[{"batch": 8, "vocab": 32768, "k": 64, "temperature": 0.7, "recall_target": 0.95}],
 )
 def topk_approx(batch: int, vocab: int, k: int, temperature: float, recall_target: float) -> Case:
@@ -116,14 +130,14 @@ def topk_approx(batch: int, vocab: int, k: int, temperature: float, recall_targe
     def quality(output: tuple[jax.Array, jax.Array]) -> list[QualityMetric]:
         return [QualityMetric("recall", _recall(np.asarray(output[1]), exact_indices), "1", "higher_is_better")]
 
-    flops, nbytes = _sampling_cost(batch, vocab, passes=2.0)
+    flops, nbytes = topk_approx_cost(batch, vocab, k, temperature, recall_target)
     return Case(
         fn=functools.partial(top_k_approx, k=k, recall_target=recall_target),
         args=(logits, np.float32(temperature)),
         check=check,
         quality=quality,
-        flops=flops,  # one division and about one comparison per logit (bin-wise max), then a small sort
-        bytes_accessed=nbytes,  # the float32 logits read once
+        flops=flops,  # see topk_approx_cost
+        bytes_accessed=nbytes,
     )
 
 
@@ -216,6 +230,15 @@ def nucleus_check(scaled: np.ndarray, top_p: float, slack: float = 1e-4) -> Call
     return check
 
 
+def topp_sampling_cost(algorithm: str, batch: int, vocab: int, top_p: float,
+                       temperature: float) -> tuple[float, float]:
+    """Per element: division, exp, sum, divide (softmax) and ~2 for categorical's Gumbel noise and argmax; plus
+    ~log2(vocab) compare-exchanges (sort) or 2 per bisection step (compare, masked add). Bytes: the float32
+    logits read once (intermediates are not counted)."""
+    per_element = 6.0 + (np.log2(vocab) if algorithm == "sort" else 2.0 * (BISECT_STEPS + 1))
+    return _sampling_cost(batch, vocab, passes=per_element)
+
+
 @benchmark(
     suite="sampling",
     # The sort-based variant only at 32k: XLA's CPU sort takes ~0.1 s per 8 x 32k rows and 1 s at 256k.
@@ -223,20 +246,18 @@ def nucleus_check(scaled: np.ndarray, top_p: float, slack: float = 1e-4) -> Call
             *grid(algorithm=["sort"], batch=[8], vocab=[32768], top_p=[0.9], temperature=[0.7, 1.0])),
     quick=[{"algorithm": "bisect", "batch": 8, "vocab": 32768, "top_p": 0.9, "temperature": 0.7},
            {"algorithm": "sort", "batch": 8, "vocab": 32768, "top_p": 0.9, "temperature": 0.7}],
+    cost=topp_sampling_cost,
 )
 def topp_sampling(algorithm: str, batch: int, vocab: int, top_p: float, temperature: float) -> Case:
     logits = _logits(batch, vocab, seed=51)
     # A fixed key (raw uint32 data, as numpy can hold it): the same tokens at every commit unless the sampler
     # changes, so the check is reproducible.
     key = np.asarray(jax.random.key_data(jax.random.key(0)))
-    # Per element: division, exp, sum, divide (softmax) and ~2 for categorical's Gumbel noise and argmax; plus
-    # ~log2(vocab) compare-exchanges (sort) or 2 per bisection step (compare, masked add).
-    per_element = 6.0 + (np.log2(vocab) if algorithm == "sort" else 2.0 * (BISECT_STEPS + 1))
-    flops, nbytes = _sampling_cost(batch, vocab, passes=per_element)
+    flops, nbytes = topp_sampling_cost(algorithm, batch, vocab, top_p, temperature)
     return Case(
         fn=functools.partial(_TOP_P_IMPLS[algorithm], top_p=top_p),
         args=(logits, np.float32(temperature), key),
         check=nucleus_check(_scaled(logits, temperature), top_p),
-        flops=flops,  # per_element operations per logit, see above
-        bytes_accessed=nbytes,  # the float32 logits read once (intermediates are not counted)
+        flops=flops,  # see topp_sampling_cost
+        bytes_accessed=nbytes,
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from service.errors import InvalidInput
+from service.model.compute_roof import compute_roof, params_dtype
 from service.model.hardware import (
     H100_SXM,
     H200_SXM,
@@ -32,7 +33,6 @@ from service.model.hardware import (
     TPU_V6E,
     Calibration,
     Hardware,
-    dtype_key,
     hardware_for,
     host_hardware,
 )
@@ -43,7 +43,6 @@ from service.store.family_points import StoredPoint
 CPU = "cpu"
 CHIPS: dict[str, Hardware] = {"tpu-v4": TPU_V4, "tpu-v5e": TPU_V5E, "tpu-v5p": TPU_V5P, "tpu-v6e": TPU_V6E,
                               "h100": H100_SXM, "h200": H200_SXM}
-_DTYPE_PARAMS = ("dtype", "act_dtype")
 # Calibration sizes when a CPU host's roofs must be measured here: a second or two, not the runner's full one.
 _CALIBRATE_MATMUL, _CALIBRATE_COPY_BYTES = 1024, 32 * 2**20
 
@@ -149,20 +148,13 @@ def stored_calibration(point: StoredPoint) -> Calibration | None:
 
 
 def roofs_for(hardware: Hardware, dtype: str) -> tuple[Roofs, str, list[str]]:
-    """The roofs for a dtype, the dtype whose compute peak was used, and what was substituted."""
-    notes: list[str] = []
-    peak = hardware.peak_flops(dtype)
-    used = dtype_key(dtype)
-    if peak is None:
-        fallbacks = [k for k in ("bf16",) if hardware.peak_flops(k)] or sorted(
-            hardware.matrix_flops_per_s, key=lambda k: -hardware.matrix_flops_per_s[k])
-        if not fallbacks:
-            raise InvalidInput(f"{hardware.name} has no published compute peak")
-        used = fallbacks[0]
-        peak = hardware.peak_flops(used)
-        assert peak is not None
-        notes.append(f"{hardware.name} publishes no {dtype_key(dtype)} peak; the {used} peak stands in for it")
-    return Roofs(hardware.name, peak, hardware.memory_bytes_per_s), used, notes
+    """The roofs for a dtype, the dtype whose compute peak was used, and what was substituted: the same rule
+    as ingest's stored figures (service/model/compute_roof.py), so /model's roof and this table agree."""
+    roof = compute_roof(hardware, dtype)
+    if roof is None:
+        raise InvalidInput(f"{hardware.name} has no published compute peak")
+    notes = [f"{hardware.name}: {roof.note}"] if roof.note else []
+    return Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s), roof.used, notes
 
 
 def _host(points: Sequence[StoredPoint]) -> tuple[Hardware, list[str]]:
@@ -196,7 +188,8 @@ def _counts(spec: Any, params: Mapping[str, Any]) -> Shape:
         counts = analytic_cost(spec, params)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{spec.suite}/{spec.name} at {params}: {exc}") from None
-    if counts is None or counts[0] <= 0 or counts[1] <= 0:
+    # Zero FLOPs is pure data movement (an all-gather): memory-bound, still predictable. No bytes is not.
+    if counts is None or counts[0] < 0 or counts[1] <= 0:
         raise InvalidInput(f"{spec.suite}/{spec.name} has no FLOP and byte model to predict from")
     return Shape(dict(params), counts[0], counts[1])
 
@@ -252,8 +245,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             notes += host_notes
         else:
             raise InvalidInput(f"{chosen} is not in the hardware table and is no CPU: no roofs to predict against")
-        dtype = next((str(shapes.target[k]) for k in _DTYPE_PARAMS if k in shapes.target), "float32")
-        roofs, used_dtype, dtype_notes = roofs_for(hardware, dtype)
+        roofs, used_dtype, dtype_notes = roofs_for(hardware, params_dtype(shapes.target))
         notes += dtype_notes
         measured = []
         for point in family:

@@ -43,6 +43,11 @@ def _positive(name: str, value: float) -> None:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
+def _non_negative(name: str, value: float) -> None:
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{name} must be a non-negative finite number, got {value!r}")
+
+
 @dataclass(frozen=True)
 class Roofs:
     """The two roofs a family is predicted against (one dtype's compute peak, the memory bandwidth)."""
@@ -69,14 +74,17 @@ class Roofs:
 
 @dataclass(frozen=True)
 class Shape:
-    """One point of a family: its parameters and the analytic counts there."""
+    """One point of a family: its parameters and the analytic counts there.
+
+    0 FLOPs is a pure data-movement shape (an all-gather): intensity 0, memory-bound, its roofline time the bytes
+    over the bandwidth. Bytes must be positive: a shape that touches no memory has no roofline time."""
 
     params: Mapping[str, ParamValue]
     flops: float
     bytes_accessed: float
 
     def __post_init__(self) -> None:
-        _positive("flops", self.flops)
+        _non_negative("flops", self.flops)
         _positive("bytes accessed", self.bytes_accessed)
 
     @property
@@ -201,9 +209,12 @@ def predict(source: Shape, target: Shape, points: Sequence[Measured], roofs: Roo
 
 
 def nearest_by_flops(flops: float, points: Sequence[Measured]) -> Measured:
-    """The measured shape nearest in log FLOPs (ties: the first): the naive peer's anchor."""
+    """The measured shape nearest in log FLOPs (ties: the first): the naive peer's anchor. Needs FLOPs at the
+    shape and at every measured one: a pure data-movement family has nothing to scale by."""
     if not points:
         raise ValueError("no measured shapes")
+    if flops <= 0 or any(p.shape.flops <= 0 for p in points):
+        raise ValueError("scaling by FLOPs needs shapes with FLOPs; a pure data-movement shape has none")
     return min(points, key=lambda p: abs(math.log(p.shape.flops) - math.log(flops)))
 
 

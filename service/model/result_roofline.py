@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from service.model.compute_roof import compute_roof
 from service.model.hardware import Calibration, Hardware, hardware_for, host_hardware
 from service.model.roofline import Bound, roofline
 
-# A result that names no dtype, or one its chip publishes no figure for (fp32 on a TPU, whose MXU runs fp32 as
-# bf16 passes), is measured against the bf16 matrix peak: the fastest path such work can take, so still a roof.
-FALLBACK_DTYPE = "bf16"
 # The metric of the derived efficiency series (roofline time over measured time: 1.0 is on the roof). Ingest
 # derives it against published roofs only (service/pipeline/ingest.py says why).
 EFFICIENCY_METRIC = "roofline_fraction"
@@ -43,37 +41,25 @@ def run_hardware(backend: str, device_kind: str, calibration: Calibration | None
     return host_hardware(calibration)
 
 
-def _roof_dtype(hardware: Hardware, dtype: str | None) -> tuple[str, float] | None:
-    """(dtype the compute roof is for, its peak): the result's own where the hardware has a figure; else, on a
-    calibrated host, the dtype that was calibrated (its one measured figure); else the bf16 fallback."""
-    if dtype is not None and (peak := hardware.peak_flops(dtype)) is not None:
-        return dtype, peak
-    if hardware.measured:
-        measured = next(iter(hardware.matrix_flops_per_s.items()), None)
-        return measured
-    peak = hardware.peak_flops(FALLBACK_DTYPE)
-    return None if peak is None else (FALLBACK_DTYPE, peak)
-
-
-def result_figures(hardware: Hardware, dtype: str | None, flops: float | None, bytes_accessed: float | None,
+def result_figures(hardware: Hardware, dtype: str, flops: float | None, bytes_accessed: float | None,
                    median_s: float | None) -> RooflineFigures | None:
-    """A result's figures against ``hardware``; None where its counts are missing or not positive, or the
-    hardware gives no compute roof at all."""
-    if not flops or not bytes_accessed or flops <= 0 or bytes_accessed <= 0:
+    """A result's figures against ``hardware`` for work in ``dtype`` (service/model/compute_roof.py picks the
+    peak); None where its counts are missing, negative or no bytes, or the hardware gives no compute roof. Zero
+    FLOPs is pure data movement (an all-gather): intensity 0, memory-bound."""
+    if flops is None or bytes_accessed is None or flops < 0 or bytes_accessed <= 0:
         return None
-    chosen = _roof_dtype(hardware, dtype)
-    if chosen is None:
+    roof = compute_roof(hardware, dtype)
+    if roof is None:
         return None
-    used, peak = chosen
-    figures = roofline(flops, bytes_accessed, peak, hardware.memory_bytes_per_s,
+    figures = roofline(flops, bytes_accessed, roof.peak_flops_per_s, hardware.memory_bytes_per_s,
                        median_s if median_s is not None and median_s > 0 else None)
     origin = "calibrated by this run" if hardware.measured else hardware.source
-    stand_in = f" in place of {dtype}" if dtype is not None and used != dtype else ""
+    stand_in = f" in place of {roof.requested}" if roof.used != roof.requested else ""
     return RooflineFigures(
         intensity=figures.intensity, bound=figures.bound, roofline_s=figures.roofline_s,
-        achieved_fraction=figures.achieved_fraction, peak_flops_per_s=peak,
+        achieved_fraction=figures.achieved_fraction, peak_flops_per_s=roof.peak_flops_per_s,
         peak_bytes_per_s=hardware.memory_bytes_per_s,
-        peak_source=f"{hardware.name}, {used} peak{stand_in} ({origin})")
+        peak_source=f"{hardware.name}, {roof.used} peak{stand_in} ({origin})")
 
 
 def efficiency_samples(roofline_s: float, samples: Sequence[float]) -> list[float]:

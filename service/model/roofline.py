@@ -78,8 +78,10 @@ class Roofline:
 
 def roofline(flops: float, bytes_accessed: float, peak_flops_per_s: float, peak_bytes_per_s: float,
              measured_s: float | None = None) -> Roofline:
-    """A result's roofline figures from its counts, the peaks, and (optionally) its measured time."""
-    _positive("flops", flops)
+    """A result's roofline figures from its counts, the peaks, and (optionally) its measured time. Zero FLOPs is
+    pure data movement (intensity 0, memory-bound); zero bytes has no intensity and is refused."""
+    if not (flops >= 0 and math.isfinite(flops)):
+        raise ValueError(f"flops must be a non-negative finite number, got {flops!r}")
     _positive("bytes accessed", bytes_accessed)
     ridge_point(peak_flops_per_s, peak_bytes_per_s)  # validates both peaks
     if measured_s is not None:

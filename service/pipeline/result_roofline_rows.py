@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from service.contract import BenchmarkResult, EnvironmentInfo
+from service.model.compute_roof import params_dtype
 from service.model.hardware import Calibration, Hardware
 from service.model.result_roofline import (
     EFFICIENCY_METRIC,
@@ -31,8 +32,7 @@ def run_roof(env: EnvironmentInfo) -> Hardware | None:
 def roofline_figures(hardware: Hardware | None, r: BenchmarkResult, median: float | None) -> RooflineFigures | None:
     if hardware is None or r.status != "ok" or r.metric != ROOFLINE_METRIC:
         return None
-    dtype = r.params.get("dtype")
-    return result_figures(hardware, str(dtype) if dtype is not None else None, r.flops, r.bytes_accessed, median)
+    return result_figures(hardware, params_dtype(r.params), r.flops, r.bytes_accessed, median)
 
 
 def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:

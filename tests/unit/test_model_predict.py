@@ -123,9 +123,43 @@ def test_the_flops_scaling_peer_scales_the_nearest_shape_in_flops() -> None:
 def test_impossible_figures_are_refused(bad: float) -> None:
     with pytest.raises(ValueError):
         Roofs("x", bad, 1.0)
+    if bad != 0.0:  # 0 FLOPs is a pure data-movement shape (test_a_shape_without_flops_is_memory_bound)
+        with pytest.raises(ValueError):
+            Shape({}, bad, 1.0)
     with pytest.raises(ValueError):
-        Shape({}, bad, 1.0)
+        Shape({}, 1.0, bad)
     with pytest.raises(ValueError):
         Measured(matmul(1), bad)
     with pytest.raises(ValueError):
         interpolate_efficiency(1.0, 1.0, [], ROOFS, default=bad)
+
+
+def gather(kib: int) -> Shape:
+    """An all-gather's counts: no arithmetic, 9 x the per-device buffer in bytes (8 devices)."""
+    return Shape({"size_kib": kib}, 0.0, 9.0 * kib * 1024)
+
+
+def test_a_shape_without_flops_is_pure_data_movement_predicted_from_its_bytes() -> None:
+    assert gather(64).intensity == 0.0 and ROOFS.bound(0.0, 1.0) == "memory"
+    # Measured at 20 % of the bandwidth roof at 64 KiB and 80 % at 4 MiB: every estimate is bytes / bandwidth
+    # over an efficiency interpolated along the same log-roofline-time axis as any other family's.
+    points = [on_roof(gather(64), 0.2), on_roof(gather(4096), 0.8)]
+    prediction = predict(gather(64), gather(4096), points, ROOFS)
+    assert (prediction.source.bound, prediction.target.bound) == ("memory", "memory")
+    assert not prediction.crosses_ridge
+    assert prediction.source.roofline_s == pytest.approx(9.0 * 64 * 1024 / 10e9)
+    assert prediction.source.predicted_s == pytest.approx(points[0].seconds)
+    assert prediction.target.predicted_s == pytest.approx(points[1].seconds)
+    assert prediction.ratio == pytest.approx(points[1].seconds / points[0].seconds)
+    # Halfway in log size (512 KiB, 8x each way): the geometric mean of 20 % and 80 %, 40 %.
+    middle = predict(gather(64), gather(512), points, ROOFS).target
+    assert middle.efficiency.basis == "interpolated" and middle.efficiency.value == pytest.approx(0.4)
+    # Past the largest measured: its efficiency, held.
+    beyond = predict(gather(64), gather(65536), points, ROOFS).target
+    assert beyond.efficiency.basis == "nearest" and beyond.efficiency.value == pytest.approx(0.8)
+    # With nothing measured: the roofline at the default efficiency.
+    alone = predict(gather(64), gather(8192), [], ROOFS).target
+    assert alone.predicted_s == pytest.approx(9.0 * 8192 * 1024 / 10e9 / DEFAULT_EFFICIENCY)
+    # The naive FLOP-scaling peer has nothing to scale by: a clear error, not a log(0).
+    with pytest.raises(ValueError, match="pure data-movement"):
+        scale_by_flops(gather(1024), points)

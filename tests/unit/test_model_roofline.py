@@ -55,7 +55,9 @@ def test_against_the_table() -> None:
 
 def test_bad_inputs_are_refused() -> None:
     with pytest.raises(ValueError):
-        roofline(0, 1e6, PEAK_FLOPS, PEAK_BYTES)
+        roofline(-1.0, 1e6, PEAK_FLOPS, PEAK_BYTES)
+    with pytest.raises(ValueError):
+        roofline(1e6, 0, PEAK_FLOPS, PEAK_BYTES)
     with pytest.raises(ValueError):
         roofline(1e6, 1e6, PEAK_FLOPS, 0)
     with pytest.raises(ValueError):

@@ -119,16 +119,3 @@ def test_the_table_across_the_ridge() -> None:
     assert reports[0].prediction.crossing == "memory-bound → compute-bound"
     assert_golden("predict_across_ridge.txt", predictions_to_text(reports))
 
-
-def test_every_cost_model_of_the_suite_counts_what_its_cases_carry() -> None:
-    from runners.suite import discover
-    from tests.conftest import REPO_ROOT
-
-    with_model = [s for s in discover(REPO_ROOT) if s.cost is not None]
-    assert {f"{s.suite}/{s.name}" for s in with_model} >= {"matmul/matmul_dense", "matmul/matmul_bf16",
-                                                           "softmax/softmax_rows", "norms/rmsnorm", "norms/layernorm",
-                                                           "attention/flash_attention_pallas"}
-    for spec in with_model:
-        for params in (spec.grid[0], spec.grid[-1]):
-            case = spec.factory(**params)
-            assert analytic_cost(spec, params) == (case.flops, case.bytes_accessed), (spec.name, params)

@@ -31,9 +31,10 @@ def test_a_cpu_result_has_no_roof_and_the_page_says_why() -> None:
 def test_without_a_published_dtype_figure_the_bf16_peak_bounds_it() -> None:
     tpu = roof_for("tpu", "TPU v5 lite", "float32")
     assert tpu.peaks is not None and tpu.peaks.flops_per_s == 197e12
-    assert "publishes no float32 figure" in tpu.note
-    undeclared = roof_for("gpu", "NVIDIA H200", None)
-    assert undeclared.peaks is not None and "records no dtype" in undeclared.note
+    assert "the bf16 peak stands in for fp32" in tpu.note
+    undeclared = roof_for("gpu", "NVIDIA H200", None)  # float32, JAX's default: the TF32 tensor-core peak
+    assert undeclared.peaks is not None and undeclared.peaks.flops_per_s == 494.5e12
+    assert "records no dtype" in undeclared.note
 
 
 def test_stored_figures_give_the_roof_and_say_what_ingest_found() -> None:

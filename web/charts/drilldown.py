@@ -10,6 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from service.model.compute_roof import DEFAULT_DTYPE, compute_roof
 from service.model.hardware import hardware_for
 from service.store.drilldown import OpRow, StoredRoofline
 from web.charts.series import time_scale
@@ -47,33 +48,26 @@ class RoofChoice:
     note: str
 
 
-ROOF_DTYPE_FALLBACK = "bf16"
-
-
 def roof_for(backend: str, device_kind: str, dtype: str | None) -> RoofChoice:
-    """The published peaks for a result's hardware and dtype. A result with no dtype parameter, or a dtype the
-    vendor gives no figure for (fp32 on a TPU, whose MXU runs fp32 as bf16 passes), is drawn against the bf16
-    matrix peak, the fastest path such a matmul can take, and the note says so. A CPU, or a chip not in the
-    table, gets no roof: hosts have no published figures. Only for results without stored figures (stored
-    before ingest computed them, or from a run that did not calibrate its host): the others use ``stored_roof``."""
+    """The published peaks for a result's hardware and dtype (None: the benchmark names none, so JAX's default),
+    chosen by the rule ingest stores figures by (service/model/compute_roof.py), and the note says when another
+    dtype's peak stands in. A CPU, or a chip not in the table, gets no roof: hosts have no published figures.
+    Only for results without stored figures (stored before ingest computed them, or from a run that did not
+    calibrate its host): the others use ``stored_roof``."""
     hardware = hardware_for(backend, device_kind)
     if hardware is None:
         return RoofChoice(None, f"Peak compute and bandwidth of {backend} · {device_kind} are not known to "
                                 "KernelWatch (no published figures, and no host calibration stored with this run): no "
                                 "roof is drawn rather than a guessed one.")
-    bandwidth = format_si(hardware.memory_bytes_per_s, "B/s")
-    if dtype is not None and (peak := hardware.peak_flops(dtype)) is not None:
-        return RoofChoice(RooflinePeaks(peak, hardware.memory_bytes_per_s),
-                          f"Roof: {hardware.name}, {format_si(peak, 'FLOP/s')} peak for {dtype} and {bandwidth} "
-                          f"memory bandwidth, per chip ({hardware.source}).")
-    peak = hardware.peak_flops(ROOF_DTYPE_FALLBACK)
-    if peak is None:
-        return RoofChoice(None, f"{hardware.name} publishes no {dtype or ROOF_DTYPE_FALLBACK} peak; no roof drawn.")
-    why = (f"{hardware.name} publishes no {dtype} figure" if dtype is not None
-           else "this result records no dtype")
-    return RoofChoice(RooflinePeaks(peak, hardware.memory_bytes_per_s),
-                      f"Roof: {hardware.name}, its bf16 matrix peak {format_si(peak, 'FLOP/s')} as the upper bound "
-                      f"({why}) and {bandwidth} memory bandwidth, per chip ({hardware.source}).")
+    roof = compute_roof(hardware, dtype or DEFAULT_DTYPE)
+    if roof is None:
+        return RoofChoice(None, f"{hardware.name} publishes no compute peak; no roof drawn.")
+    stand_in = f"; {roof.note}" if roof.note else ""
+    undeclared = "" if dtype else " (this result records no dtype: JAX's default float32)"
+    return RoofChoice(RooflinePeaks(roof.peak_flops_per_s, hardware.memory_bytes_per_s),
+                      f"Roof: {hardware.name}, {format_si(roof.peak_flops_per_s, 'FLOP/s')} {roof.used} peak"
+                      f"{undeclared}{stand_in}, and {format_si(hardware.memory_bytes_per_s, 'B/s')} memory "
+                      f"bandwidth, per chip ({hardware.source}).")
 
 
 def stored_roof(stored: StoredRoofline) -> RoofChoice:
