@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,6 +18,18 @@ _REDIS_SCHEMES = ("redis", "rediss")
 FOLLOW_UPS = ("bisect", "confirm")
 
 
+def redact_url(url: str | None) -> str | None:
+    """A URL with its password replaced by ``***`` (postgresql://kw:***@db/kw): what may be shown or logged."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return parts._replace(netloc=f"{user}***@{host}").geturl()
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the service needs to know about its surroundings.
@@ -27,8 +39,9 @@ class Settings:
     """
 
     home: Path
-    database_url: str | None = None
-    redis_url: str | None = None
+    # Shown in repr with their passwords masked (see __repr__); the fields themselves hold the real URLs.
+    database_url: str | None = field(default=None, repr=False)
+    redis_url: str | None = field(default=None, repr=False)
     # Secrets never appear in repr: a Settings object ends up in logs and tracebacks.
     secret_key: str = field(default="", repr=False)
     # How long a task taken by a worker that then vanished (killed, host lost) waits before another worker
@@ -56,6 +69,12 @@ class Settings:
     public_url: str | None = None
     # The pull-request hook: webhook secret, GitHub credentials, where PRs run (service/github_settings.py).
     github: GitHubSettings = field(default_factory=GitHubSettings)
+
+    def __repr__(self) -> str:
+        shown = [f"home={self.home!r}", f"database_url={redact_url(self.database_url)!r}",
+                 f"redis_url={redact_url(self.redis_url)!r}"]
+        shown += [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr and f.name != "home"]
+        return f"Settings({', '.join(shown)})"
 
     @property
     def effective_database_url(self) -> str:
@@ -191,7 +210,7 @@ def _http_url(value: str, name: str) -> str | None:
     url = value.strip().rstrip("/") or None
     if url is not None and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc):
         raise ConfigurationError(f"{ENV_PREFIX}{name} is an http(s) address such as https://host.example.com, "
-                                 f"got {url!r}")
+                                 f"got {redact_url(url)!r}")
     return url
 
 

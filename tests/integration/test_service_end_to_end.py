@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import fresh_redis
+from tests.fake_slack import TOKEN as SLACK_TOKEN
+from tests.fake_slack import running_fake_slack
 from tests.gitrepo import SCALE_KERNEL, two_commit_suite_repo
 from tests.processes import ServiceProcess, Web, clean_env, kernelwatch, start_web, start_worker
 
@@ -72,31 +74,74 @@ def test_a_submitted_run_appears_on_the_dashboard_with_its_finding(
 ) -> None:
     repo_path, (base_sha, head_sha) = repo
     broker = fresh_redis(REDIS_URL)
+    # Every secret the service can hold is configured, so that the end of the test can look for each in every
+    # line the processes wrote. The database password is real in the URL; PostgreSQL here trusts local clients,
+    # so it is sent and ignored. Slack is a recording fake (its one accepted token is a secret like any other).
+    secrets = {"KERNELWATCH_SECRET_KEY": "sk-e2e-SECRET-4c1d", "KERNELWATCH_GITHUB_WEBHOOK_SECRET": "whsec-e2e-SECRET",
+               "KERNELWATCH_GITHUB_TOKEN": "ghp_e2eSECRET0000", "KERNELWATCH_SLACK_TOKEN": SLACK_TOKEN}
+    database = pg_database.replace("@", ":db-e2e-SECRET@", 1)
+    assert "db-e2e-SECRET" in database
     # web and worker share a home, as they share the kernelwatch-data volume in docker-compose.yml: the artifacts
     # the web process receives are the ones the worker parses. The runner's home is its own host's disk.
     # Follow-up runs (bisect, confirm) are tested elsewhere; here they would only add runner minutes.
-    service_env = clean_env(tmp_path / "service", KERNELWATCH_DATABASE_URL=pg_database,
-                            KERNELWATCH_REDIS_URL=broker, KERNELWATCH_FOLLOW_UP="none")
     logs = tmp_path / "logs"
+    with running_fake_slack() as slack:
+        service_env = clean_env(tmp_path / "service", KERNELWATCH_DATABASE_URL=database,
+                                KERNELWATCH_REDIS_URL=broker, KERNELWATCH_FOLLOW_UP="none",
+                                KERNELWATCH_SLACK_CHANNEL="#perf-alerts", KERNELWATCH_SLACK_API_URL=slack.url, **secrets)
 
-    # docker-compose's `migrate`, then the operator's token for the runner host.
-    kernelwatch("db", "upgrade", env=service_env)
-    token = kernelwatch("token", "create", "runner-cpu", "--scope", "submit", env=service_env).strip()
-    assert token.startswith("kw_"), token
+        # docker-compose's `migrate`, then the operator's token for the runner host.
+        printed = kernelwatch("db", "upgrade", env=service_env)
+        token = kernelwatch("token", "create", "runner-cpu", "--scope", "submit", env=service_env).strip()
+        assert token.startswith("kw_"), token
 
-    with start_web(service_env, logs, gunicorn=True) as web, \
-            start_worker(service_env, logs, "ingest,detect,notify", name="worker") as worker:
-        # The runner knows Redis (its queue) and the web process (its uploads), and no database.
-        runner_env = clean_env(tmp_path / "runner", KERNELWATCH_REDIS_URL=broker, KERNELWATCH_URL=web.url,
-                               KERNELWATCH_TOKEN=token)
-        assert "KERNELWATCH_DATABASE_URL" not in runner_env
-        with start_worker(runner_env, logs, "runner.cpu", name="runner-cpu") as runner:
-            check_the_pipeline(web, token, repo_path, base_sha, head_sha, [web.process, worker, runner])
+        with start_web(service_env, logs, gunicorn=True) as web, \
+                start_worker(service_env, logs, "ingest,detect,notify", name="worker") as worker:
+            # The runner knows Redis (its queue) and the web process (its uploads), and no database.
+            runner_env = clean_env(tmp_path / "runner", KERNELWATCH_REDIS_URL=broker, KERNELWATCH_URL=web.url,
+                                   KERNELWATCH_TOKEN=token)
+            assert "KERNELWATCH_DATABASE_URL" not in runner_env
+            with start_worker(runner_env, logs, "runner.cpu", name="runner-cpu") as runner:
+                check_the_pipeline(web, token, repo_path, base_sha, head_sha, [web.process, worker, runner])
+            printed += poke_the_error_paths(web, token)
+            wait_for(lambda: bool(slack.top_level()), 60, "the alert's Slack message", [web.process, worker])
+        printed += kernelwatch("token", "list", env=service_env)
+    # No secret in any line a process wrote (the processes' logs: gunicorn's access and error logs, Celery's, the
+    # runner's with its kernels' output) nor in what the commands printed; the token is stored only as a hash.
+    written = {p.name: p.read_text(errors="replace") for p in logs.iterdir()} | {"commands": printed}
+    assert len(written) >= 4
+    for name, text in written.items():
+        for secret in [*secrets.values(), "db-e2e-SECRET", token, token[len("kw_"):]]:
+            assert secret not in text, f"a configured secret ({secret[:6]}...) is in {name}"
     assert re.search(r"kernelwatch\.run_suite\[[0-9a-f-]+\] succeeded", runner.output()), runner.tail()
     # The runner never opened a database: it would have made the embedded SQLite file in its home.
     assert not (tmp_path / "runner" / "kernelwatch.db").exists()
     # The code the finding is about crossed over HTTP: captured in the runner's store, parsed from the service's.
     assert any((tmp_path / "runner" / "artifacts").rglob("*")) and any((tmp_path / "service" / "artifacts").rglob("*"))
+
+
+def poke_the_error_paths(web: Web, token: str) -> str:
+    """Requests that make the service talk about credentials: a wrong token, a token in the wrong place, a webhook
+    with a bad signature, a login that fails, a missing page. Their answers are returned to be searched too."""
+    answers = []
+    for method, path, auth, body in [("GET", "/api/v1/health", None, None),
+                                     ("POST", "/api/v1/runs/enqueue", "kw_wrong_token", {"repo": "x", "commit": "y"}),
+                                     ("POST", "/api/v1/runs/enqueue", token + "x", {"repo": "x", "commit": "y"}),
+                                     ("GET", "/no/such/page", None, None),
+                                     ("GET", "/healthz", None, None)]:
+        status, answer = call(method, f"{web.url}{path}", auth, body)
+        assert status in (200, 401, 403, 404), (path, status, answer)
+        answers.append(json.dumps(answer) if not isinstance(answer, str) else answer)
+    request = urllib.request.Request(f"{web.url}/hooks/github", method="POST", data=b'{"zen": "hi"}', headers={
+        "X-GitHub-Event": "ping", "X-GitHub-Delivery": "e2e-1", "X-Hub-Signature-256": "sha256=" + "0" * 64,
+        "Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=30)
+        raise AssertionError("a webhook with a bad signature was accepted")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 401
+        answers.append(exc.read().decode())
+    return "\n".join(answers)
 
 
 def check_the_pipeline(web: Web, token: str, repo: Path, base_sha: str, head_sha: str,
