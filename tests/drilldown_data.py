@@ -10,6 +10,7 @@ from typing import Any
 
 from runners.artifacts import ArtifactStore
 from runners.local import RunRequest, run_at_commit
+from tests import builders
 from tests.conftest import REPO_ROOT
 from tests.gitrepo import project_suite_repo
 
@@ -50,3 +51,16 @@ def drilldown_manifest(manifest: dict[str, Any], store: ArtifactStore) -> dict[s
         added = store.put((FIXTURES / folder / name).read_bytes(), kind, name)
         result["artifacts"].append({"kind": kind, "name": name, "sha256": added.sha256, "size": added.size})
     return doc
+
+
+def collective_results(name: str, size_kib: int, samples: list[float]) -> list[dict[str, Any]]:
+    """A collective's wall time and the algbw metric the harness derives from it (runners/harness.py: bytes_moved
+    / t / 1e9, with bytes_moved the per-device buffer, ``size_kib`` KiB), as a runner would report them."""
+    size = size_kib * 1024
+    params = {"size_kib": size_kib}
+    return [
+        builders.result("collectives", name, samples=samples, params=params, flops=None, bytes_accessed=None),
+        builders.result("collectives", name, samples=[size / t / 1e9 for t in samples], params=params,
+                        metric="algbw", unit="GB/s", direction="higher_is_better", flops=None, bytes_accessed=None,
+                        compile_time_s=None, max_abs_error=None),
+    ]

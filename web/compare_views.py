@@ -22,7 +22,7 @@ from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResu
 from service.errors import InvalidInput, KernelWatchError
 from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
-from service.report.compare_table import format_value, median_cell
+from service.report.compare_table import format_value, fraction_cell, has_fractions, median_cell
 from service.store.commit_compare import (
     KernelCountChange,
     commit_info,
@@ -115,7 +115,8 @@ def _page_context(session: Session, base: ResolvedSide, head: ResolvedSide, args
     # A stored comparison is read a page at a time: its environments are those of its geomeans and listed rows.
     environments = {g.environment for g in page.report.geomeans} | {row.key.environment for row in page.listed}
     return {"page": page, "args": args, "link": _link, "verdicts": VERDICTS, "notes": page.outcome.notes,
-            "figure": json.loads(json.dumps(figure, cls=PlotlyJSONEncoder)), "environments": sorted(environments)}
+            "figure": json.loads(json.dumps(figure, cls=PlotlyJSONEncoder)), "environments": sorted(environments),
+            "roofline": has_fractions(page.listed)}
 
 
 @bp.get("/commits/<sha>")
@@ -188,7 +189,7 @@ def _signed_count(value: int | None) -> str:
 
 FILTERS: dict[str, Callable[..., str]] = {
     "estimate": _estimate, "change": _change, "interval": _interval, "p": _p, "signed_count": _signed_count,
-    "row_label": row_label, "geo": _geo,
+    "row_label": row_label, "geo": _geo, "fraction": fraction_cell,
 }
 add_filters(bp, FILTERS, prefix="cmp_")
 

@@ -27,12 +27,23 @@ from web.charts.drilldown import (
 )
 from web.highlight import highlight_hlo
 from web.pages import add_filters, service_stores
-from web.units import class_colour, format_ns, format_seconds, format_share, format_si, format_value
+from web.units import (
+    class_colour,
+    format_fraction,
+    format_ns,
+    format_ratio,
+    format_relative,
+    format_seconds,
+    format_share,
+    format_si,
+    format_value,
+)
 
 bp = Blueprint("drilldown", __name__, template_folder="templates")
 
 add_filters(bp, {"ns": format_ns, "si": format_si, "share": format_share, "seconds": format_seconds,
-                 "measured": format_value, "class_colour": class_colour, "hlo": highlight_hlo})
+                 "measured": format_value, "class_colour": class_colour, "hlo": highlight_hlo,
+                 "times": format_ratio, "signed_pct": format_relative, "of_peak": format_fraction})
 
 
 @contextmanager

@@ -51,6 +51,23 @@ def format_share(share: float | None) -> str:
     return f"{share:.1%}" if share >= 0.001 else "<0.1%"
 
 
+def format_ratio(value: float | None) -> str:
+    """How many times one count is another's: ``1.8`` → ``1.8×``."""
+    return "–" if value is None else f"{value:.3g}×"
+
+
+def format_relative(value: float | None) -> str:
+    """A relative difference, signed: ``0.8`` → ``+80 %``, ``-0.5`` → ``-50 %``."""
+    return "–" if value is None else f"{100 * value:+.0f} %"
+
+
+def format_fraction(fraction: float | None) -> str:
+    """A fraction of a peak, not clipped at 100 % (past it, a figure is wrong, which is worth seeing)."""
+    if fraction is None:
+        return "–"
+    return f"{100 * fraction:.3g} %"
+
+
 # Classes of instructions and slot families, named in the parsers, get fixed colours so a listing, its mix bar
 # and the op-time chart agree; a name not listed here gets a stable colour from its hash.
 _PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d",

@@ -70,6 +70,9 @@ class Side:
     samples: tuple[float, ...]
     status: str = "ok"  # ok | failed
     message: str | None = None
+    # The achieved fraction of the roofline on this side (the median of its results' stored figures), carried
+    # to the row as it is: a figure to show beside the time, not a statistic of this comparison.
+    fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,8 @@ class Comparison:
     p_value: float | None = None
     q_value: float | None = None
     below_min_effect: bool = False  # significant, but smaller than the minimum effect
+    base_fraction: float | None = None  # each side's achieved fraction of the roofline (Side.fraction)
+    head_fraction: float | None = None
 
 
 @dataclass(frozen=True)
@@ -406,6 +411,7 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None, *,
         found = replicates.get(index)
         interval = _percentiles(found.values(params), params.confidence) if found and index in wanted else None
         rows.append(_tested_row(pair.key, base, head, p_by_index[index], q_by_index[index], interval, params))
+    rows = [_with_fractions(row, pair) for row, pair in zip(rows, pairs, strict=True)]
     geomeans = _geomeans(rows, replicates, params)
     return ComparisonReport(params=params, rows=tuple(rows), geomeans=geomeans, tests=len(tested))
 
@@ -420,6 +426,12 @@ def with_intervals(report: ComparisonReport, pairs: Sequence[Pair], indices: Seq
     for index, row in zip(indices, part.rows, strict=True):
         rows[index] = replace(rows[index], ratio_low=row.ratio_low, ratio_high=row.ratio_high)
     return replace(report, rows=tuple(rows))
+
+
+def _with_fractions(row: Comparison, pair: Pair) -> Comparison:
+    base = pair.base.fraction if pair.base is not None else None
+    head = pair.head.fraction if pair.head is not None else None
+    return row if base is None and head is None else replace(row, base_fraction=base, head_fraction=head)
 
 
 def _tested_row(key: BenchmarkKey, base: SideResult | None, head: SideResult | None, p: float, q: float,

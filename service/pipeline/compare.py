@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import statistics
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ from service.detect.compare import (
 )
 from service.detect.types import Direction
 from service.errors import InvalidInput, NotFound
+from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
+from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
 from service.report.compare_table import SideLabel, comparison_from_json, geomeans_from_json, params_from_json
 from service.store.models import (
     Benchmark,
@@ -167,11 +170,13 @@ class _Pool:
     samples: list[float]
     ok_results: int = 0
     failures: list[str] = field(default_factory=list)
+    fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
 
     def side(self) -> Side:
         # A benchmark that failed in one run of a side and not in another is measured by the runs that worked.
         if self.ok_results:
-            return Side(tuple(self.samples), "ok")
+            fraction = float(statistics.median(self.fractions)) if self.fractions else None
+            return Side(tuple(self.samples), "ok", fraction=fraction)
         return Side((), "failed", "; ".join(dict.fromkeys(self.failures)) or None)
 
 
@@ -221,7 +226,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     # multiplied the bytes read and decoded several times over).
     rows = session.execute(
         select(Result.series_id, Result.status, Result.message, cast(Result.samples, String), Series.benchmark_id,
-               Series.environment_id, Series.metric, Series.unit, Series.direction)
+               Series.environment_id, Series.metric, Series.unit, Series.direction, Result.roofline_fraction)
         .join(Series, Result.series_id == Series.id)
         .where(Result.run_id.in_(side.run_ids), Series.environment_id.in_(environments))
         .order_by(Result.run_id, Result.id)
@@ -233,8 +238,8 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
         select(Environment).where(Environment.id.in_(environments)))}
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
-    for (series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction), samples in zip(
-            rows, sample_lists, strict=True):
+    for row, samples in zip(rows, sample_lists, strict=True):
+        series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction, fraction = row
         known = keys.get(series_id)  # both sides measure the same series: each is identified once
         if known is None:
             suite, name, params_key, params = benchmarks[benchmark_id]
@@ -250,9 +255,21 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
         if status == "ok" and samples:
             pool.samples.extend(samples)
             pool.ok_results += 1
+            if fraction is not None:
+                pool.fractions.append(fraction)
         else:
             pool.failures.append(((message or "").strip().splitlines() or ["failed"])[0][:500])
     return pools
+
+
+def _folded(identities: set[tuple[Any, ...]], pools: Sequence[dict[tuple[Any, ...], _Pool]]) -> set[tuple[Any, ...]]:
+    """The efficiency series ingest derives from wall time (service/pipeline/result_roofline_rows.py) of the
+    benchmarks whose time rows carry the fraction on either side: the row's before and after fraction says what
+    they would, and their verdict is the time's again (one sample per sample, the inverse order), so compared
+    they would only count each change twice. They stay stored, and detection still watches them."""
+    timed = {identity[:4] for side in pools for identity, pool in side.items()
+             if identity[4] == ROOFLINE_METRIC and pool.fractions}
+    return {identity for identity in identities if identity[4] == EFFICIENCY_METRIC and identity[:4] in timed}
 
 
 def _describe(session: Session, ids: set[int]) -> str:
@@ -265,12 +282,18 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
     return (fingerprint, metric != "wall_time", metric, suite, name, params_key)
 
 
+# What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
+# efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
+# afresh on read, and the next run of its commit stores its replacement.
+COMPARISON_REVISION = 2
+
+
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
-    """What a comparison compared, digested: each side's run ids and every parameter. Runs are immutable once
-    stored, so a stored comparison found by this key is never stale."""
-    text = "|".join([",".join(map(str, sorted(base_runs))), ",".join(map(str, sorted(head_runs))),
-                     repr(params.alpha), repr(params.min_effect), repr(params.confidence), str(params.resamples),
-                     str(params.seed)])
+    """What a comparison compared, digested: each side's run ids and every parameter (and the revision of what a
+    comparison holds). Runs are immutable once stored, so a stored comparison found by this key is never stale."""
+    text = "|".join([f"r{COMPARISON_REVISION}", ",".join(map(str, sorted(base_runs))),
+                     ",".join(map(str, sorted(head_runs))), repr(params.alpha), repr(params.min_effect),
+                     repr(params.confidence), str(params.resamples), str(params.seed)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -320,8 +343,10 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
     keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]] = {}
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
+    identities = base_pools.keys() | head_pools.keys()
+    identities -= _folded(identities, (base_pools, head_pools))
     pairs = []
-    for identity in sorted(base_pools.keys() | head_pools.keys(), key=_sort_key):
+    for identity in sorted(identities, key=_sort_key):
         b, h = base_pools.get(identity), head_pools.get(identity)
         key = (b or h).key  # type: ignore[union-attr]
         pairs.append(Pair(key, b.side() if b else None, h.side() if h else None))

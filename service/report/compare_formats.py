@@ -1,6 +1,7 @@
-"""A comparison as GitHub-flavoured markdown (a CI job's step summary, a comment) and as CSV (a spreadsheet, a
-script). PURE: a report in, text out; the cells are the text table's (service/report/compare_table.py), so the
-three forms never disagree on a number.
+"""A comparison as GitHub-flavoured markdown (a CI job's step summary, a comment; a table whose rows carry roofline
+figures gains the column of the achieved fractions) and as CSV (a spreadsheet, a script). PURE: a report in, text
+out; the cells are the text table's (service/report/compare_table.py), so the three forms never disagree on a
+number.
 
 CSV has one row per benchmark result listed, under the stable columns of ``CSV_COLUMNS`` (README lists them):
 numbers at twelve significant digits as in the JSON form, empty cells for what does not exist (a missing side, an
@@ -16,15 +17,18 @@ from collections.abc import Sequence
 from service.detect.compare import Comparison, ComparisonReport, SideResult
 from service.report.compare_table import (
     COLUMNS,
+    ROOFLINE_COLUMN,
     SIGNALS_HEADING,
     SideLabel,
     delta_cell,
     estimate_cell,
     failure_lines,
     footnote_lines,
+    fraction_cell,
     geomean_cells,
     geomean_of,
     groups,
+    has_fractions,
     shown_line,
     summary_line,
     verdict_cell,
@@ -69,17 +73,18 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
         for (environment, metric, unit), listed in members:
             lines += ["", f"**{metric}**" + (f" ({unit})" if unit else "") + (f" on `{environment}`"
                                                                              if environment else ""), ""]
-            lines.append(_md_row(["benchmark", *COLUMNS]))
-            lines.append("| --- | ---: | ---: | ---: | --- |")
+            roofline = has_fractions(listed)
+            lines.append(_md_row(["benchmark", *COLUMNS, *([ROOFLINE_COLUMN] if roofline else [])]))
+            lines.append("| --- | ---: | ---: | ---: | --- |" + (" ---: |" if roofline else ""))
             for row in listed:
                 verdict = _VERDICT_MARK.get(row.verdict, verdict_cell(row))
                 lines.append(_md_row([f"`{row.key.label}`", estimate_cell(row.base, unit),
                                       estimate_cell(row.head, unit), delta_cell(row, report.params.alpha),
-                                      verdict]))
+                                      verdict, *([fraction_cell(row)] if roofline else [])]))
             g = geomean_of(report, (environment, metric, unit))
             if g is not None:
                 cells = geomean_cells(g)
-                lines.append(_md_row([f"**{cells[0]}**", *cells[1:]]))
+                lines.append(_md_row([f"**{cells[0]}**", *cells[1:], *([""] if roofline else [])]))
     p = report.params
     lines += ["", f"Significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} test"
                   f"{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ {p.min_effect * 100:g}%."

@@ -2,7 +2,8 @@
 
 One table per environment, metric and unit; per benchmark the median of each side with the half-width of its
 95 % interval in percent, the delta of the medians with the Mann-Whitney p-value and the sample counts (``~``
-when the change is not significant), and the verdict; a geomean row closes each table.
+when the change is not significant), and the verdict; a geomean row closes each table. A table whose rows carry
+roofline figures gains a column of each side's achieved fraction of the roofline (``12% → 9%``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from service.report.compare_view import is_speed
 JSON_FORMAT = "kernelwatch.compare"
 JSON_VERSION = 1
 COLUMNS = ("base", "head", "delta", "verdict")
+ROOFLINE_COLUMN = "of roofline"
 _SI = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
 _NO_INTERVAL, _SMALL_EFFECT = "¹", "²"
 SIGNALS_HEADING = "numerics and static signals"
@@ -98,6 +100,26 @@ def median_cell(side: SideResult | None, value: Callable[[float], str], plus_min
     if spread is None:
         return text
     return f"{text}{plus_minus}{spread:.1f}%" if spread < whole_percent_from else f"{text}{plus_minus}{spread:.0f}%"
+
+
+def fraction_text(value: float | None) -> str:
+    """An achieved fraction of the roofline in percent: whole from 1 %, two significant digits below."""
+    if value is None or not math.isfinite(value):
+        return "–"
+    percent = value * 100
+    return f"{percent:.0f}%" if percent >= 0.995 else f"{percent:.2g}%"
+
+
+def fraction_cell(row: Comparison) -> str:
+    """``12% → 9%``: each side's achieved fraction of the roofline; empty where neither side has one."""
+    if row.base_fraction is None and row.head_fraction is None:
+        return ""
+    return f"{fraction_text(row.base_fraction)} → {fraction_text(row.head_fraction)}"
+
+
+def has_fractions(rows: Sequence[Comparison]) -> bool:
+    """Whether a table of these rows needs the roofline column."""
+    return any(row.base_fraction is not None or row.head_fraction is not None for row in rows)
 
 
 def _percent(ratio: float) -> str:
@@ -192,14 +214,16 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
             title = f"{metric} ({unit})" if unit else metric
             if len(environments) > 1:
                 title += f" on {environment}"
+            roofline = has_fractions(listed)
             table.append([""])
-            table.append([title, *COLUMNS])
+            table.append([title, *COLUMNS, *([ROOFLINE_COLUMN] if roofline else [])])
             for row in listed:
                 table.append([row.key.label, estimate_cell(row.base, unit), estimate_cell(row.head, unit),
-                              delta_cell(row, report.params.alpha), verdict_cell(row)])
+                              delta_cell(row, report.params.alpha), verdict_cell(row),
+                              *([fraction_cell(row)] if roofline else [])])
             g = geomean_of(report, (environment, metric, unit))
             if g is not None:
-                table.append(geomean_cells(g))
+                table.append(geomean_cells(g) + ([""] if roofline else []))
     lines = [cells[0] for cells in header] + _layout(table)
     lines += ["", summary_line(report)]
     shown = shown_line(report, rows)
@@ -292,7 +316,8 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
              "unit": r.key.unit, "direction": r.key.direction, "environment": r.key.environment,
              "verdict": r.verdict, "base": _side_json(r.base), "head": _side_json(r.head),
              "ratio": _num(r.ratio), "ratio_ci_low": _num(r.ratio_low), "ratio_ci_high": _num(r.ratio_high),
-             "p_value": _num(r.p_value), "q_value": _num(r.q_value), "below_min_effect": r.below_min_effect}
+             "p_value": _num(r.p_value), "q_value": _num(r.q_value), "below_min_effect": r.below_min_effect,
+             "base_fraction": _num(r.base_fraction), "head_fraction": _num(r.head_fraction)}
             for r in listed
         ],
         "geomeans": [
@@ -315,13 +340,15 @@ def _side_from_json(side: dict[str, Any] | None) -> SideResult | None:
 
 
 def comparison_from_json(r: dict[str, Any]) -> Comparison:
-    """One benchmark of a ``to_json`` document."""
+    """One benchmark of a ``to_json`` document (the fractions are absent from documents stored before they were
+    added: none then)."""
     key = BenchmarkKey(suite=r["suite"], name=r["name"], params=tuple(r["params"].items()), metric=r["metric"],
                        unit=r["unit"], direction=r["direction"], environment=r["environment"])
     verdict: Verdict = r["verdict"]
     return Comparison(key, verdict, _side_from_json(r["base"]), _side_from_json(r["head"]),
                       ratio=r["ratio"], ratio_low=r["ratio_ci_low"], ratio_high=r["ratio_ci_high"],
-                      p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"])
+                      p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"],
+                      base_fraction=r.get("base_fraction"), head_fraction=r.get("head_fraction"))
 
 
 def geomeans_from_json(document: dict[str, Any]) -> tuple[Geomean, ...]:

@@ -1,9 +1,10 @@
 """A pull request's comparison as GitHub markdown: the one comment the hook keeps up to date, and the check run's
 output. PURE: a report and its labels in, text out (golden-file tested).
 
-The changed benchmarks (regressions, head failures, improvements) are tabled up front, the rest folded into
-<details>; a body that would pass GitHub's limit (65,536 characters for a comment and for a check's summary)
-loses table rows from the end, and says how many and where to see them all.
+The changed benchmarks (regressions, head failures, improvements) are tabled up front, with each side's achieved
+fraction of the roofline where the results carry one, the rest folded into <details>; a body that would pass
+GitHub's limit (65,536 characters for a comment and for a check's summary) loses table rows from the end, and says
+how many and where to see them all.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Literal
 from urllib.parse import urlencode
 
 from service.detect.compare import VERDICTS, Comparison, ComparisonReport, SideResult
-from service.report.compare_table import SideLabel, format_value, median_cell
+from service.report.compare_table import SideLabel, format_value, fraction_cell, has_fractions, median_cell
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
 GITHUB_LIMIT = 65_536
@@ -23,6 +24,8 @@ Conclusion = Literal["failure", "success", "neutral"]
 _ICONS = {"failure": "❌", "success": "✅", "neutral": "⚪"}
 _CHANGED = ("regression", "failed", "improvement")  # tabled first, in this order
 _HEADER = "| benchmark | metric | base | head | delta | verdict |\n|---|---|---|---|---|---|"
+_ROOFLINE_HEADER = ("| benchmark | metric | base | head | delta | verdict | of roofline |\n"
+                    "|---|---|---|---|---|---|---|")
 _PLURAL = {"regression": "regressions", "improvement": "improvements"}
 
 
@@ -110,14 +113,16 @@ def _verdict_cell(row: Comparison) -> str:
             "unchanged": "~"}.get(row.verdict, row.verdict)
 
 
-def _row_line(row: Comparison, report: ComparisonReport, ctx: CommentContext) -> str:
+def _row_line(row: Comparison, report: ComparisonReport, ctx: CommentContext, roofline: bool = False) -> str:
+    """``roofline``: with the cell of each side's achieved fraction of the roofline."""
     label = _escape(row.key.label)
     where = f" ({_escape(row.key.environment)})" if _environments(report) > 1 else ""
     link = compare_url(ctx.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository,
                        row.verdict if row.verdict in _CHANGED else "")
     name = f"[{label}]({link}){where}" if link else f"{label}{where}"
     return (f"| {name} | {_escape(row.key.metric)} | {_side_cell(row.base, row.key.unit)} | "
-            f"{_side_cell(row.head, row.key.unit)} | {_delta_cell(row, report.params.alpha)} | {_verdict_cell(row)} |")
+            f"{_side_cell(row.head, row.key.unit)} | {_delta_cell(row, report.params.alpha)} | {_verdict_cell(row)} |"
+            + (f" {fraction_cell(row)} |" if roofline else ""))
 
 
 def _environments(report: ComparisonReport) -> int:
@@ -156,7 +161,8 @@ def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: 
     changed = sorted((r for r in report.rows if r.verdict in _CHANGED), key=_changed_order)
     rest = sorted((r for r in report.rows if r.verdict not in _CHANGED),
                   key=lambda r: (VERDICTS.index(r.verdict), r.key.label, r.key.metric))
-    changed_lines = [_row_line(r, report, ctx) for r in changed]
+    roofline = has_fractions(changed)
+    changed_lines = [_row_line(r, report, ctx, roofline) for r in changed]
     rest_lines = [_row_line(r, report, ctx) for r in rest]
     tail = _footer(report, ctx)
     # Rows are what can be cut; the head, counts and footer always stay, and changed rows go before the rest.
@@ -164,19 +170,19 @@ def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: 
     spare = 0 if len(report.rows) < 50 else 2000
     while True:
         budget = limit - sum(len(x) + 1 for x in [*top, *tail]) - spare
-        text = _tables(report, top, tail, changed_lines, rest_lines, budget, full)
+        text = _tables(report, top, tail, changed_lines, rest_lines, budget, full, roofline)
         if len(text) <= limit or budget <= 0:
             return _fit(text, limit)
         spare = spare * 2 + 1000
 
 
 def _tables(report: ComparisonReport, top: list[str], tail: list[str], changed_lines: list[str],
-            rest_lines: list[str], budget: int, full: str) -> str:
+            rest_lines: list[str], budget: int, full: str, roofline: bool) -> str:
     kept_changed = _take(changed_lines, budget)
     kept_rest = _take(rest_lines, budget - sum(len(x) + 1 for x in kept_changed))
     body = list(top)
     if changed_lines:
-        body += ["", "#### Changed", "", _HEADER, *kept_changed]
+        body += ["", "#### Changed", "", _ROOFLINE_HEADER if roofline else _HEADER, *kept_changed]
         body += _cut_note(len(changed_lines) - len(kept_changed), full)
     if rest_lines:
         summary = ", ".join(_counted(n, v) for v in VERDICTS if v not in _CHANGED and (n := report.count(v)))

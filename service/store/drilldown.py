@@ -8,10 +8,15 @@ so in ``note``).
 
 Records belong to the result that captured the artifacts (a run's wall-time result); a benchmark's other
 metrics in the same run (device time, GB/s...) show that result's records, named in ``records_result_id``.
+
+The header also carries two checks read off the stored figures with the pure model (service/model/roofline.py),
+one row's arithmetic, not analysis over series: where the benchmark's own FLOP and byte counts disagree with
+XLA's stored cost analysis, and, for a collective, its algorithm and bus bandwidth against the interconnect.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -19,7 +24,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.artifacts import ArtifactError, ArtifactStore
+from runners.artifacts import ArtifactError, ArtifactMissing, ArtifactStore
+from service.model.collective_kinds import bus_factor_formula, collective_kind, collective_size_bytes
+from service.model.hardware import hardware_for
+from service.model.roofline import CostDisagreement, bus_factor, collective_bandwidth, cost_disagreements
 from service.store.hlo_text import TextLine, fusion_texts, module_lines
 from service.store.listings import ListingRow, LoopSpan, listing_from_artifact
 from service.store.models import (
@@ -41,9 +49,9 @@ from service.store.queries import label_of
 MAX_MODULE_LINES = 20_000  # past this a module's full text is cut; fusions keep their own bodies
 
 __all__ = [
-    "ArtifactInfo", "FusionRow", "HloModuleView", "HloView", "KernelListing", "KernelSummary", "ListingRow",
-    "LoopSpan", "OpRow", "ResultHeader", "StoredRoofline", "TextLine", "hlo_view", "kernel_listing", "kernels",
-    "op_table", "records_result_id", "result_header",
+    "ArtifactInfo", "BandwidthView", "CostDisagreement", "FusionRow", "HloModuleView", "HloView", "KernelListing",
+    "KernelSummary", "ListingRow", "LoopSpan", "OpRow", "ResultHeader", "StoredRoofline", "TextLine", "hlo_view",
+    "kernel_listing", "kernels", "op_table", "records_result_id", "result_header",
 ]
 
 
@@ -61,12 +69,34 @@ class StoredRoofline:
 
 
 @dataclass(frozen=True)
+class BandwidthView:
+    """A collective result's bandwidth in the nccl-tests convention: algbw = S / t, busbw = algbw × bus factor,
+    against one direction of the interconnect where its figure is published."""
+
+    collective: str  # "all-reduce", "all-gather"...
+    ranks: int
+    size_bytes: float  # S: the per-rank buffer (see service/model/collective_kinds.py for where it comes from)
+    seconds: float  # the time S took: this result's median
+    algbw_bytes_per_s: float
+    busbw_bytes_per_s: float
+    bus_factor: float
+    bus_factor_formula: str  # "2(n−1)/n"...
+    interconnect: str | None  # "NVLink"; None: no published interconnect figure for this hardware
+    published_bytes_per_s: float | None  # the interconnect's figure as published (both directions for NVLink, ICI)
+    bidirectional: bool
+    peak_bytes_per_s: float | None  # per direction: what busbw is compared with
+    fraction_of_peak: float | None
+    peak_source: str | None  # the hardware and the document its figure is from
+
+
+@dataclass(frozen=True)
 class ArtifactInfo:
     name: str
     kind: str
     size: int
     sha256: str
     parse_error: str | None
+    pruned_at: datetime | None = None  # retention removed its bytes (service/pipeline/prune.py)
 
 
 @dataclass(frozen=True)
@@ -111,6 +141,10 @@ class ResultHeader:
     records_result_id: int  # the result whose artifacts and parsed records these pages show
     artifacts: list[ArtifactInfo] = field(default_factory=list)
     roofline: StoredRoofline | None = None  # None: stored before ingest computed them, or no counts or peaks
+    # Where the benchmark's own counts and XLA's differ by more than 10 %; empty where they agree or either
+    # side is missing.
+    cost_disagreements: list[CostDisagreement] = field(default_factory=list)
+    bandwidth: BandwidthView | None = None  # for a collective's time or algbw result whose size is known
 
     @property
     def hardware(self) -> str:
@@ -259,9 +293,10 @@ def result_header(session: Session, result_id: int) -> ResultHeader | None:
         flops, bytes_accessed, cost_source = cost["flops"], cost.get("bytes accessed"), "XLA cost analysis"
     elif bytes_accessed is None and "bytes accessed" in cost:
         bytes_accessed = cost["bytes accessed"]
-    artifacts = [ArtifactInfo(name, a.kind, a.size, a.sha256, a.parse_error) for name, a in session.execute(
+    linked = session.execute(
         select(ResultArtifact.name, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
-        .where(ResultArtifact.result_id == records_id).order_by(ResultArtifact.name))]
+        .where(ResultArtifact.result_id == records_id).order_by(ResultArtifact.name))
+    artifacts = [ArtifactInfo(name, a.kind, a.size, a.sha256, a.parse_error, a.pruned_at) for name, a in linked]
     return ResultHeader(
         result_id=r.id, series_id=s.id, suite=b.suite, benchmark=b.name, params=dict(b.params),
         label=label_of(b.suite, b.name, b.params), metric=s.metric, unit=s.unit, direction=s.direction,
@@ -272,7 +307,46 @@ def result_header(session: Session, result_id: int) -> ResultHeader | None:
         commit_position=commit.position, run_id=run.id, run_uid=run.run_uid, branch=run.branch,
         trigger=run.trigger, pr_number=run.pr_number, started_at=run.started_at, backend=env.backend,
         device_kind=env.device_kind, device_count=env.device_count, environment=dict(env.details or {}),
-        records_result_id=records_id, artifacts=artifacts, roofline=_stored_roofline(r))
+        records_result_id=records_id, artifacts=artifacts, roofline=_stored_roofline(r),
+        cost_disagreements=cost_disagreements(r.flops, r.bytes_accessed, cost),
+        bandwidth=_bandwidth(b.name, b.params, s.metric, s.unit, r.median, env.backend, env.device_kind,
+                             env.device_count))
+
+
+# The harness's algorithm-bandwidth metric (runners/harness.py): samples of bytes_moved / t / 1e9.
+ALGBW_METRIC, ALGBW_UNIT = "algbw", "GB/s"
+
+
+def _bandwidth(benchmark: str, params: dict[str, Any], metric: str, unit: str, median: float | None,
+               backend: str, device_kind: str, device_count: int) -> BandwidthView | None:
+    """A collective result's bandwidth from its median: a time (wall, device) directly; the algbw series' GB/s
+    back into the time of its size. None for anything else, or where the size is not known."""
+    kind = collective_kind(benchmark)
+    size = collective_size_bytes(params)
+    if kind is None or size is None or median is None or not (median > 0 and math.isfinite(median)):
+        return None
+    if unit == "s":
+        seconds = median
+    elif metric == ALGBW_METRIC and unit == ALGBW_UNIT:
+        seconds = size / (median * 1e9)
+    else:
+        return None
+    # The ranks are the environment's devices: the runner gives the suite's 8-device collectives an 8-device
+    # environment of their own on a CPU host, and they fail on fewer. The mesh itself is not stored, so a host
+    # with more devices than a collective used (16 GPUs running an 8-rank mesh) would overstate n here.
+    ranks = max(1, device_count)
+    hardware = hardware_for(backend, device_kind)
+    figures = collective_bandwidth(kind, size, seconds, ranks, hardware)
+    link = hardware.interconnect if hardware is not None else None
+    return BandwidthView(
+        collective=kind, ranks=ranks, size_bytes=size, seconds=seconds,
+        algbw_bytes_per_s=figures.algbw_bytes_per_s, busbw_bytes_per_s=figures.busbw_bytes_per_s,
+        bus_factor=bus_factor(kind, ranks), bus_factor_formula=bus_factor_formula(kind),
+        interconnect=link.name if link is not None else None,
+        published_bytes_per_s=link.bytes_per_s if link is not None else None,
+        bidirectional=link.bidirectional if link is not None else False,
+        peak_bytes_per_s=figures.peak_bytes_per_s, fraction_of_peak=figures.fraction_of_peak,
+        peak_source=f"{hardware.name}: {hardware.source}" if hardware is not None and link is not None else None)
 
 
 def _stored_roofline(r: Result) -> StoredRoofline | None:
@@ -311,13 +385,20 @@ def op_table(session: Session, result_id: int) -> list[OpRow]:
 
 def _artifact_text(session: Session, store: ArtifactStore, artifact_id: int) -> tuple[str | None, str | None]:
     """(text, error) of a stored artifact."""
-    sha = session.scalar(select(Artifact.sha256).where(Artifact.id == artifact_id))
-    if sha is None:
+    artifact = session.get(Artifact, artifact_id)
+    if artifact is None:
         return None, "the artifact record is missing"
     try:
-        return store.get(sha).decode("utf-8", errors="replace"), None
+        return store.get(artifact.sha256).decode("utf-8", errors="replace"), None
     except ArtifactError as exc:
-        return None, str(exc)
+        return None, _unreadable(artifact, exc)
+
+
+def _unreadable(artifact: Artifact, exc: ArtifactError) -> str:
+    """Why an artifact's bytes cannot be shown: retention's date when it removed them, else the store's error."""
+    if isinstance(exc, ArtifactMissing) and artifact.pruned_at is not None:
+        return f"pruned by retention on {artifact.pruned_at:%Y-%m-%d}"
+    return str(exc)
 
 
 def _artifact_name(session: Session, result_id: int, artifact_id: int) -> str | None:
@@ -407,7 +488,9 @@ def kernel_listing(session: Session, result_id: int, name: str, store: ArtifactS
     assert artifact is not None  # a foreign key
     try:
         parsed = listing_from_artifact(artifact.kind, store.get(artifact.sha256), source, k.name)
-    except (ArtifactError, ValueError) as exc:  # parsers raise ValueErrors naming the file and line
+    except ArtifactError as exc:
+        return replace(base, note=f"the code could not be read: {_unreadable(artifact, exc)}")
+    except ValueError as exc:  # parsers raise ValueErrors naming the file and line
         return replace(base, note=f"the code could not be read: {exc}")
     if parsed is None:
         return replace(base, note=f"{source} no longer holds a kernel of this name")
