@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     db_sub = db.add_subparsers(dest="db_command", required=True)
     up = db_sub.add_parser("upgrade", help="apply migrations")
     up.add_argument("--revision", default="head")
+    db_sub.add_parser("backfill-roofline", help="compute the roofline figures of stored results that lack them "
+                      "(stored before migration 0011, or before their hardware had figures); `db upgrade` does it too")
 
     run = sub.add_parser("run", help="run the suite of a repository at a commit and store the results")
     run.add_argument("--repo", type=Path, required=True, help="path of a git repository holding kernels_under_test/")
@@ -82,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     parse.add_argument("--no-disassembly", action="store_true", help="leave the instruction listings out")
 
     sub.add_parser("reparse", help="parse again the artifacts whose parser is newer than what read them")
+
+    prune = sub.add_parser("prune", help="retention: delete the raw artifacts of runs older than a duration; "
+                           "results, summaries, parsed records, findings and what open alerts need stay")
+    prune.add_argument("--older-than", required=True, metavar="DURATION",
+                       help="e.g. 90d, 12h, 30m, 2w (or parts together: 1w3d)")
+    prune.add_argument("--dry-run", action="store_true", help="print what would go and change nothing")
 
     compare = sub.add_parser("compare", help="compare two runs or commits benchmark by benchmark (benchstat style)",
                              description="Exit status: 0 nothing to report under --fail-on, 1 a regression (any "
@@ -212,6 +220,25 @@ def cmd_db_upgrade(settings: Settings, revision: str) -> int:
     settings.ensure_dirs()
     upgrade(settings.effective_database_url, revision)
     print(f"database at revision {revision}")
+    if revision == "head":
+        # Results stored before the roofline columns existed get their figures now, so that every stored
+        # result a roof applies to has them (a no-op once done).
+        return cmd_db_backfill_roofline(settings)
+    return EXIT_OK
+
+
+def cmd_db_backfill_roofline(settings: Settings) -> int:
+    from service.pipeline.roofline_backfill import backfill_roofline
+    from service.store.db import unit_of_work
+
+    ctx = _context(settings)
+    try:
+        with unit_of_work(ctx.sessions) as session:
+            counts = backfill_roofline(session)
+    finally:
+        ctx.close()
+    print(f"roofline figures: {counts.filled} results filled, {counts.without_roof} without a roof "
+          f"(no published figures and no calibration), {counts.without_counts} without FLOP/byte counts")
     return EXIT_OK
 
 
@@ -360,6 +387,28 @@ def cmd_reparse(settings: Settings) -> int:
         with unit_of_work(ctx.sessions) as session:
             stored += parse_results(session, ctx.artifacts, [result_id])
     print(f"reparsed {len(stale)} result(s), {stored} record(s) stored")
+    return EXIT_OK
+
+
+def cmd_prune(settings: Settings, older_than: str, dry_run: bool) -> int:
+    from datetime import UTC, datetime
+
+    from service.pipeline.prune import apply_prune, disk_usage, format_outcome, format_plan, parse_duration, plan_prune
+
+    try:
+        age = parse_duration(older_than)
+    except ValueError as exc:
+        raise InvalidInput(f"--older-than: {exc}") from None
+    ctx = _context(settings)
+    with ctx.sessions() as session:
+        try:
+            plan = plan_prune(session, age, datetime.now(UTC))
+        except ValueError as exc:
+            raise InvalidInput(f"--older-than: {exc}") from None
+        if dry_run:
+            print(format_plan(plan, *disk_usage(ctx.artifacts, plan)))
+        else:
+            print(format_outcome(plan, apply_prune(session, ctx.artifacts, plan)))
     return EXIT_OK
 
 
@@ -647,6 +696,8 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    if args.command == "db" and args.db_command == "backfill-roofline":
+        return cmd_db_backfill_roofline(settings)
     if args.command == "db":
         return cmd_db_upgrade(settings, args.revision)
     if args.command == "run":
@@ -666,6 +717,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_predict(settings, args)
     if args.command == "reparse":
         return cmd_reparse(settings)
+    if args.command == "prune":
+        return cmd_prune(settings, args.older_than, args.dry_run)
     if args.command == "compare":
         return cmd_compare(settings, args)
     if args.command == "ci":

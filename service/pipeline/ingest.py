@@ -123,6 +123,9 @@ def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactIn
             session, Artifact, {"sha256": info.sha256},
             partial(Artifact, sha256=info.sha256, kind=info.kind, size=info.size, created_at=now),
         )
+        # Bytes retention had removed are back: submit checks every listed artifact is in the store first.
+        if artifact.pruned_at is not None:
+            artifact.pruned_at = None
         if (artifact.id, info.name) not in seen:  # the same bytes under the same name, listed twice
             seen.add((artifact.id, info.name))
             session.add(ResultArtifact(result_id=result_id, artifact_id=artifact.id, name=info.name))

@@ -166,6 +166,9 @@ class Artifact(Base):
     # kind); `kernelwatch reparse` re-parses where the current parser is newer.
     parsed_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
     parse_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # When retention (`kernelwatch prune`, service/pipeline/prune.py) removed its bytes from the store; the row,
+    # its links and the records parsed from it stay, so pages can say what was there (migration 0012).
+    pruned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class ResultArtifact(Base):
