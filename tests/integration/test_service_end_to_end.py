@@ -88,7 +88,8 @@ def test_a_submitted_run_appears_on_the_dashboard_with_its_finding(
     with running_fake_slack() as slack:
         service_env = clean_env(tmp_path / "service", KERNELWATCH_DATABASE_URL=database,
                                 KERNELWATCH_REDIS_URL=broker, KERNELWATCH_FOLLOW_UP="none",
-                                KERNELWATCH_SLACK_CHANNEL="#perf-alerts", KERNELWATCH_SLACK_API_URL=slack.url, **secrets)
+                                KERNELWATCH_SLACK_CHANNEL="#perf-alerts", KERNELWATCH_SLACK_API_URL=slack.url,
+                                **secrets)
 
         # docker-compose's `migrate`, then the operator's token for the runner host.
         printed = kernelwatch("db", "upgrade", env=service_env)
