@@ -7,6 +7,11 @@ stdin, ``{"run": KEY, "samples": N, "warmup": W}`` is answered by ``{"started": 
 
 A kernel that crashes the interpreter or hangs takes only this process down; the parent records that
 benchmark as failed and starts a fresh process for the rest.
+
+Resource limits (runners/sandbox.py) are applied here, in ``main`` before any benchmark code is imported,
+rather than in a ``preexec_fn`` of the parent: that runs between fork and exec in a parent that may have
+threads (a Celery worker), where Python cannot promise it is safe, and the CPU budget must move per benchmark
+anyway, which only this process can do. A ``{"run": ...}`` may carry ``"cpu_s"``, that benchmark's budget.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
 from runners.ptx_to_sass import SassTools, find_tools, sm_arch
+from runners.sandbox import DEFAULT_OPEN_FILES, Limits, allow_cpu, apply_limits, explain_failure
 from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
 
 
@@ -37,6 +43,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
     parser.add_argument("--capture-dir", type=Path, default=None,
                         help="artifact store to keep HLO, analyses, dump files and traces in (off when absent)")
+    parser.add_argument("--memory-limit-mb", type=int, default=None, help="RLIMIT_DATA of this process (MB)")
+    parser.add_argument("--open-files-limit", type=int, default=DEFAULT_OPEN_FILES,
+                        help="RLIMIT_NOFILE of this process")
+    parser.add_argument("--start-cpu-s", type=int, default=None,
+                        help="CPU-seconds this process may use to start (discover the suite)")
     return parser.parse_args(argv)
 
 
@@ -85,8 +96,9 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
         i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
                                  quick=args.quick)
     }
+    environment = announced_environment(args.dirty, calibration_enabled())
     _send(outbox, {"ready": {
-        "environment": announced_environment(args.dirty, calibration_enabled()),
+        "environment": environment,
         "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
                         "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
                         "timeout_s": i.spec.timeout_s} for k, i in instances.items()],
@@ -106,13 +118,23 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
             _send(outbox, {"error": f"no benchmark {key} in this suite"})
             continue
         plan = TimingPlan(samples=int(command.get("samples", 20)), warmup=int(command.get("warmup", 3)))
-        measurements = measure(instance, plan, capturer)
+        if command.get("cpu_s"):
+            allow_cpu(int(command["cpu_s"]))
+        measurements = [dataclasses.replace(m, message=explain_failure(m.message, args.memory_limit_mb,
+                                                                       str(environment["backend"])))
+                        if m.status == "failed" and m.message else m for m in measure(instance, plan, capturer)]
         _send(outbox, {"measurements": [dataclasses.asdict(m) for m in measurements]})
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    apply_limits(Limits(memory_mb=args.memory_limit_mb, open_files=args.open_files_limit))
+    if args.start_cpu_s is not None:
+        allow_cpu(args.start_cpu_s)
+    # The checkout last on the path: a module of the suite may import a helper beside its package, but can
+    # shadow neither the standard library, nor what is installed, nor this runner (imported by now).
+    sys.path.append(str(args.root.resolve()))
     outbox = _protocol_stream()
     return serve(args, sys.stdin, outbox)
 

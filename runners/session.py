@@ -4,6 +4,9 @@ Every benchmark runs under a deadline. A benchmark that raises comes back as a f
 child itself; one that crashes the process, is killed (out of memory) or overruns its deadline is recorded
 here as failed with what is known (exit status, the end of stderr), and the process is replaced before the
 next benchmark, so the rest of the suite still runs.
+
+The process is sandboxed (runners/sandbox.py): an allow-listed environment, a working directory, HOME and
+TMPDIR of its own (removed when it closes), and rlimits on memory, CPU time per benchmark and open files.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ import selectors
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import runners
 from runners.capture import LLO_SUBDIR
 from runners.harness import Measurement
+from runners.sandbox import CPU_LIMIT_SETTING, Limits, child_environment, limits_from_env
 
 
 class ProcessFailed(Exception):
@@ -59,6 +65,7 @@ class ChildConfig:
     capture_dir: Path | None = None  # an artifact store; None: capture nothing
     extra_env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 180.0
+    limits: Limits | None = None  # None: from this process's environment (runners/sandbox.py's settings)
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -66,7 +73,9 @@ def describe_exit(returncode: int | None) -> str:
         return "still running"
     if returncode < 0:
         name = signal.Signals(-returncode).name
-        hint = " (out of memory?)" if -returncode == signal.SIGKILL else ""
+        hint = {signal.SIGKILL: " (out of memory?)",
+                signal.SIGXCPU: f": CPU-time limit exceeded ({CPU_LIMIT_SETTING})",
+                signal.SIGXFSZ: ": file-size limit exceeded"}.get(signal.Signals(-returncode), "")
         return f"killed by {name}{hint}"
     return f"exited with status {returncode}"
 
@@ -76,15 +85,26 @@ class BenchmarkProcess:
 
     def __init__(self, config: ChildConfig) -> None:
         self.config = config
-        cmd = [sys.executable, "-m", "runners.child", "--root", str(config.root), "--suite", config.suite]
+        self.limits = config.limits if config.limits is not None else limits_from_env(os.environ)
+        # -P: the working directory is not on the child's path; the checkout goes last (runners/child.py).
+        cmd = [sys.executable, "-P", "-m", "runners.child", "--root", str(config.root.resolve()),
+               "--suite", config.suite, *self.limits.as_args(),
+               "--start-cpu-s", str(self.limits.cpu_budget(config.start_timeout_s))]
         if config.params:
             cmd += ["--params", config.params]
         if config.quick:
             cmd.append("--quick")
         if config.dirty:
             cmd.append("--dirty")
-        env = dict(os.environ)
-        env.update(config.extra_env)
+        # A directory of its own: the working directory, HOME and TMPDIR, never the checkout or the runner's.
+        self._sandbox = tempfile.TemporaryDirectory(prefix="kw-bench-", ignore_cleanup_errors=True)
+        home, tmp = Path(self._sandbox.name, "home"), Path(self._sandbox.name, "tmp")
+        home.mkdir()
+        tmp.mkdir()
+        env = child_environment(os.environ, {
+            "HOME": str(home), "TMPDIR": str(tmp), **_import_path(), **config.extra_env,
+            "PYTHONDONTWRITEBYTECODE": "1",  # never write into the checkout being measured
+            "PYTHONUNBUFFERED": "1"})
         self._dump_dir: tempfile.TemporaryDirectory[str] | None = None
         if config.capture_dir is not None:
             cmd += ["--capture-dir", str(config.capture_dir)]
@@ -96,16 +116,18 @@ class BenchmarkProcess:
             env["LIBTPU_INIT_ARGS"] = " ".join([
                 env.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={self._dump_dir.name}/{LLO_SUBDIR}",
                 "--xla_jf_dump_hlo_text=true", "--xla_jf_dump_llo_text=true"]).strip()
-        env["PYTHONDONTWRITEBYTECODE"] = "1"  # never write into the checkout being measured
-        env["PYTHONUNBUFFERED"] = "1"
         # stderr to a file, never a pipe nobody reads: a chatty kernel must not block on a full pipe.
         self._stderr = tempfile.TemporaryFile(mode="w+b")
-        self.proc = subprocess.Popen(cmd, cwd=config.root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, cwd=self._sandbox.name, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
         self._buffer = b""
-        ready = self._receive(time.monotonic() + config.start_timeout_s, "starting the suite")
-        if "ready" not in ready:
-            raise ProcessFailed(f"unexpected first message from the benchmark process: {ready}")
+        try:
+            ready = self._receive(time.monotonic() + config.start_timeout_s, "starting the suite")
+            if "ready" not in ready:
+                raise ProcessFailed(f"unexpected first message from the benchmark process: {ready}")
+        except BaseException:
+            self.close()  # nobody else will: the caller never gets this object
+            raise
         self.environment: dict[str, Any] = ready["ready"]["environment"]
         self.benchmarks = [Announced(key=b["key"], suite=b["suite"], name=b["name"], params=b["params"],
                                      unit=b["unit"], direction=b["direction"], devices=int(b["devices"]),
@@ -140,7 +162,8 @@ class BenchmarkProcess:
         """Measurements of one benchmark; raises ProcessFailed when the process dies or overruns."""
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write((json.dumps({"run": key, "samples": samples, "warmup": warmup}) + "\n").encode())
+            self.proc.stdin.write((json.dumps({"run": key, "samples": samples, "warmup": warmup,
+                                               "cpu_s": self.limits.cpu_budget(timeout_s)}) + "\n").encode())
             self.proc.stdin.flush()
         except BrokenPipeError:
             self.proc.wait()
@@ -179,3 +202,13 @@ class BenchmarkProcess:
         self._stderr.close()
         if self._dump_dir is not None:
             self._dump_dir.cleanup()
+        self._sandbox.cleanup()
+
+
+def _import_path() -> dict[str, str]:
+    """PYTHONPATH for the child to import this very ``runners`` (not a copy in the checkout under test): the
+    directory above it, unless that is the interpreter's own site-packages, which the child has anyway (and
+    which on PYTHONPATH would come before the standard library)."""
+    above = Path(runners.__file__).resolve().parent.parent
+    installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
+    return {} if above in installed else {"PYTHONPATH": str(above)}
