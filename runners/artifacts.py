@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import os
 import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from runners.bounded_decompress import DecompressionError, ExpansionError, gunzip_file_bounded
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -24,6 +25,10 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 class ArtifactError(ValueError):
     pass
+
+
+class ArtifactMissing(ArtifactError):
+    """The store holds no file for this digest: never stored here, or removed (retention prunes old ones)."""
 
 
 @dataclass(frozen=True)
@@ -70,20 +75,27 @@ class ArtifactStore:
         limit = self.max_bytes if max_bytes is None else max_bytes
         path = self.path_for(sha256)
         if not path.is_file():
-            raise ArtifactError(f"no artifact {sha256}")
-        out = io.BytesIO()
+            raise ArtifactMissing(f"no artifact {sha256}")
         try:
-            with gzip.open(path, "rb") as gz:
-                while chunk := gz.read(1 << 20):
-                    if out.tell() + len(chunk) > limit:
-                        raise ArtifactError(f"artifact {sha256} expands past {limit} bytes")
-                    out.write(chunk)
-        except (OSError, EOFError) as exc:
+            data = gunzip_file_bounded(path, limit, source=f"artifact {sha256}")
+        except ExpansionError as exc:
+            raise ArtifactError(str(exc)) from None
+        except (DecompressionError, OSError) as exc:
             raise ArtifactError(f"artifact {sha256} is damaged: {exc}") from None
-        data = out.getvalue()
         if hashlib.sha256(data).hexdigest() != sha256:
             raise ArtifactError(f"artifact {sha256} does not match its digest")
         return data
+
+    def remove(self, sha256: str) -> int | None:
+        """Delete one artifact's file; returns the bytes it took on disk, None when it was not there (a removal
+        repeated after a crash is not an error)."""
+        path = self.path_for(sha256)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return None
+        return size
 
     def copy_to(self, other: ArtifactStore, sha256: str) -> None:
         """Move one artifact between stores without expanding it (e.g. a runner's outbox into the service's)."""

@@ -2,7 +2,8 @@
 
 Both `kernelwatch parse KIND PATH` and the service's parsing of stored artifacts go through ``parse``, so the
 command a person runs shows exactly the records the service stores. Every parser's errors are ValueErrors
-naming the file (and line, for text formats); ``ParseFailure`` carries them out of here uniformly.
+naming the file (and line, for text formats); ``ParseFailure`` carries them out of here uniformly. Compressed
+input is expanded here, and only here, through runners/bounded_decompress.py.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from runners.bounded_decompress import DecompressionError, decompress_bounded, is_gzip
 from runners.parsers import hlo_text_to_module, llo_to_bundles, sass_to_kernels, x86_obj_to_kernels, xplane_to_op_stats
 
 Summary = dict[str, Any]
+MAX_EXPANDED_BYTES = 256 << 20  # what a compressed artifact may expand to (the artifact store's own cap)
 
 
 class ParseFailure(ValueError):
@@ -104,10 +107,18 @@ PARSERS: dict[str, Parser] = {
 }
 
 
-def parse(kind: str, data: bytes, source: str) -> Summary:
+def parse(kind: str, data: bytes, source: str, max_bytes: int = MAX_EXPANDED_BYTES) -> Summary:
+    """``data`` of ``kind`` summarized. Gzip-compressed data (``.xplane.pb.gz``, ``.txt.gz``: no format a parser
+    reads starts with gzip's magic bytes) is parsed as what it holds, expanded through a cap of ``max_bytes``: a
+    decompression bomb is a ParseFailure saying it expands past the cap, never a gigabyte in memory."""
     parser = PARSERS.get(kind)
     if parser is None:
         raise ParseFailure(f"no parser for {kind!r}; kinds: {', '.join(sorted(PARSERS))}")
+    if is_gzip(data):
+        try:
+            data = decompress_bounded(data, max_bytes, source, "gzip")
+        except DecompressionError as exc:
+            raise ParseFailure(str(exc)) from None
     try:
         return parser.summarize(data, source)
     except ParseFailure:

@@ -52,5 +52,8 @@ def get_artifact(sha256: str) -> Response:
         data = store.get(digest)
     except ArtifactError as exc:  # damaged on disk, or expands past the cap: the server's problem, said plainly
         raise NotFound(f"artifact {digest} cannot be read back: {exc}") from None
+    # Named by its digest only (never by a name a runner gave it, which could carry a path or a header break),
+    # and never sniffed into something a browser would render.
     return Response(data, mimetype="application/octet-stream",
-                    headers={"ETag": f'"{digest}"', "Content-Disposition": f"attachment; filename={digest}"})
+                    headers={"ETag": f'"{digest}"', "Content-Disposition": f"attachment; filename={digest}",
+                             "X-Content-Type-Options": "nosniff"})

@@ -1,17 +1,22 @@
 """Version 1 of the result manifest a runner uploads after running a suite at one commit.
 
 The manifest is validated here, at the boundary: a wrong version, a missing field or an impossible value is
-refused with a message that names the field, before anything is stored.
+refused with a message that names the field (and, inside a result, the result), before anything is stored.
+Hostile input is refused the same way: more than MAX_RESULTS results, NaN or infinite numbers, text no database
+can hold (NUL, lone surrogates), control characters anywhere but in free text, numbers past their columns' range,
+and times no reader can convert back. Artifact names are plain file names, never paths.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from service.errors import InvalidInput
 
@@ -25,6 +30,30 @@ Trigger = Literal["push", "pr", "manual", "bisect", "confirm", "schedule"]
 
 _SHA_PATTERN = r"^[0-9a-f]{40}$"
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,200}$"
+
+# A real suite has hundreds of results; a run's results are stored in one transaction, at ~3,000 a second, so
+# this bounds one submission to seconds. More is refused up front, before any of them is validated.
+MAX_RESULTS = 10_000
+_INT32_MAX = 2**31 - 1  # commit positions and pull request numbers are 32-bit columns
+_INT64_MAX = 2**63 - 1
+# Times outside these years cannot be read back once shifted to UTC (Python's datetime stops at years 1 and 9999).
+_YEARS = (1900, 9000)
+MAX_PARAMS = 64
+_MAX_DEPTH = 6  # containers nest 4 deep in a valid manifest (results.N.artifacts.M); deeper is refused unwalked
+# Text no database column can hold (PostgreSQL refuses NUL; a lone surrogate is not UTF-8), in any field.
+_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
+# Control characters (C0, DEL, C1): refused in names, versions, flags and parameters, where they would reach a
+# header, a table or a terminal; free text (a failure's traceback, a commit subject) keeps them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _plausible_time(value: datetime) -> datetime:
+    if not _YEARS[0] <= value.year <= _YEARS[1]:
+        raise ValueError(f"year {value.year} is outside {_YEARS[0]}..{_YEARS[1]}")
+    return value
+
+
+Timestamp = Annotated[datetime, AfterValidator(_plausible_time)]
 
 
 class ManifestError(InvalidInput):
@@ -46,10 +75,10 @@ class CommitInfo(_Strict):
     sha: str = Field(pattern=_SHA_PATTERN)
     parents: list[str] = Field(default_factory=list, max_length=64)
     author: str = Field(default="", max_length=500)
-    authored_at: datetime
+    authored_at: Timestamp
     subject: str = Field(default="", max_length=2000)
     # Number of first-parent ancestors: orders commits of one branch without asking git again.
-    position: int = Field(ge=0)
+    position: int = Field(ge=0, le=_INT32_MAX)
 
     @field_validator("parents")
     @classmethod
@@ -103,26 +132,42 @@ class ArtifactInfo(_Strict):
     # Only a file name, never a path: it is shown to people and must not name a place to write to.
     name: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size: int = Field(ge=0)
+    size: int = Field(ge=0, le=_INT64_MAX)
 
 
 class BenchmarkResult(_Strict):
     suite: str = Field(pattern=_NAME_PATTERN)
     name: str = Field(pattern=_NAME_PATTERN)
-    params: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    params: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=MAX_PARAMS)
     metric: str = Field(default="wall_time", pattern=_NAME_PATTERN)
     unit: str = Field(default="s", max_length=32)
     direction: Direction = "lower_is_better"
     status: ResultStatus
     message: str | None = Field(default=None, max_length=20000)
     samples: list[float] = Field(default_factory=list, max_length=100000)
-    compile_time_s: float | None = Field(default=None, ge=0)
-    flops: float | None = Field(default=None, ge=0)
-    bytes_accessed: float | None = Field(default=None, ge=0)
-    max_abs_error: float | None = Field(default=None, ge=0)
+    compile_time_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    flops: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    bytes_accessed: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    max_abs_error: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     artifacts: list[ArtifactInfo] = Field(default_factory=list, max_length=10000)
     # XLA's cost analysis of the compiled program ("flops", "bytes accessed", "transcendentals"...).
     cost: dict[str, float] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("params")
+    @classmethod
+    def _params_are_plain(cls, value: dict[str, str | int | float | bool]) -> dict[str, str | int | float | bool]:
+        # Parameters are part of a series' identity and stored as JSON: names short and present, numbers JSON
+        # can carry (NaN and infinities are not JSON), values short enough to show in a table.
+        for key, item in value.items():
+            if not 1 <= len(key) <= 200:
+                raise ValueError(f"parameter name {_shown(key)} is not 1 to 200 characters")
+            if isinstance(item, float) and not math.isfinite(item):
+                raise ValueError(f"parameter {_shown(key)} is {item}, not a finite number")
+            if isinstance(item, str) and len(item) > 2000:
+                raise ValueError(f"parameter {_shown(key)} is longer than 2000 characters")
+            if isinstance(item, int) and not isinstance(item, bool) and abs(item) > _INT64_MAX:
+                raise ValueError(f"parameter {_shown(key)} is outside the 64-bit integer range")
+        return value
 
     @field_validator("cost")
     @classmethod
@@ -162,15 +207,17 @@ class Manifest(_Strict):
     commit: CommitInfo
     branch: str | None = Field(default=None, max_length=255)
     trigger: Trigger = "manual"
-    pr_number: int | None = Field(default=None, ge=1)
+    pr_number: int | None = Field(default=None, ge=1, le=_INT32_MAX)
     environment: EnvironmentInfo
-    started_at: datetime
-    finished_at: datetime
+    started_at: Timestamp
+    finished_at: Timestamp
     status: RunStatus
-    results: list[BenchmarkResult] = Field(max_length=100000)
+    results: list[BenchmarkResult] = Field(max_length=MAX_RESULTS)
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
+        if (self.started_at.utcoffset() is None) != (self.finished_at.utcoffset() is None):
+            raise ValueError("started_at and finished_at must both carry a UTC offset, or neither")
         if self.finished_at < self.started_at:
             raise ValueError("finished_at is before started_at")
         seen: set[tuple[str, str, str, str]] = set()
@@ -182,12 +229,74 @@ class Manifest(_Strict):
         return self
 
 
-def _describe(error: ValidationError) -> str:
+def _shown(text: str, limit: int = 80) -> str:
+    """Text quoted for a message: escaped, so that no control character or surrogate reaches whoever reads it."""
+    clipped = text[:limit] + ("..." if len(text) > limit else "")
+    return "'" + clipped.encode("unicode_escape").decode("ascii").replace("'", "\\'") + "'"
+
+
+def _where(data: dict[str, Any], loc: Sequence[str | int]) -> str:
+    """A field path for people, naming the result (suite/name) a path inside ``results`` points into."""
+    parts = [str(part) for part in loc]
+    results = data.get("results")
+    if len(loc) >= 2 and loc[0] == "results" and isinstance(loc[1], int) and isinstance(results, list) \
+            and 0 <= loc[1] < len(results) and isinstance(results[loc[1]], dict):
+        entry = results[loc[1]]
+        suite, name = entry.get("suite"), entry.get("name")
+        if isinstance(suite, str) and isinstance(name, str):
+            parts[1] = f"{loc[1]} ({_shown(suite + '/' + name)[1:-1]})"
+    return ".".join(parts) or "(manifest)"
+
+
+def _describe(error: ValidationError, data: dict[str, Any]) -> str:
     lines = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "(manifest)"
-        lines.append(f"{where}: {item['msg']}")
+        lines.append(f"{_where(data, item['loc'])}: {item['msg']}")
     return "; ".join(lines)
+
+
+def _is_free_text(path: tuple[str | int, ...]) -> bool:
+    if len(path) == 2:
+        return path in (("commit", "author"), ("commit", "subject"), ("environment", "xla_flags"),
+                        ("environment", "libtpu_init_args"))
+    return len(path) == 3 and (path[0] == "results" and path[2] == "message"
+                               or path[:2] == ("environment", "extra"))
+
+
+def _text_problem(data: dict[str, Any]) -> str | None:
+    """The first string (a key or a value, anywhere in the document) that cannot be stored, or that carries a
+    control character outside free text, described with its path; None when all are fine. Iterative, so a deeply
+    nested document costs no recursion; a result's samples, the bulk of a manifest, are left to the model."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if len(path) > _MAX_DEPTH and isinstance(value, dict | list):
+            return f"{_where(data, path)}: nested deeper than a manifest goes"
+        if isinstance(value, str):
+            problem = _string_problem(value, free=_is_free_text(path))
+            if problem:
+                return f"{_where(data, path)}: value {_shown(value)} contains {problem}"
+        elif isinstance(value, dict):
+            for key in value:
+                problem = _string_problem(key, free=False) if isinstance(key, str) else None
+                if problem:
+                    return f"{_where(data, path)}: name {_shown(key)} contains {problem}"
+            stack.extend(((*path, str(key)), item) for key, item in reversed(value.items())
+                         if isinstance(item, str | dict | list))
+        elif isinstance(value, list):
+            if len(path) == 3 and path[0] == "results" and path[2] == "samples":
+                continue  # numbers only (the model turns any text in it into a float or refuses it): the bulk
+            stack.extend(((*path, index), value[index]) for index in reversed(range(len(value)))
+                         if isinstance(value[index], str | dict | list))
+    return None
+
+
+def _string_problem(text: str, free: bool) -> str | None:
+    bad = _UNSTORABLE.search(text) or (None if free else _CONTROL.search(text))
+    if bad is None:
+        return None
+    code = f"U+{ord(bad.group()):04X}"
+    return f"{code}, which cannot be stored" if _UNSTORABLE.match(bad.group()) else f"{code}, a control character"
 
 
 def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
@@ -201,6 +310,8 @@ def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
             data = json.loads(payload)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ManifestError(f"manifest is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ManifestError("manifest is not valid JSON: nested too deeply") from None
     else:
         data = payload
     if not isinstance(data, dict):
@@ -208,12 +319,20 @@ def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
     version = data.get("format_version")
     if version != FORMAT_VERSION:
         raise ManifestError(
-            f"unsupported manifest format_version {version!r}: this service reads format_version {FORMAT_VERSION}"
+            f"unsupported manifest format_version {repr(version)[:80]}: "
+            f"this service reads format_version {FORMAT_VERSION}"
         )
+    results = data.get("results")
+    if isinstance(results, list) and len(results) > MAX_RESULTS:
+        raise ManifestError(f"invalid manifest: results: {len(results)} results, over the limit of {MAX_RESULTS} "
+                            "a run; split the suite over several runs")
+    problem = _text_problem(data)
+    if problem:
+        raise ManifestError(f"invalid manifest: {problem}")
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:
-        raise ManifestError(f"invalid manifest: {_describe(exc)}") from None
+        raise ManifestError(f"invalid manifest: {_describe(exc, data)}") from None
 
 
 def manifest_json_schema() -> dict[str, Any]:

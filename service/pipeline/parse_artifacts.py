@@ -2,7 +2,8 @@
 earlier parse stored, in the caller's transaction.
 
 A hostile or broken artifact never fails the run it belongs to: its error is recorded on the artifact and
-the other artifacts are still parsed. Each artifact remembers the parser version that read it, so
+the other artifacts are still parsed. A compressed artifact that expands past the store's cap (a decompression
+bomb) is such an error, refused while it expands. Each artifact remembers the parser version that read it, so
 `kernelwatch reparse` knows what a newer parser should read again.
 """
 
@@ -40,9 +41,9 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
             continue
         done.add(artifact.id)
         try:
-            summary = parse(kind, store.get(artifact.sha256), name)
+            summary = parse(kind, store.get(artifact.sha256), name, max_bytes=store.max_bytes)
         except (ParseFailure, ArtifactError) as exc:
-            artifact.parse_error = str(exc)[:2000]
+            artifact.parse_error = _error_text(exc)
             artifact.parsed_version = PARSERS[kind].version
             continue
         rows = _rows(kind, summary, result_id, artifact.id)
@@ -58,6 +59,18 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
     return stored
 
 
+def _error_text(exc: Exception) -> str:
+    """The error as text any database stores: a hostile artifact's message may quote its bytes, and a NUL or a
+    lone surrogate in it would fail this whole transaction (PostgreSQL refuses both)."""
+    return _storable(str(exc)[:2000])
+
+
+def _storable(text: str) -> str:
+    """Text a parser read from an artifact (an op, kernel or module name, an error), made storable: NUL and lone
+    surrogates escaped, so that one hostile name cannot fail the transaction that stores every record."""
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _row_key(row: Any) -> tuple[str, ...]:
     """The row's identity within one result, as its table's unique constraint has it."""
     if isinstance(row, OpStat):
@@ -70,16 +83,17 @@ def _row_key(row: Any) -> tuple[str, ...]:
 def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) -> list[Any]:
     version = int(summary["parser_version"])
     if kind == "xplane":
-        return [OpStat(result_id=result_id, module=o["module"][:500], op=o["op"][:500], category=o["category"],
+        return [OpStat(result_id=result_id, module=_storable(o["module"][:500]), op=_storable(o["op"][:500]),
+                       category=_storable(o["category"]),
                        occurrences=o["occurrences"], total_ns=o["total_ns"], self_ns=o["self_ns"],
                        parser_version=version) for o in summary["ops"]]
     if kind == "hlo":
-        return [HloModuleRecord(result_id=result_id, artifact_id=artifact_id, name=m["name"][:500],
+        return [HloModuleRecord(result_id=result_id, artifact_id=artifact_id, name=_storable(m["name"][:500]),
                                 fingerprint=m["fingerprint"], instructions=m["instructions"], opcodes=m["opcodes"],
                                 fusions=m["fusion_list"], parser_version=version) for m in summary["modules"]]
     if kind == "llo":
-        return [KernelCode(result_id=result_id, artifact_id=artifact_id, name=p["name"][:1000], isa="tpu-llo",
-                           instructions=p["ops"], bundles=p["bundles"], mix=p["slots"],
+        return [KernelCode(result_id=result_id, artifact_id=artifact_id, name=_storable(p["name"][:1000]),
+                           isa="tpu-llo", instructions=p["ops"], bundles=p["bundles"], mix=p["slots"],
                            details={k: p[k] for k in ("mxu_units", "mxu_bundle_share", "spills", "loops",
                                                       "ops_per_bundle")},
                            parser_version=version) for p in summary["programs"]]
@@ -88,7 +102,7 @@ def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) 
     for k in summary["kernels"]:
         details = {key: value for key, value in k.items()
                    if key not in ("name", "instructions", "mix", "disassembly")}
-        rows.append(KernelCode(result_id=result_id, artifact_id=artifact_id, name=k["name"][:1000],
+        rows.append(KernelCode(result_id=result_id, artifact_id=artifact_id, name=_storable(k["name"][:1000]),
                                isa=f"sass-{k['arch']}" if kind == "sass" and k.get("arch") else isa,
                                instructions=k["instructions"], bundles=None, mix=k["mix"], details=details,
                                parser_version=version))

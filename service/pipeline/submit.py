@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
@@ -32,12 +32,12 @@ def submit_manifest(
         if missing:
             raise InvalidInput(f"manifest references {len(missing)} artifact(s) not in the store, e.g. {missing[0]}")
     try:
-        outcome, parse_ids, series_ids, pull_requests = _store(sessions, manifest)
-    except IntegrityError:
-        # A concurrent submission of this same run id committed between our look-up and our insert (two
-        # deliveries of one task, a runner's retry racing its first try). Ours is rolled back whole; a second pass
-        # finds that run and answers as for any repeat: the same payload is not created, another is a Conflict.
-        outcome, parse_ids, series_ids, pull_requests = _store(sessions, manifest)
+        outcome, parse_ids, series_ids, pull_requests = _store_once_more_after_a_race(sessions, manifest)
+    except DataError as exc:
+        # A value the contract let through and the database refuses (rolled back whole, nothing stored): the
+        # submitter's data, not a passing fault, so invalid (never retried) rather than an internal error.
+        reason = str(exc.orig).splitlines()[0][:300] if exc.orig is not None else "a value out of range"
+        raise InvalidInput(f"the database refused a value of this manifest, so nothing was stored: {reason}") from None
     # Only after the commit. A failure to enqueue raises Transient: the caller (an HTTP 503) retries.
     if parse_ids:
         queue.enqueue_parse(parse_ids)
@@ -49,6 +49,17 @@ def submit_manifest(
         # The run is a tracked pull request's head or merge-base: its comparison may be complete now.
         queue.enqueue_pr_reports(pull_requests)
     return outcome
+
+
+def _store_once_more_after_a_race(sessions: sessionmaker[Session],
+                                  manifest: Manifest) -> tuple[IngestOutcome, list[int], list[int], list[int]]:
+    try:
+        return _store(sessions, manifest)
+    except IntegrityError:
+        # A concurrent submission of this same run id committed between our look-up and our insert (two
+        # deliveries of one task, a runner's retry racing its first try). Ours is rolled back whole; a second pass
+        # finds that run and answers as for any repeat: the same payload is not created, another is a Conflict.
+        return _store(sessions, manifest)
 
 
 def _store(sessions: sessionmaker[Session],
