@@ -162,6 +162,15 @@ _RESULT_FIELDS = ("suite", "name", "params", "metric", "unit", "direction", "sta
                   "flops", "bytes_accessed", "max_abs_error", "message", "artifacts", "cost")
 
 
+def _storable(text: str | None) -> str | None:
+    """A failure message as the service can store it: kernel code can put anything in an exception, and one NUL
+    or lone surrogate (no database column holds them) would get the whole run refused. Both are escaped."""
+    if text is None:
+        return None
+    return "".join(f"\\x{ord(c):02x}" if c == "\x00" else f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c
+                   for c in text)
+
+
 def build_manifest(
     request: RunRequest,
     run: EnvironmentRun,
@@ -171,7 +180,8 @@ def build_manifest(
     run_id: str,
 ) -> dict[str, Any]:
     # Absent optional fields stay absent rather than null: the contract has defaults for them.
-    results = [{k: m[k] for k in _RESULT_FIELDS if m.get(k) is not None or k == "message"} for m in run.measurements]
+    results = [{k: _storable(m[k]) if k == "message" else m[k] for k in _RESULT_FIELDS
+                if m.get(k) is not None or k == "message"} for m in run.measurements]
     finished = run.finished_at or datetime.now(UTC)
     return {
         "format_version": FORMAT_VERSION,

@@ -30,6 +30,10 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
         select(ResultArtifact.name, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
         .where(ResultArtifact.result_id == result_id).order_by(ResultArtifact.name)
     ).all()
+    if any(artifact.pruned_at is not None for _, artifact in links):
+        # Retention removed some of its bytes: the records parsed before are all that is left of them, and
+        # parsing again would delete those and find nothing to replace them with.
+        return 0
     for table in (OpStat, KernelCode, HloModuleRecord):
         session.execute(delete(table).where(table.result_id == result_id))
     stored = 0
@@ -120,12 +124,17 @@ def parse_results(session: Session, store: ArtifactStore, result_ids: Sequence[i
 
 
 def stale_results(session: Session) -> list[int]:
-    """Results with an artifact never parsed, or parsed by an older version of its parser."""
+    """Results with an artifact never parsed, or parsed by an older version of its parser; never a result with a
+    pruned artifact (its stored records are kept as they are: see parse_result)."""
     found: set[int] = set()
-    rows = session.execute(select(ResultArtifact.result_id, Artifact.kind, Artifact.parsed_version)
+    pruned: set[int] = set()
+    rows = session.execute(select(ResultArtifact.result_id, Artifact.kind, Artifact.parsed_version,
+                                  Artifact.pruned_at)
                            .join(Artifact, Artifact.id == ResultArtifact.artifact_id)).all()
-    for result_id, kind, parsed in rows:
+    for result_id, kind, parsed, pruned_at in rows:
+        if pruned_at is not None:
+            pruned.add(result_id)
         parser_kind = _parser_kind(kind)
         if parser_kind is not None and (parsed is None or parsed < PARSERS[parser_kind].version):
             found.add(result_id)
-    return sorted(found)
+    return sorted(found - pruned)

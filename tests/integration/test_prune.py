@@ -18,6 +18,7 @@ from runners.artifacts import ArtifactRef, ArtifactStore
 from service import cli
 from service.app import create_app
 from service.context import Context
+from service.pipeline.parse_artifacts import parse_result, stale_results
 from service.pipeline.prune import apply_prune, plan_prune
 from service.settings import load_settings
 from service.store.models import Alert, Artifact, Finding, KernelCode, Result, Run, Series
@@ -138,6 +139,13 @@ def test_old_artifacts_go_and_everything_derived_stays(stored: Stored) -> None:
         assert s.scalar(select(func.count()).select_from(KernelCode)) == kernels_before
         marked = s.scalars(select(Artifact.pruned_at).where(Artifact.pruned_at.is_not(None)))
         assert {utc(at) for at in marked} == {NOW}
+    # A newer parser (`kernelwatch reparse`) leaves a pruned result's records alone: they are all that is left.
+    with stored.ctx.sessions.begin() as s:
+        s.execute(update(Artifact).values(parsed_version=0))
+        assert _result_id(stored, "old0") not in stale_results(s)
+        assert parse_result(s, stored.ctx.artifacts, _result_id(stored, "old0")) == 0
+    with stored.ctx.sessions() as s:
+        assert s.scalar(select(func.count()).select_from(KernelCode)) == kernels_before
 
     client = stored.app.test_client()
     rid = _result_id(stored, "old0")

@@ -46,3 +46,9 @@ def test_a_failed_kernel_makes_the_run_partial_and_keeps_the_others() -> None:
 
 def test_nothing_measured_is_a_failed_run() -> None:
     assert assemble(["a"], [measurement("a", "failed")])["status"] == "failed"
+
+
+def test_a_failure_message_with_unstorable_text_is_escaped_not_refused() -> None:
+    hostile = measurement("b", "failed") | {"message": "ValueError: a\x00b \ud800 tab\there"}
+    m = parse_manifest(assemble(["a", "b"], [measurement("a"), hostile]))
+    assert m.results[1].message == "ValueError: a\\x00b \\ud800 tab\there"  # the tab is free text's own
