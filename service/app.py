@@ -7,11 +7,14 @@ from flask import Flask
 from service.context import Context
 from service.secret_key import home_secret_key
 from service.settings import Settings, load_settings
+from service.store.db import limit_statements
 
 
 def create_app(settings: Settings | None = None, context: Context | None = None) -> Flask:
     settings = settings or (context.settings if context else load_settings())
     ctx = context or Context.create(settings)
+    # A web request's SQL is cut off after a few seconds (PostgreSQL only): its engine alone, never a worker's.
+    limit_statements(ctx.engine, settings.web_statement_timeout_ms)
     app = Flask("kernelwatch")
     # Signs the dashboard's session (login, CSRF token); a home without a configured key gets its own.
     app.config["SECRET_KEY"] = settings.secret_key or home_secret_key(settings.home)

@@ -47,6 +47,9 @@ class Settings:
     # How long a task taken by a worker that then vanished (killed, host lost) waits before another worker
     # gets it. Longer than the longest suite run, or a slow run would be handed out twice.
     task_visibility_timeout_s: int = 3600
+    # How long one SQL statement of a web request may run before PostgreSQL cancels it (0: no limit). The web
+    # process's engine only: ingest and detection in workers keep no limit (service/store/db.limit_statements).
+    web_statement_timeout_ms: int = 5000
     # What happens after a time regression is found: "bisect" measures the unmeasured commits of its range until
     # one is isolated, "confirm" re-runs base and head interleaved until their samples decide. Both cost runner
     # time on the hardware queue the series was measured on.
@@ -169,6 +172,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         home=home,
         follow_up=follow_up,
         task_visibility_timeout_s=int(raw_timeout),
+        web_statement_timeout_ms=_web_statement_timeout_ms(env),
         database_url=database_url,
         redis_url=redis_url,
         secret_key=env.get(f"{ENV_PREFIX}SECRET_KEY", ""),
@@ -203,6 +207,14 @@ def _slack(env: Mapping[str, str]) -> tuple[str, str, str]:
     api_url = _http_url(env.get(f"{ENV_PREFIX}SLACK_API_URL", ""), "SLACK_API_URL") or "https://slack.com/api"
     # slack-sdk joins the method name straight onto the base URL.
     return token, channel, api_url + "/"
+
+
+def _web_statement_timeout_ms(env: Mapping[str, str]) -> int:
+    raw = env.get(f"{ENV_PREFIX}WEB_STATEMENT_TIMEOUT_MS", "").strip() or "5000"
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise ConfigurationError(f"{ENV_PREFIX}WEB_STATEMENT_TIMEOUT_MS is a whole number of milliseconds (e.g. 5000; "
+                                 f"0 for no limit), got {raw[:40]!r}")
+    return int(raw)
 
 
 def _http_url(value: str, name: str) -> str | None:

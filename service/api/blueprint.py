@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,8 @@ bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # app.config["KERNELWATCH_MAX_MANIFEST_BYTES"] overrides
 MAX_JSON_BYTES = 1024 * 1024  # the small bodies of triage, enqueue and token requests
+MAX_ID = 2**63 - 1  # ids are BIGINT (SQLite's INTEGER is as wide): a larger number names nothing and overflows
+_WHOLE = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
 def context() -> Context:
@@ -67,21 +70,66 @@ def read_body(limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def unstorable(text: str) -> str | None:
+    """Why a string cannot be stored or compared as text by the database, or None when it can: PostgreSQL's text
+    refuses NUL, and UTF-8 has no encoding of a lone surrogate (JSON's "\\ud800")."""
+    if "\x00" in text:
+        return "contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _check_text(value: Any, where: str) -> None:
+    if isinstance(value, str):
+        problem = unstorable(value)
+        if problem:
+            raise InvalidInput(f"{where} {problem}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, f"a key of {where}")
+            _check_text(item, f"{where}.{key[:40]}" if isinstance(key, str) else where)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item, f"an item of {where}")
+
+
 def json_object(limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
     raw = read_body(limit)
     try:
         data = json.loads(raw) if raw.strip() else {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise InvalidInput(f"the body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the body must be a JSON object")
+    _check_text(data, "the body")
     return data
+
+
+@bp.before_request
+def _refuse_unstorable_arguments() -> None:
+    """Every query argument and path segment of the API, checked once before any view runs: text the database
+    cannot hold (NUL, a lone surrogate) and ids past BIGINT are the caller's mistake (400), not a 500 from the
+    driver."""
+    for name, value in request.args.items(multi=True):
+        problem = unstorable(value)
+        if problem:
+            raise InvalidInput(f"the query argument {name[:40]!r} {problem}")
+    for name, value in (request.view_args or {}).items():
+        if isinstance(value, str):
+            problem = unstorable(value)
+            if problem:
+                raise InvalidInput(f"{name} {problem}")
+        elif isinstance(value, int) and not 0 <= value <= MAX_ID:
+            raise InvalidInput(f"{name} must be a whole number from 0 to {MAX_ID}, got {str(value)[:40]}")
 
 
 def int_arg(name: str, default: int, low: int, high: int) -> int:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, got {raw!r}")
+    if not _WHOLE.fullmatch(raw) or not low <= int(raw) <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low} to {high}, got {raw[:40]!r}")
     return int(raw)

@@ -10,6 +10,7 @@ from flask import Response, request
 
 from service.api.auth import readable
 from service.api.blueprint import bp, context, int_arg, reply
+from service.api.paging import text_arg
 from service.errors import InvalidInput
 from service.pipeline.compare import compare_params, resolve
 from service.pipeline.compare_page import API_SORTS, DEFAULT_LIMIT, MAX_LIMIT, compare_page_for, parse_verdicts
@@ -31,7 +32,7 @@ def _float_arg(name: str, default: float) -> float:
 @bp.get("/compare")
 @readable
 def get_compare() -> Response:
-    base, head = request.args.get("base", ""), request.args.get("head", "")
+    base, head = text_arg("base") or "", text_arg("head") or ""
     if not base or not head:
         raise InvalidInput("give base and head: each a run id, a commit sha or a unique sha prefix")
     verdicts = parse_verdicts(request.args.get("verdict"))
@@ -41,7 +42,7 @@ def get_compare() -> Response:
     offset = int_arg("offset", 0, 0, 10**9)
     limit = int_arg("limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     params = compare_params(_float_arg("alpha", 0.05), _float_arg("min_effect", 0.01))
-    repository = request.args.get("repo") or None
+    repository = text_arg("repo")
     with context().sessions() as session:
         # A comparison stored on write is read a page at a time; any other is computed: every row's test and
         # verdict, but the bootstrap intervals (the costly part) only for the page's rows.

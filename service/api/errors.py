@@ -28,6 +28,7 @@ from service.errors import (
     Transient,
     Unauthorized,
 )
+from service.store.db import cancelled_by_timeout
 
 log = logging.getLogger("kernelwatch.api")
 
@@ -57,6 +58,10 @@ def _slug(name: str) -> str:
 
 def describe(exc: BaseException, reference: str = "") -> tuple[int, dict[str, Any]]:
     """The status and JSON body an exception becomes."""
+    if cancelled_by_timeout(exc):
+        return 503, error_body("unavailable", "the request's database query ran past the web statement timeout "
+                               "and was cancelled: narrow it (filters, a smaller limit) or try again later",
+                               {"reason": "statement_timeout"})
     if isinstance(exc, KernelWatchError):
         code = next((c for cls, c in CODES if isinstance(exc, cls)), "error")
         return exc.http_status, error_body(code, str(exc), getattr(exc, "details", None))

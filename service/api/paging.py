@@ -48,10 +48,11 @@ def time_arg(name: str) -> datetime | None:
     try:
         value = (datetime.combine(date.fromisoformat(raw), time(), UTC) if len(raw) == 10
                  else datetime.fromisoformat(raw))
-    except ValueError:
-        raise InvalidInput(f"{name} must be an ISO-8601 date or datetime (2026-01-31, 2026-01-31T12:00:00Z), "
-                           f"got {raw[:80]!r}") from None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        # In UTC here, where an offset that pushes year 1 or 9999 past datetime's range is still a 400.
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"{name} must be an ISO-8601 date or datetime (2026-01-31, 2026-01-31T12:00:00Z) "
+                           f"within years 1 to 9999, got {raw[:80]!r}") from None
 
 
 def read_filters() -> ReadFilters:
@@ -82,12 +83,12 @@ def cursor_arg(shape: Sequence[type]) -> tuple[Any, ...] | None:
         for kind, value in zip(shape, values, strict=True):
             if kind is datetime and isinstance(value, str):
                 parsed = datetime.fromisoformat(value)
-                out.append(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+                out.append(parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC))
             elif kind is int and isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
                 out.append(value)
             else:
                 raise ValueError("wrong type")
-    except (ValueError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, OverflowError, RecursionError, binascii.Error, UnicodeDecodeError):
         raise InvalidInput("cursor is not one this endpoint gave out: pass back the 'next' of the previous page, "
                            "with the same filters") from None
     return tuple(out)

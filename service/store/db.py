@@ -15,6 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from migrations import MIGRATIONS_DIR
 from service.errors import Transient
 
+QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE for a statement cancelled (by statement_timeout, here)
+
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
     if url.startswith("sqlite"):
@@ -38,6 +40,39 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def limit_statements(engine: Engine, timeout_ms: int) -> None:
+    """Have PostgreSQL cancel any statement on ``engine``'s connections that runs past ``timeout_ms``.
+
+    For the web process's engine (``create_app`` calls it): a request must not hold a connection and a core for
+    minutes, whatever its arguments. Workers build their engines without it, so ingest and detection in the
+    distributed form keep no limit; the embedded form's in-process queue shares the web engine, and so the limit.
+    Set as a connection option (``-c statement_timeout=...``): no round trip, and the pool's rollbacks cannot
+    undo it. The connections already pooled are closed, so every connection from now on has it. A no-op on
+    SQLite (no server to cancel anything) and for 0."""
+    if timeout_ms <= 0 or engine.dialect.name != "postgresql":
+        return
+    setting = f"-c statement_timeout={int(timeout_ms)}"
+
+    @event.listens_for(engine, "do_connect")
+    def _statement_timeout(_dialect: Any, _record: Any, _cargs: Any, cparams: dict[str, Any]) -> None:
+        options = str(cparams.get("options") or "")
+        if "statement_timeout=" not in options:  # once, however many apps share the engine
+            cparams["options"] = f"{options} {setting}".strip()
+
+    engine.dispose()
+
+
+def cancelled_by_timeout(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a statement PostgreSQL cancelled for running too long."""
+    seen = 0
+    while exc is not None and seen < 10:
+        orig = getattr(exc, "orig", None)
+        if getattr(orig, "sqlstate", None) == QUERY_CANCELED or getattr(exc, "sqlstate", None) == QUERY_CANCELED:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
