@@ -51,13 +51,15 @@ class Tally:
     server_errors: int = 0  # 5xx
     transport_errors: int = 0  # no answer at all: a crash, a hang past the client's timeout
     shape_violations: int = 0  # a 4xx or 5xx whose body is not the stable error shape
+    undocumented: int = 0  # a status the OpenAPI document does not list for the operation
+    documented: set[str] = field(default_factory=set)  # the statuses it lists
     slowest_s: float = 0.0
     skipped: str = ""  # why a generation mode produced nothing (e.g. nothing to make invalid)
     failures: list[str] = field(default_factory=list)  # curl commands of the first failing requests
 
     @property
     def failed(self) -> bool:
-        return bool(self.server_errors or self.transport_errors or self.shape_violations)
+        return bool(self.server_errors or self.transport_errors or self.shape_violations or self.undocumented)
 
 
 def error_shape_problem(content_type: str, body: bytes) -> str | None:
@@ -123,11 +125,13 @@ def fuzz_api(api_url: str, token: str, *, max_examples: int, seed: int | None = 
 
     schema = schemathesis.openapi.from_url(f"{api_url}/openapi.json", timeout=timeout_s)
     session = requests.Session()
+    paths = session.get(f"{api_url}/openapi.json", timeout=timeout_s).json()["paths"]
     tallies: dict[str, Tally] = {}
     counter = 0
     for result in schema.get_all_operations():
         operation = result.ok()
         tally = tallies.setdefault(operation.label, Tally())
+        tally.documented = set(paths[operation.path][operation.method.lower()]["responses"])
 
         def one(case: Any, tally: Tally) -> None:
             nonlocal counter
@@ -155,6 +159,9 @@ def fuzz_api(api_url: str, token: str, *, max_examples: int, seed: int | None = 
                 tally.client_errors += 1
             else:
                 tally.ok += 1
+            if str(status) not in tally.documented:
+                tally.undocumented += 1
+                problem = f"{status} not documented" if problem is None else f"{problem}, not documented"
             if status >= 400 and case.method.upper() != "HEAD":
                 shape = error_shape_problem(_header(response.headers, "content-type"), response.content)
                 if shape is not None:
@@ -197,12 +204,14 @@ def _bound(check: Callable[[Any, Tally], None], tally: Tally) -> Callable[[Any],
 
 
 def table(tallies: dict[str, Tally]) -> str:
-    header = ("operation", "requests", "2xx", "4xx", "5xx", "no answer", "shape violations", "slowest ms")
+    header = ("operation", "requests", "2xx", "4xx", "5xx", "no answer", "shape violations", "undocumented",
+              "slowest ms")
     rows = [(label, str(t.requests), str(t.ok), str(t.client_errors), str(t.server_errors),
-             str(t.transport_errors), str(t.shape_violations), f"{t.slowest_s * 1000:.0f}")
+             str(t.transport_errors), str(t.shape_violations), str(t.undocumented), f"{t.slowest_s * 1000:.0f}")
             for label, t in tallies.items()]
     total = [sum(getattr(t, f) for t in tallies.values()) for f in
-             ("requests", "ok", "client_errors", "server_errors", "transport_errors", "shape_violations")]
+             ("requests", "ok", "client_errors", "server_errors", "transport_errors", "shape_violations",
+              "undocumented")]
     slowest = max((t.slowest_s for t in tallies.values()), default=0.0)
     rows.append(("total", *(str(v) for v in total), f"{slowest * 1000:.0f}"))
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
@@ -308,7 +317,7 @@ def report(tallies: dict[str, Tally], min_requests: int) -> int:
     if total < min_requests:
         print(f"\nFAILED: only {total} requests, fewer than --min-requests {min_requests}")
         return 1
-    print(f"\nok: {total} requests, no 5xx, every error in the stable shape")
+    print(f"\nok: {total} requests, no 5xx, every error in the stable shape, every status documented")
     return 0
 
 

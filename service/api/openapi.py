@@ -139,7 +139,10 @@ def _operation(op: Op) -> dict[str, Any]:
     if op.method == "head":
         responses = {"200": {"description": "stored"}}
     responses.update(op.extra.get("responses", {}))
-    codes = set(op.errors) | {500} | ({401, 403} if op.scope else set())
+    # Every operation can answer 400 (an argument no column can hold: NUL, an id past BIGINT), 503 (the database
+    # unreachable, or a statement past the web timeout) and 500; writes 401 and 403 too (reads as well where
+    # KERNELWATCH_READ_TOKEN_REQUIRED=1).
+    codes = set(op.errors) | {400, 500, 503} | {401, 403}
     for code in sorted(codes):
         responses[str(code)] = {"$ref": "#/components/responses/Error"} if op.method != "head" else {
             "description": ERROR_TEXT[code]}
