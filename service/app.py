@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Flask, render_template
+from sqlalchemy.exc import OperationalError
 
 from service.context import Context
 from service.secret_key import home_secret_key
 from service.settings import Settings, load_settings
-from service.store.db import limit_statements
+from service.store.db import cancelled_by_timeout, limit_statements
 
 
 def create_app(settings: Settings | None = None, context: Context | None = None) -> Flask:
@@ -41,8 +42,21 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
 
     app.register_blueprint(github_hook_bp)
 
+    # A page whose query the statement timeout cancelled, or whose database is down: a 503 page that says
+    # which, never Flask's bare 500 (the API's blueprint answers these in its JSON error shape first).
+    app.register_error_handler(OperationalError, _database_error_page)
+
     @app.get("/healthz")
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
     return app
+
+
+def _database_error_page(exc: OperationalError) -> tuple[str, int]:
+    if cancelled_by_timeout(exc):
+        message = ("This page's database query ran past the statement timeout and was cancelled: narrow it "
+                   "(filters, a shorter range) or try again later.")
+    else:
+        message = "The database is unavailable; try again shortly."
+    return render_template("error.html", status=503, message=message), 503

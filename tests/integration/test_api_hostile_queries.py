@@ -206,7 +206,13 @@ def test_a_query_past_the_statement_timeout_is_a_503_in_the_error_shape(pg_datab
         with psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://")) as holder:
             holder.execute("LOCK TABLE repository IN ACCESS EXCLUSIVE MODE")
             status, body, elapsed = _get(f"{web.url}/api/v1/repositories")
+            try:  # a dashboard page over the same table: a 503 page that says why, not Flask's bare 500
+                urllib.request.urlopen(f"{web.url}/commits", timeout=30)
+                page_status, page = 200, ""
+            except urllib.error.HTTPError as exc:
+                page_status, page = exc.code, exc.read().decode()
             holder.rollback()
+        assert page_status == 503 and "statement timeout" in page, page[-2000:]
         assert status == 503 and set(body) == {"error"}, body
         assert body["error"]["code"] == "unavailable" and body["error"]["details"] == {"reason": "statement_timeout"}
         assert "timeout" in body["error"]["message"] and elapsed < 10
