@@ -160,8 +160,10 @@ def inbox_page(session: Session, filters: InboxFilters, after: int | None) -> In
             total = page.total
         contexts = alert_context(session, [a.id for a in page.items])
         for alert in page.items:
-            if _matches(alert, contexts[alert.id], filters):
-                entries.append(_entry(alert, contexts[alert.id], filters.suite))
+            # Detection may delete an alert it emptied between the two reads: then it is not listed.
+            context = contexts.get(alert.id)
+            if context is not None and _matches(alert, context, filters):
+                entries.append(_entry(alert, context, filters.suite))
                 if len(entries) > PAGE_SIZE:
                     return InboxPage(entries[:PAGE_SIZE], entries[PAGE_SIZE - 1].alert.id, total)
         if page.next is None:

@@ -19,6 +19,7 @@ from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.alerts import GroupingOutcome, group_series
 from service.pipeline.attribution import attribute_findings, findings_of_series
 from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
+from service.store.locks import lock_series
 from service.store.models import Commit, Finding, Repository, Result, Run, Series
 
 # Metrics that measure speed; any other metric a benchmark reports (rel_error, recall...) measures its numerics,
@@ -97,6 +98,7 @@ def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,
                 on_grouped: Callable[[Session, GroupingOutcome], object] | None = None) -> int:
     """Detect, attribute and group, in the caller's transaction. ``on_grouped`` sees what grouping changed, in
     that same transaction: notification marks the alerts it owes a message there, so they commit together."""
+    lock_series(session, series_ids)
     found = sum(len(detect_series(session, sid, detector)) for sid in series_ids)
     # Static findings (exact code diffs) and every finding's attribution, before grouping so that static
     # findings join their commit range's alert. Both idempotent, both cheap when nothing changed; with

@@ -27,7 +27,7 @@ def _parser_kind(kind: str) -> str | None:
 def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
     """Parse every parseable artifact of one result; returns how many records were stored."""
     links = session.execute(
-        select(ResultArtifact.name, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
+        select(ResultArtifact, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
         .where(ResultArtifact.result_id == result_id).order_by(ResultArtifact.name)
     ).all()
     if any(artifact.pruned_at is not None for _, artifact in links):
@@ -39,13 +39,19 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
     stored = 0
     done: set[int] = set()
     seen: set[tuple[str, ...]] = set()  # the first artifact naming a kernel, module or op wins
-    for name, artifact in links:
+    for link, artifact in links:
         kind = _parser_kind(artifact.kind)
-        if kind is None or artifact.id in done:
+        if kind is None:
+            continue
+        # Parsed for this result: its records are stored (or its error known). Kept per link, because the
+        # records are per result: a new run naming bytes another run's parse already read has none until its
+        # own parse, and static detection must not read that as its kernels having gone.
+        link.parsed_version = PARSERS[kind].version
+        if artifact.id in done:
             continue
         done.add(artifact.id)
         try:
-            summary = parse(kind, store.get(artifact.sha256), name, max_bytes=store.max_bytes)
+            summary = parse(kind, store.get(artifact.sha256), link.name, max_bytes=store.max_bytes)
         except (ParseFailure, ArtifactError) as exc:
             artifact.parse_error = _error_text(exc)
             artifact.parsed_version = PARSERS[kind].version
@@ -128,7 +134,7 @@ def stale_results(session: Session) -> list[int]:
     pruned artifact (its stored records are kept as they are: see parse_result)."""
     found: set[int] = set()
     pruned: set[int] = set()
-    rows = session.execute(select(ResultArtifact.result_id, Artifact.kind, Artifact.parsed_version,
+    rows = session.execute(select(ResultArtifact.result_id, Artifact.kind, ResultArtifact.parsed_version,
                                   Artifact.pruned_at)
                            .join(Artifact, Artifact.id == ResultArtifact.artifact_id)).all()
     for result_id, kind, parsed, pruned_at in rows:

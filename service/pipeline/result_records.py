@@ -55,12 +55,12 @@ def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
 
 
 def _known_layers(session: Session, result_ids: Sequence[int]) -> dict[int, set[str]]:
-    """Per result, the layers whose artifacts exist and were all parsed without error."""
+    """Per result, the layers whose artifacts exist and were all parsed for that result without error."""
     state: dict[int, dict[str, bool]] = defaultdict(dict)
     layer_of = {kind: layer for layer, kinds in LAYER_KINDS.items() for kind in kinds}
     for chunk in _chunks(result_ids):
         rows = session.execute(
-            select(ResultArtifact.result_id, Artifact.kind, Artifact.parsed_version, Artifact.parse_error)
+            select(ResultArtifact.result_id, Artifact.kind, ResultArtifact.parsed_version, Artifact.parse_error)
             .join(Artifact, Artifact.id == ResultArtifact.artifact_id).where(ResultArtifact.result_id.in_(chunk))
         ).all()
         for result_id, kind, parsed, error in rows:

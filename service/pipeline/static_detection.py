@@ -21,6 +21,7 @@ from runners.artifacts import ArtifactStore
 from service.detect.static_diff import diff_static
 from service.pipeline.attribution import attribute_findings, findings_of_series
 from service.pipeline.result_records import TIME_METRICS, CommitRecords, load_commit_records
+from service.store.locks import lock_series
 from service.store.models import Finding, Result, Run, Series
 
 STATIC_DETECTOR = "static-diff"
@@ -122,5 +123,6 @@ def refresh_after_parse(session: Session, result_ids: Sequence[int], artifacts: 
         series_ids.update(session.scalars(select(Series.id).where(
             Series.benchmark_id == benchmark_id, Series.environment_id == environment_id)))
     ordered = sorted(series_ids)
+    lock_series(session, ordered)  # as detect_many: one detection of a series at a time
     detect_static(session, ordered, artifacts)  # keeps the time series among them
     return attribute_findings(session, findings_of_series(session, ordered, commits), artifacts, force=True)

@@ -82,6 +82,5 @@ def _follow_ups(session: Session, run_id: int) -> tuple[list[int], list[int]]:
     rows = session.execute(select(Result.id, Result.series_id, Result.status).where(Result.run_id == run_id)).all()
     unparsed = set(session.scalars(
         select(ResultArtifact.result_id).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
-        .where(ResultArtifact.result_id.in_([r.id for r in rows]), Artifact.parsed_version.is_(None),
-               Artifact.parse_error.is_(None))))
+        .where(ResultArtifact.result_id.in_([r.id for r in rows]), ResultArtifact.parsed_version.is_(None))))
     return sorted(unparsed), sorted({r.series_id for r in rows if r.status == "ok"})

@@ -179,6 +179,9 @@ class ResultArtifact(Base):
     result_id: Mapped[int] = mapped_column(ForeignKey("result.id", ondelete="CASCADE"), primary_key=True)
     artifact_id: Mapped[int] = mapped_column(ForeignKey("artifact.id"), primary_key=True)
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    # The parser version that read it for this result (the records are per result); null until this result's
+    # parse ran, even where another result's parse already read the same bytes (migration 0013).
+    parsed_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Finding(Base):

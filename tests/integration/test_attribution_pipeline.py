@@ -148,9 +148,10 @@ def test_a_layer_not_parsed_yet_is_not_compared(sessions: sessionmaker[Session],
         second = s.scalars(select(Commit).order_by(Commit.position.desc())).first()
         assert second is not None
         # The second commit's object file, as if its parse had not run yet: its kernels are unknown, not gone.
-        s.execute(update(Artifact).where(Artifact.kind == "x86-obj", Artifact.id.in_(
-            select(ResultArtifact.artifact_id).join(Result, Result.id == ResultArtifact.result_id)
-            .join(Run, Run.id == Result.run_id).where(Run.commit_id == second.id))).values(parsed_version=None))
+        s.execute(update(ResultArtifact).where(
+            ResultArtifact.artifact_id.in_(select(Artifact.id).where(Artifact.kind == "x86-obj")),
+            ResultArtifact.result_id.in_(select(Result.id).join(Run, Run.id == Result.run_id)
+                                         .where(Run.commit_id == second.id))).values(parsed_version=None))
         wall = s.scalars(select(Series).where(Series.metric == "wall_time")).one()
         detect_static(s, [wall.id], store)
     with sessions() as s:

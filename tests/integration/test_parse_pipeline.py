@@ -51,7 +51,7 @@ def test_captured_run_is_parsed_and_linked_by_fusion_name(sessions: sessionmaker
 
     # A newer parser (simulated by forgetting the version) reads everything again: same records, not twice.
     with unit_of_work(sessions) as s:
-        s.execute(update(Artifact).values(parsed_version=None))
+        s.execute(update(ResultArtifact).values(parsed_version=None))
     with sessions() as s:
         assert stale_results(s) == [wall.id]
     with unit_of_work(sessions) as s:

@@ -21,7 +21,7 @@ from service.context import Context
 from service.pipeline.parse_artifacts import parse_result, stale_results
 from service.pipeline.prune import apply_prune, plan_prune
 from service.settings import load_settings
-from service.store.models import Alert, Artifact, Finding, KernelCode, Result, Run, Series
+from service.store.models import Alert, Artifact, Finding, KernelCode, Result, ResultArtifact, Run, Series
 from service.store.read_filters import utc
 from tests import builders
 from tests.drilldown_data import FIXTURES, LLO_FIXTURE
@@ -141,7 +141,7 @@ def test_old_artifacts_go_and_everything_derived_stays(stored: Stored) -> None:
         assert {utc(at) for at in marked} == {NOW}
     # A newer parser (`kernelwatch reparse`) leaves a pruned result's records alone: they are all that is left.
     with stored.ctx.sessions.begin() as s:
-        s.execute(update(Artifact).values(parsed_version=0))
+        s.execute(update(ResultArtifact).values(parsed_version=0))
         assert _result_id(stored, "old0") not in stale_results(s)
         assert parse_result(s, stored.ctx.artifacts, _result_id(stored, "old0")) == 0
     with stored.ctx.sessions() as s:
