@@ -74,6 +74,9 @@ def make_celery(settings: Settings) -> Celery:
             "unacked_restore_interval": max(1, min(10, settings.task_visibility_timeout_s // 4)),
             "unacked_restore_throttle": 1,
         },
+        # Nothing reads a task's return value (outcomes are in the database): storing one per task filled Redis
+        # with a key per task for a day (bench/soak.py counted thousands).
+        task_ignore_result=True,
         result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],
