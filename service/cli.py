@@ -352,7 +352,8 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     if settings.redis_url:
         from service.tasks import make_celery
 
-        result = make_celery(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(args.hardware))
+        result = make_celery(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(args.hardware),
+                                                 ignore_result=True)
         print(f"queued {commit[:12]} on {runner_queue(args.hardware)} as task {result.id}")
         return EXIT_OK
     # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.

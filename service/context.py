@@ -91,6 +91,6 @@ def _notify_task(celery: Any) -> Callable[[int], None]:
     def dispatch(alert_id: int) -> None:
         from service.tasks import NOTIFY_ALERT_TASK, NOTIFY_QUEUE
 
-        celery.send_task(NOTIFY_ALERT_TASK, args=[alert_id], queue=NOTIFY_QUEUE)
+        celery.send_task(NOTIFY_ALERT_TASK, args=[alert_id], queue=NOTIFY_QUEUE, ignore_result=True)
 
     return dispatch

@@ -205,7 +205,7 @@ def make_celery(settings: Settings) -> Celery:
         ctx = _worker_context()
 
         def send(queue: str, task_id: str, kwargs: dict[str, Any]) -> None:
-            self.app.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=queue, task_id=task_id)
+            self.app.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=queue, task_id=task_id, ignore_result=True)
 
         client = redis.Redis.from_url(ctx.settings.redis_url, socket_timeout=10)
         try:

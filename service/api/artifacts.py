@@ -3,7 +3,9 @@ whether the service has them (a runner skips those), GET to download."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 
 from flask import Response, request
@@ -11,8 +13,9 @@ from flask import Response, request
 from runners.artifacts import ArtifactError
 from service.api.auth import readable, requires
 from service.api.blueprint import bp, context, read_body, reply
-from service.errors import InvalidInput, NotFound
+from service.errors import InvalidInput, NotFound, Transient
 
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # the store's disk, quota or file-size limit
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -34,7 +37,14 @@ def put_artifact(sha256: str) -> Response:
     actual = hashlib.sha256(data).hexdigest()
     if actual != digest:
         raise InvalidInput(f"the body's sha256 is {actual}, not {digest}: upload corrupted or misaddressed")
-    store.put(data, kind="upload", name=digest)
+    try:
+        store.put(data, kind="upload", name=digest)
+    except OSError as exc:
+        if exc.errno in _FULL:
+            # Nothing was kept (the store writes a temporary file and renames it whole). A 503 the runner's
+            # uploader retries with backoff, so the run lands once space is freed; a 500 would be given up.
+            raise Transient(f"the artifact store is full ({os.strerror(exc.errno or 0)}); retry later") from None
+        raise
     return reply({"sha256": digest, "size": len(data), "created": True}, 201,
                  {"Location": f"{request.script_root}{request.path}"})
 

@@ -112,5 +112,6 @@ def enqueue_run() -> Response:
     queue = context().queue
     celery = queue.app if isinstance(queue, CeleryQueue) else make_celery(settings)
     task_id = str(uuid.uuid4())
-    celery.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=runner_queue(hardware), task_id=task_id)
+    celery.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=runner_queue(hardware), task_id=task_id,
+                     ignore_result=True)  # no result backend round trip: nothing reads it
     return reply({"task_id": task_id, "queue": runner_queue(hardware), "commit": kwargs["commit"]}, 202)

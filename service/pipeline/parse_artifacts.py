@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import PARSERS, ParseFailure, parse
+from service.store.locks import lock_results
 from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, ResultArtifact
 
 
@@ -120,6 +121,7 @@ def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) 
 
 
 def parse_results(session: Session, store: ArtifactStore, result_ids: Sequence[int]) -> int:
+    lock_results(session, result_ids)
     stored = sum(parse_result(session, store, rid) for rid in result_ids)
     # Parsing may land after detection ran: static findings and attributions that read these results are
     # brought up to date (cheap and idempotent).

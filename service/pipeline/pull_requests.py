@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.detect.compare import CompareParams, ComparisonReport
-from service.errors import InvalidInput, NotFound
+from service.errors import InvalidInput, NotFound, Transient
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
 from service.report.compare_table import SideLabel
@@ -311,7 +311,13 @@ class PullRequestHooks:
                 return f"{verdict} (no GitHub credentials: nothing posted)"
             client = self.github(pr.repository, pr.installation_id)
             self._post_check(client, pr, report, ctx)
-            self._post_comment(client, pr, format_comment(report, ctx))
+            try:
+                self._post_comment(client, pr, format_comment(report, ctx))
+            except (GitHubError, Transient):
+                # The check run is on GitHub already: keep its id, so that the retry of this report updates it
+                # instead of posting a second one. Not reported yet: the retry posts the comment.
+                session.commit()
+                raise
             pr.reported_key, pr.updated_at = key, datetime.now(UTC)
             return verdict
 

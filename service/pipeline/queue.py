@@ -217,7 +217,11 @@ class CeleryQueue:
     def _send(self, name: str, queue: str, **arguments: Any) -> None:
         # A broker that cannot be reached is a transient failure: the submitter is told (HTTP 503) and retries,
         # and a retried submission enqueues its follow-ups again (``submit_manifest``).
+        # ignore_result: nothing waits on these tasks' results, and without it send_task first subscribes to the
+        # result backend (the same Redis), which during a longer outage raises a RuntimeError ("Retry limit
+        # exceeded while trying to reconnect to the Celery result store backend") that no except below catches:
+        # a 500 the runner does not retry, after the run was committed, and its follow-ups were never queued.
         try:
-            self.app.send_task(name, queue=queue, **arguments)
+            self.app.send_task(name, queue=queue, ignore_result=True, **arguments)
         except (KombuOperationalError, RedisError, OSError) as exc:
             raise Transient(f"task broker unavailable: {exc}") from exc
