@@ -7,6 +7,7 @@ with ``kernelwatch beat``.
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from typing import Any
 
@@ -18,9 +19,12 @@ from service.errors import Transient
 from service.settings import Settings, load_settings
 from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
 
+log = logging.getLogger(__name__)
+
 RUN_SUITE_TASK = "kernelwatch.run_suite"
 NOTIFY_ALERT_TASK = "kernelwatch.notify_alert"
 NOTIFY_DUE_TASK = "kernelwatch.notify_due"
+PARSE_SWEEP_TASK = "kernelwatch.parse_sweep"
 NOTIFY_QUEUE = "notify"
 NOTIFY_SWEEP_S = 300.0  # how often beat looks for Slack deliveries whose retry is due (or whose task was lost)
 
@@ -53,6 +57,15 @@ def notify_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
                             "options": {"queue": NOTIFY_QUEUE, "expires": NOTIFY_SWEEP_S}}}
 
 
+def parse_sweep_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The beat entry of the sweep that queues lost parses again (service/pipeline/parse_artifacts.overdue_parses):
+    once per visibility timeout, for runs that finished more than two of them ago (a parse still queued behind a
+    backlog is parsed twice at worst, which is idempotent)."""
+    period = float(max(5, settings.task_visibility_timeout_s))
+    return {"parse sweep": {"task": PARSE_SWEEP_TASK, "schedule": period,
+                            "options": {"queue": "ingest", "expires": period}}}
+
+
 def _github_countdown(exc: Exception, retries: int) -> float:
     """GitHub's own hint when it gave one (a rate limit says when it lifts), else exponential backoff."""
     hint = getattr(exc, "retry_after_s", None)
@@ -80,7 +93,8 @@ def make_celery(settings: Settings) -> Celery:
         result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],
-        beat_schedule={**beat_schedule(settings.tracked, settings.track_period_s), **notify_schedule(settings)},
+        beat_schedule={**beat_schedule(settings.tracked, settings.track_period_s), **notify_schedule(settings),
+                       **parse_sweep_schedule(settings)},
     )
     # Every task below is shared=False: a closure over this app and these settings. A shared task (Celery's
     # default) would be registered into every app made later in the same process, with the first app's
@@ -165,6 +179,22 @@ def make_celery(settings: Settings) -> Celery:
         if outcome.state == "pending" and outcome.retry_in_s is not None and self.request.retries < self.max_retries:
             raise self.retry(countdown=max(1.0, outcome.retry_in_s))
         return {"alert_id": alert_id, "state": outcome.state, "error": outcome.error}
+
+    @app.task(name=PARSE_SWEEP_TASK, shared=False)
+    def parse_sweep() -> list[int]:
+        """A beat tick: queue again the parses a killed worker lost (``parse_sweep_schedule``)."""
+        from datetime import UTC, datetime, timedelta
+
+        from service.pipeline.parse_artifacts import overdue_parses
+
+        ctx = _worker_context()
+        cutoff = datetime.now(UTC) - timedelta(seconds=2 * ctx.settings.task_visibility_timeout_s)
+        with ctx.sessions() as session:
+            overdue = overdue_parses(session, cutoff)
+        if overdue:
+            log.warning("queueing %d result(s) whose parse was lost again", len(overdue))
+            ctx.queue.enqueue_parse(overdue)
+        return overdue
 
     @app.task(name=NOTIFY_DUE_TASK, shared=False)
     def notify_due() -> list[int]:

@@ -45,7 +45,7 @@ from service.store.db import make_engine, make_session_factory, unit_of_work, up
 from service.store.models import Artifact, HloModuleRecord, Result, ResultArtifact, Run
 from tests import builders
 from tests.private_servers import PrivatePostgres, PrivateRedis, free_port
-from tests.processes import ServiceProcess, clean_env, start_worker
+from tests.processes import ServiceProcess, clean_env, start_kernelwatch, start_worker
 
 PG_ADMIN_URL = os.environ.get("KERNELWATCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 RESULTS_PER_RUN = 2
@@ -469,7 +469,8 @@ VANISHED = "vanished between the killed worker's pop and its unacked record"
 
 def kill_ingest_worker(plan: Plan) -> Outcome:
     """The ingest worker (parse_artifacts) SIGKILLed, pool included, while runs come in; down for ``fault_s``;
-    a second worker takes over the queue and, after the visibility timeout, the task the first one held."""
+    a second worker takes over the queue and, after the visibility timeout, the task the first one held; a task
+    the killed worker had popped but not yet recorded as unacknowledged is queued again by beat's parse sweep."""
     out, started = Outcome("kill-ingest-worker"), time.monotonic()
     root = plan.workdir / "kill-ingest"
     store = ArtifactStore(root / "runner" / "artifacts")
@@ -491,7 +492,9 @@ def kill_ingest_worker(plan: Plan) -> Outcome:
             in_flight = _task_ids(a, "parse_artifacts", "received") - _task_ids(a, "parse_artifacts", "succeeded")
             time.sleep(plan.fault_s)
             pending = tally(db, run_ids).unparsed
-            with start_worker(env, root, "ingest", name="ingest-b") as b:
+            # Beat, as compose runs it: its parse sweep queues again a parse the killed worker took to its grave.
+            with start_worker(env, root, "ingest", name="ingest-b") as b, \
+                    start_kernelwatch(env, root, "beat", name="beat"):
                 client.join(plan.fault_s + 300)
                 done = _parsed_or_stuck(broker.url, db, run_ids, 120)
                 time.sleep(3)  # a duplicate redelivery, if any, would land now

@@ -10,15 +10,16 @@ bomb) is such an error, refused while it expands. Each artifact remembers the pa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import PARSERS, ParseFailure, parse
 from service.store.locks import lock_results
-from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, ResultArtifact
+from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Run
 
 
 def _parser_kind(kind: str) -> str | None:
@@ -146,3 +147,19 @@ def stale_results(session: Session) -> list[int]:
         if parser_kind is not None and (parsed is None or parsed < PARSERS[parser_kind].version):
             found.add(result_id)
     return sorted(found - pruned)
+
+
+def overdue_parses(session: Session, finished_before: datetime, limit: int = 1000) -> list[int]:
+    """Results of runs finished before ``finished_before`` with a parseable artifact still unread for them: their
+    parse task was lost. Celery's Redis transport pops a task and only then records it as unacknowledged, so a
+    worker killed in between loses it and late acknowledgement cannot bring it back (celery/celery#7950); the
+    beat's sweep (service/tasks.py) queues these again. A pruned result is never overdue: its bytes are gone."""
+    pruned = (select(ResultArtifact.result_id).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
+              .where(ResultArtifact.result_id == Result.id, Artifact.pruned_at.is_not(None)))
+    return list(session.scalars(
+        select(ResultArtifact.result_id).distinct()
+        .join(Artifact, Artifact.id == ResultArtifact.artifact_id)
+        .join(Result, Result.id == ResultArtifact.result_id).join(Run, Run.id == Result.run_id)
+        .where(ResultArtifact.parsed_version.is_(None), Artifact.kind.in_(sorted(PARSERS)),
+               Run.finished_at < finished_before, ~exists(pruned))
+        .order_by(ResultArtifact.result_id).limit(limit)))

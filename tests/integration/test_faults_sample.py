@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from tests.faults import (
-    VANISHED,
     Outcome,
     Plan,
     can_mount_tmpfs,
@@ -49,14 +48,8 @@ def test_a_web_process_killed_mid_upload_loses_and_doubles_nothing(tmp_path: Pat
 
 def test_a_killed_ingest_worker_leaves_its_parses_to_the_next(tmp_path: Path) -> None:
     outcome = kill_ingest_worker(Plan(runs=6, fault_s=1.0, workdir=tmp_path))
-    vanished = [note for note in outcome.notes if VANISHED in note]
-    if outcome.lost and outcome.duplicates == 0 and vanished:
-        # Known, about one run in three here: kombu's Redis transport pops a message (RPOP) and only then records
-        # it as unacknowledged (MULTI ZADD/HSET unacked; celery/celery#7950, celery/kombu#305), so a worker
-        # SIGKILLed in between loses it and acks_late cannot bring it back. Nothing re-queues a lost parse yet:
-        # the fix is a beat sweep re-enqueueing results whose artifacts stay unparsed (as notify_due does for
-        # Slack). Any other way of failing is a regression and fails below.
-        pytest.xfail(f"a parse task was lost with the killed worker: {vanished[0]}")
+    # About one run in three here a task vanishes with the killed worker (kombu's Redis transport pops a message,
+    # RPOP, and only then records it as unacknowledged; celery/celery#7950): beat's parse sweep queues it again.
     assert_robust(outcome)
 
 

@@ -83,7 +83,7 @@ def test_the_celery_app_carries_the_schedule(tmp_path: Any) -> None:
     settings = load_settings({"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_REDIS_URL": "redis://127.0.0.1:1/0",
                               "KERNELWATCH_TRACK": "/a@main", "KERNELWATCH_TRACK_PERIOD": "60"})
     app = make_celery(settings)
-    assert list(app.conf.beat_schedule) == ["track /a@main@cpu"]
+    assert list(app.conf.beat_schedule) == ["track /a@main@cpu", "parse sweep"]
     assert RUN_TRACKED_TASK in app.tasks
 
 
