@@ -129,7 +129,7 @@ def fuzz_api(api_url: str, token: str, *, max_examples: int, seed: int | None = 
     tallies: dict[str, Tally] = {}
     counter = 0
     for result in schema.get_all_operations():
-        operation = result.ok()
+        operation = result.ok()  # type: ignore[union-attr]  # an invalid operation raises here, loudly
         tally = tallies.setdefault(operation.label, Tally())
         tally.documented = set(paths[operation.path][operation.method.lower()]["responses"])
 
@@ -171,8 +171,9 @@ def fuzz_api(api_url: str, token: str, *, max_examples: int, seed: int | None = 
                 tally.failures.append(f"{problem}: {case.as_curl_command(headers)} -> "
                                       f"{response.content[:300]!r}")
 
-        path = {p.name: known[p.name] for p in operation.path_parameters if p.name in (known or {})}
-        query = {p.name: known[p.name] for p in operation.query if p.name in (known or {})}
+        values = known or {}
+        path = {p.name: values[p.name] for p in operation.path_parameters if p.name in values}
+        query = {p.name: values[p.name] for p in operation.query if p.name in values}
         strategies = [(mode.value, operation.as_strategy(generation_mode=mode))
                       for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)]
         if path or query:
@@ -206,7 +207,7 @@ def _bound(check: Callable[[Any, Tally], None], tally: Tally) -> Callable[[Any],
 def table(tallies: dict[str, Tally]) -> str:
     header = ("operation", "requests", "2xx", "4xx", "5xx", "no answer", "shape violations", "undocumented",
               "slowest ms")
-    rows = [(label, str(t.requests), str(t.ok), str(t.client_errors), str(t.server_errors),
+    rows: list[tuple[str, ...]] = [(label, str(t.requests), str(t.ok), str(t.client_errors), str(t.server_errors),
              str(t.transport_errors), str(t.shape_violations), str(t.undocumented), f"{t.slowest_s * 1000:.0f}")
             for label, t in tallies.items()]
     total = [sum(getattr(t, f) for t in tallies.values()) for f in
@@ -224,25 +225,6 @@ def table(tallies: dict[str, Tally]) -> str:
 
 
 # --- the scratch service -----------------------------------------------------------------------------------------
-
-@contextmanager
-def scratch_database(admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database at head; yields its SQLAlchemy URL and drops it afterwards."""
-    import psycopg
-
-    from service.store.db import upgrade
-
-    name = f"kw_fuzz_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"{admin_url.rsplit('/', 1)[0]}/{name}".replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
 
 def seed_history(database_url: str, home: Path) -> list[str]:
     """Twenty runs of one benchmark with a 10 % step at the tenth: runs, series, findings and an alert to read."""
@@ -284,11 +266,12 @@ def scratch_service(admin_url: str, redis_url: str, home: Path,
     import redis
 
     from tests.processes import clean_env, start_web
+    from tests.scratch_database import scratch_database
 
     broker = redis.Redis.from_url(redis_url, socket_connect_timeout=3)
     broker.flushdb()
     try:
-        with scratch_database(admin_url) as database_url:
+        with scratch_database("kw_fuzz", admin_url, migrate=True) as database_url:
             run_ids = seed_history(database_url, home)
             token = fuzz_token(database_url)
             env = clean_env(home, KERNELWATCH_DATABASE_URL=database_url, KERNELWATCH_REDIS_URL=redis_url,

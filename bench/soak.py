@@ -67,6 +67,7 @@ import redis  # noqa: E402
 
 from tests.private_servers import free_port  # noqa: E402
 from tests.processes import ServiceProcess, clean_env, kernelwatch, start_worker  # noqa: E402
+from tests.scratch_database import scratch_database  # noqa: E402
 from tests.soak import (  # noqa: E402
     QUEUES,
     PageHit,
@@ -134,21 +135,6 @@ class SoakReport:
     @property
     def passed(self) -> bool:
         return all(ok for _, ok, _ in self.checks)
-
-
-@contextmanager
-def scratch_database(admin_url: str, keep: bool) -> Iterator[str]:
-    """A new database's SQLAlchemy URL on the admin URL's server; dropped on leaving unless ``keep``."""
-    name = f"kw_soak_{secrets.token_hex(4)}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    print(f"Scratch database {name}" + (" (kept: --keep)" if keep else " (dropped at the end)"), flush=True)
-    try:
-        yield admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1) + f"/{name}"
-    finally:
-        if not keep:
-            with psycopg.connect(admin_url, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _answers(url: str) -> bool:
@@ -464,7 +450,9 @@ def main() -> None:
         if args.database_url:
             report = soak(config, args.database_url, Path(work), args.logs)
         else:
-            with scratch_database(args.admin_url, args.keep) as url:
+            with scratch_database("kw_soak", args.admin_url, keep=args.keep) as url:
+                print(f"Scratch database {url.rsplit('/', 1)[1]}" + (" (kept: --keep)" if args.keep else
+                                                                     " (dropped at the end)"), flush=True)
                 report = soak(config, url, Path(work), args.logs)
     print()
     print(format_report(report))

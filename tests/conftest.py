@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.scratch_database import PG_ADMIN_URL, scratch_database
+
 # The suite starts benchmark processes by the hundred; each would spend half a second calibrating its host. Off
 # here (benchmark processes inherit it), on in the tests of the calibration itself.
 os.environ.setdefault("KERNELWATCH_CALIBRATE", "0")
 
-PG_ADMIN_URL = os.environ.get("KERNELWATCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _pg_url(database: str) -> str:
-    base = PG_ADMIN_URL.rsplit("/", 1)[0]
-    return f"{base}/{database}".replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 @pytest.fixture(scope="session")
@@ -37,14 +32,8 @@ def pg_server() -> Iterator[str]:
 @pytest.fixture
 def pg_database(pg_server: str) -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test, dropped afterwards; yields its SQLAlchemy URL."""
-    name = f"kw_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _pg_url(name)
-    finally:
-        with psycopg.connect(pg_server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("kw_test", pg_server) as url:
+        yield url
 
 
 @pytest.fixture

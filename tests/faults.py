@@ -34,7 +34,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import redis
 from sqlalchemy import func, select
 
@@ -46,8 +45,8 @@ from service.store.models import Artifact, HloModuleRecord, Result, ResultArtifa
 from tests import builders
 from tests.private_servers import PrivatePostgres, PrivateRedis, free_port
 from tests.processes import ServiceProcess, clean_env, start_kernelwatch, start_worker
+from tests.scratch_database import PG_ADMIN_URL, scratch_database
 
-PG_ADMIN_URL = os.environ.get("KERNELWATCH_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 RESULTS_PER_RUN = 2
 
 HLO_TEMPLATE = """HloModule faults_{tag}
@@ -88,19 +87,9 @@ class Plan:
 # --- databases, brokers, the web process --------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def scratch_database() -> Iterator[str]:
+def _scratch_database() -> contextlib.AbstractContextManager[str]:
     """A fresh database on the machine's PostgreSQL, migrated to head, dropped afterwards."""
-    name = f"kw_faults_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{name}".replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return scratch_database("kw_faults", PG_ADMIN_URL, migrate=True)
 
 
 @contextlib.contextmanager
@@ -340,7 +329,7 @@ def kill_web_mid_upload(plan: Plan) -> Outcome:
     root = plan.workdir / "kill-web"
     store = ArtifactStore(root / "runner" / "artifacts")
     docs = runs_with_artifacts(plan.runs, store, max(plan.artifact_bytes, 512 * 1024))
-    with scratch_database() as db, private_redis(root / "redis") as broker:
+    with _scratch_database() as db, private_redis(root / "redis") as broker:
         env = _base_env(root / "service", db, broker.url)
         token, port = submit_token(db), free_port()
         web = start_gunicorn(env, root, port, "web-1")
@@ -417,7 +406,7 @@ def redis_restart(plan: Plan) -> Outcome:
     root = plan.workdir / "redis"
     store = ArtifactStore(root / "runner" / "artifacts")
     docs = runs_with_artifacts(plan.runs, store, plan.artifact_bytes)
-    with scratch_database() as db, private_redis(root / "redis", appendonly=True) as broker:
+    with _scratch_database() as db, private_redis(root / "redis", appendonly=True) as broker:
         env = _base_env(root / "service", db, broker.url)
         token, port = submit_token(db), free_port()
         client = Submitter(web_url(port), token, store, docs, give_up_s=plan.fault_s + 120)
@@ -476,7 +465,7 @@ def kill_ingest_worker(plan: Plan) -> Outcome:
     store = ArtifactStore(root / "runner" / "artifacts")
     docs = runs_with_artifacts(plan.runs, store, plan.artifact_bytes)
     run_ids = [d["run_id"] for d in docs]
-    with scratch_database() as db, private_redis(root / "redis") as broker:
+    with _scratch_database() as db, private_redis(root / "redis") as broker:
         env = _base_env(root / "service", db, broker.url)
         token, port = submit_token(db), free_port()
         # Spaced out, so that runs keep coming while no ingest worker runs.
@@ -570,7 +559,7 @@ def disk_full(plan: Plan) -> Outcome:
     docs = runs_with_artifacts(plan.runs, store, plan.artifact_bytes)
     artifacts_dir = root / "service" / "artifacts"
     size = 4 * plan.runs * (plan.artifact_bytes + 4096) + (1 << 20)
-    with scratch_database() as db, private_redis(root / "redis") as broker, small_filesystem(artifacts_dir, size):
+    with _scratch_database() as db, private_redis(root / "redis") as broker, small_filesystem(artifacts_dir, size):
         env = _base_env(root / "service", db, broker.url)
         token, port = submit_token(db), free_port()
         client = Submitter(web_url(port), token, store, docs, give_up_s=plan.fault_s + 120)
@@ -631,7 +620,7 @@ def kill_runner_mid_suite(plan: Plan) -> Outcome:
     for i in range(1, plan.runs):
         (repo / "README").write_text(str(i))
         shas.append(commit_all(repo, f"commit {i}"))
-    with scratch_database() as db, private_redis(root / "redis") as broker:
+    with _scratch_database() as db, private_redis(root / "redis") as broker:
         env_a = _base_env(root / "host-a", db, broker.url, KERNELWATCH_CALIBRATE="0")
         env_b = _base_env(root / "host-b", db, broker.url, KERNELWATCH_CALIBRATE="0")
         a = start_worker(env_a, root, "runner.cpu", name="runner-a")
@@ -720,7 +709,7 @@ def slack_500_429(plan: Plan) -> Outcome:
     from tests.fake_slack import TOKEN, running_fake_slack
 
     out, started = Outcome("slack-500-429"), time.monotonic()
-    with scratch_database() as db, running_fake_slack() as fake:
+    with _scratch_database() as db, running_fake_slack() as fake:
         engine = make_engine(db)
         sessions = make_session_factory(engine)
         notifier = SlackNotifier(sessions=sessions, sender=SlackClient(TOKEN, fake.url, timeout_s=5, max_wait_s=3),
@@ -847,7 +836,7 @@ def github_500_429(plan: Plan) -> Outcome:
 
     out, started = Outcome("github-500-429"), time.monotonic()
     private, public = app_key_pair()
-    with scratch_database() as db, serve_fake_github(_flaky_github_class()(public_key=public,
+    with _scratch_database() as db, serve_fake_github(_flaky_github_class()(public_key=public,
                                                                            fault_s=plan.fault_s)) as fake:
         engine = make_engine(db)
         sessions = make_session_factory(engine)

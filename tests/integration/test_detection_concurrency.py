@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,29 @@ def pg_sessions(pg_database: str) -> Iterator[sessionmaker[Session]]:
         engine.dispose()
 
 
+def second_waits_for_first(sessions: sessionmaker[Session], first: Session,
+                           work: Callable[[Session], object]) -> None:
+    """``work`` in a second transaction on another thread while ``first`` (which did the same work, flushed, not
+    committed) holds its rows: it must wait, then finish without an error once ``first`` commits."""
+    errors: list[BaseException] = []
+
+    def second() -> None:
+        try:
+            with unit_of_work(sessions) as s:
+                work(s)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    time.sleep(1.0)
+    assert thread.is_alive(), "the second transaction did not wait for the first"
+    first.commit()
+    first.close()
+    thread.join(60)
+    assert not thread.is_alive() and errors == [], errors
+
+
 def test_a_second_detection_of_a_series_waits_and_then_agrees(pg_sessions: sessionmaker[Session]) -> None:
     sessions = pg_sessions
     with unit_of_work(sessions) as s:
@@ -48,24 +71,7 @@ def test_a_second_detection_of_a_series_waits_and_then_agrees(pg_sessions: sessi
 
     first = sessions()
     assert detect_many(first, [series_id], detector) >= 1  # flushed, not committed: the series row is held
-    errors: list[BaseException] = []
-    found: list[int] = []
-
-    def second() -> None:
-        try:
-            with unit_of_work(sessions) as s:
-                found.append(detect_many(s, [series_id], detector))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
-
-    thread = threading.Thread(target=second)
-    thread.start()
-    time.sleep(1.0)
-    assert thread.is_alive(), "the second detection did not wait for the first"
-    first.commit()
-    first.close()
-    thread.join(60)
-    assert not thread.is_alive() and errors == [], errors
+    second_waits_for_first(sessions, first, lambda s: detect_many(s, [series_id], detector))
     with sessions() as s:
         rows = s.execute(select(Finding.commit_id, Finding.detector, func.count()).where(Finding.series_id == series_id)
                          .group_by(Finding.commit_id, Finding.detector)).all()
@@ -87,23 +93,7 @@ def test_a_second_parse_of_a_result_waits_and_stores_its_records_once(pg_session
 
     first = sessions()
     assert parse_results(first, store, [result_id]) > 0  # flushed, not committed: the result row is held
-    errors: list[BaseException] = []
-
-    def second() -> None:
-        try:
-            with unit_of_work(sessions) as s:
-                parse_results(s, store, [result_id])
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
-
-    thread = threading.Thread(target=second)
-    thread.start()
-    time.sleep(1.0)
-    assert thread.is_alive(), "the second parse did not wait for the first"
-    first.commit()
-    first.close()
-    thread.join(60)
-    assert not thread.is_alive() and errors == [], errors
+    second_waits_for_first(sessions, first, lambda s: parse_results(s, store, [result_id]))
     with sessions() as s:
         names = s.scalars(select(KernelCode.name).where(KernelCode.result_id == result_id)).all()
     assert names and len(names) == len(set(names))

@@ -54,9 +54,7 @@ def test_a_killed_ingest_worker_leaves_its_parses_to_the_next(tmp_path: Path) ->
 
 
 def test_a_runner_killed_mid_suite_has_its_run_stored_once_by_another(tmp_path: Path) -> None:
-    # test_runner_workers.py covers this too; its marker is an environment variable, which the benchmark
-    # process's allow-listed environment (runners/sandbox.py) may no longer pass. This one writes its paths into
-    # the suite's source.
+    # test_runner_workers.py covers the same on the machine's PostgreSQL; this one is the bench's scenario, small.
     outcome = kill_runner_mid_suite(Plan(runs=1, fault_s=1.0, workdir=tmp_path))
     assert_robust(outcome)
 
