@@ -64,7 +64,10 @@ def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, p
     proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--head", "main", *SUITE], env)
     assert proc.returncode == 1, proc.stderr[-3000:]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("softmax/softmax_rows"))
-    assert re.search(r"\bregression\b", row) is not None and "(p=0.000 n=10+10)" in row
+    # The verdict (an "of roofline" column may follow it); p under alpha with 10 samples a side: its exact value
+    # moves with this shared machine's load (0.000 quiet, 0.002 once under load), the verdict does not.
+    p_value = re.search(r"\(p=(\d\.\d{3}) n=10\+10\)", row)
+    assert re.search(r"\bregression\b", row) is not None and p_value is not None and float(p_value[1]) < 0.05, row
     written = summary.read_text()
     assert written.startswith("## an earlier step\n### KernelWatch comparison")  # appended, not replaced
     assert "| `softmax/softmax_rows cols=4096 rows=1024` |" in written and "🔴 regression" in written
