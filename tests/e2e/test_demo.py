@@ -54,7 +54,12 @@ def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: d
     assert text.returncode == 1, text.stderr[-2000:]
     # The verdict column (an "of roofline" column may follow it: the demo's host calibrates).
     regressions = [line for line in text.stdout.splitlines() if re.search(r"\bregression\b", line)]
-    assert regressions and all(line.startswith("softmax/") for line in regressions), text.stdout
+    assert regressions and any(line.startswith("softmax/") for line in regressions), text.stdout
+    # The planted kernel leads: the two commits' runs were minutes apart on this shared 2-core VM, not
+    # interleaved, so an untouched kernel may cross the threshold by noise (once: matmul +46 %, p=0.024, ±32 %
+    # spread), but never by more than the planted change.
+    changes = {line.split()[0]: float(re.findall(r"([+-]\d+\.\d)% \(p=", line)[0]) for line in regressions}
+    assert max(changes, key=lambda name: changes[name]).startswith("softmax/"), text.stdout
     as_json = subprocess.run([*argv, "--format", "json"], env=demo["env"], capture_output=True, text=True,
                              timeout=300)
     assert as_json.returncode == 1
