@@ -28,14 +28,24 @@ def test_summary_names_the_planted_commit(demo: dict) -> None:  # type: ignore[t
 
 
 def test_the_planted_commit_is_the_one_flagged(demo: dict) -> None:  # type: ignore[type-arg]
+    """The planted commit is the only one flagged. A change point elsewhere is possible on this shared 2-core VM
+    (a slow minute under every round of one commit): the product's answer is the confirmation that follows each
+    finding, re-running base and head interleaved, so such a finding must end refuted, never standing."""
     engine = make_engine(demo["db"])
     with make_session_factory(engine)() as s:
         regressions = [f for f in all_findings(s) if f.direction == "regression"]
     engine.dispose()
-    assert regressions, "no regression stored"
-    assert {f.commit_sha for f in regressions} == {demo["planted"]}
-    assert all(f.series_label.startswith("softmax/") for f in regressions)
-    assert all(f.magnitude > 0.5 for f in regressions)
+    shown = "\n".join(f"{f.commit_sha[:10]} {f.kind} {f.series_label} {f.metric} {f.magnitude:+.1%} "
+                      f"p={f.p_value} confirmation={f.confirmation}" for f in regressions)
+    planted = demo["planted"]
+    flagged = [f for f in regressions if f.flags_commit]
+    assert flagged, f"no regression flagged:\n{shown}"
+    assert {f.commit_sha for f in flagged} == {planted}, shown
+    assert all(f.series_label.startswith("softmax/") for f in flagged), shown
+    assert all(f.magnitude > 0.5 for f in flagged), shown
+    # The planted change is re-measured and stands; the code diff that explains it is exact, so only there.
+    assert all(f.confirmation == "confirmed" for f in flagged), shown
+    assert {f.commit_sha for f in regressions if f.kind == "static"} == {planted}, shown
 
 
 def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: dict) -> None:  # type: ignore[type-arg]
