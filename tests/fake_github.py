@@ -63,6 +63,8 @@ class FakeGitHub:
     statuses: list[dict[str, Any]] = field(default_factory=list)
     # Answers to give before serving normally, one per request: (status, headers)
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    # Answers lost after the work was done, one per request: GitHub made the comment, then answered this status
+    lost_answers: list[int] = field(default_factory=list)
     url: str = ""
     _tokens: set[str] = field(default_factory=set)
     _next_id: int = 1000
@@ -106,7 +108,10 @@ class FakeGitHub:
                 return 200, {"id": self.installation_id}, {}
             if not self._authorized(auth):
                 return 401, {"message": "Bad credentials"}, {}
-            return self._route(method, path, query, body)
+            answer = self._route(method, path, query, body)
+            if self.lost_answers:
+                return self.lost_answers.pop(0), {"message": "injected failure after the work was done"}, {}
+            return answer
 
     def _app_jwt_ok(self, auth: str) -> bool:
         try:
@@ -160,6 +165,11 @@ class FakeGitHub:
             run = {"id": self._id(), **body}
             self.check_runs[run["id"]] = run
             return 201, run, {}
+        if method == "GET" and (c := re.fullmatch(r"commits/([0-9a-f]{40})/check-runs", rest)):
+            name = query.get("check_name", [None])[0]
+            runs = [r for r in self.check_runs.values()
+                    if r.get("head_sha") == c.group(1) and name in (None, r.get("name"))]
+            return 200, {"total_count": len(runs), "check_runs": runs}, {}
         if method == "PATCH" and (c := re.fullmatch(r"check-runs/(\d+)", rest)):
             updated = self.check_runs.get(int(c.group(1)))
             if updated is None:

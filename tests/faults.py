@@ -800,29 +800,6 @@ def _flaky_github_class() -> Any:
     return FlakyGitHub
 
 
-def _pull_requests(sessions: Any, count: int) -> list[int]:
-    """``count`` pull requests of acme/kernels, each running, its merge-base and head measured once."""
-    from service.contract import parse_manifest
-    from service.pipeline.ingest import ingest_manifest
-    from service.store.models import PullRequest
-
-    with unit_of_work(sessions) as s:
-        for position in range(2 * count):
-            ingest_manifest(s, parse_manifest(builders.manifest(position, [builders.result()], repo="kernels")))
-    ids = []
-    with unit_of_work(sessions) as s:
-        for i in range(count):
-            base, head = builders.sha_for(f"kernels-{2 * i}"), builders.sha_for(f"kernels-{2 * i + 1}")
-            now = datetime.now(UTC)
-            pr = PullRequest(repository="acme/kernels", number=100 + i, clone_url="file:///tmp/kernels",
-                             installation_id=77, base_ref="main", base_sha=base, head_repository="acme/kernels",
-                             head_sha=head, merge_base_sha=base, state="running", created_at=now, updated_at=now)
-            s.add(pr)
-            s.flush()
-            ids.append(pr.id)
-    return ids
-
-
 def github_500_429(plan: Plan) -> Outcome:
     """``runs`` pull requests reported as the report task does (``PullRequestHooks.report``, a Transient
     error retried after ``_github_countdown``, the task's own backoff), as a GitHub App (check runs and one
@@ -833,6 +810,7 @@ def github_500_429(plan: Plan) -> Outcome:
     from service.store.models import PullRequest
     from service.tasks import _github_countdown
     from tests.fake_github import APP_ID, app_key_pair, serve_fake_github
+    from tests.pr_hook import measured_pull_requests
 
     out, started = Outcome("github-500-429"), time.monotonic()
     private, public = app_key_pair()
@@ -842,7 +820,7 @@ def github_500_429(plan: Plan) -> Outcome:
         sessions = make_session_factory(engine)
         hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, private, timeout_s=5),
                                  HookConfig(public_url="http://kw.test", check_runs=True))
-        pr_ids = _pull_requests(sessions, plan.runs)
+        pr_ids = measured_pull_requests(sessions, plan.runs)
         due = {pr_id: time.monotonic() for pr_id in pr_ids}
         retries = dict.fromkeys(pr_ids, 0)
         errors: dict[int, str] = {}

@@ -7,9 +7,15 @@ import hashlib
 import hmac
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from service.contract import parse_manifest
+from service.pipeline.ingest import ingest_manifest
+from service.store.db import unit_of_work
+from service.store.models import PullRequest
+from tests import builders
 from tests.gitrepo import SCALE_KERNEL, commit_all, git, suite_repo
 
 SECRET = "hook-secret"
@@ -70,3 +76,22 @@ def signed(event: str, payload: dict[str, Any], delivery: str | None = None,
     signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
     return body, {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery or str(uuid.uuid4()),
                   "X-Hub-Signature-256": signature, "Content-Type": "application/json"}
+
+
+def measured_pull_requests(sessions: Any, count: int) -> list[int]:
+    """``count`` pull requests of acme/kernels, each running, its merge-base and head measured once."""
+    with unit_of_work(sessions) as s:
+        for position in range(2 * count):
+            ingest_manifest(s, parse_manifest(builders.manifest(position, [builders.result()], repo="kernels")))
+    ids = []
+    with unit_of_work(sessions) as s:
+        for i in range(count):
+            base, head = builders.sha_for(f"kernels-{2 * i}"), builders.sha_for(f"kernels-{2 * i + 1}")
+            now = datetime.now(UTC)
+            pr = PullRequest(repository="acme/kernels", number=100 + i, clone_url="file:///tmp/kernels",
+                             installation_id=77, base_ref="main", base_sha=base, head_repository="acme/kernels",
+                             head_sha=head, merge_base_sha=base, state="running", created_at=now, updated_at=now)
+            s.add(pr)
+            s.flush()
+            ids.append(pr.id)
+    return ids

@@ -1,6 +1,13 @@
 """A thin transport to GitHub's REST API: the few calls the pull-request hook makes, with timeouts, retries of
 5xx and connection errors only, and rate limits honoured.
 
+A call that creates something (POST a comment, POST a check run) is not repeated after a 5xx or a timeout:
+GitHub may have made the thing before it failed to answer, and a blind repeat makes it twice (two comments on a
+pull request, two check runs). Such a failure goes back to the task as GitHubUnavailable; the task's retry first
+looks for what it made (the comment's marker, the check run's external id) and edits it. A creating call is
+repeated only where the request provably never arrived (connection refused) or GitHub said it did nothing (a
+rate limit).
+
 Two ways to authenticate: a GitHub App (a JWT signed RS256 with the app's private key buys an installation
 token, cached until shortly before it expires) or a plain token. ``urllib`` because the project declares no HTTP
 client and these few JSON calls need none.
@@ -10,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 import urllib.error
@@ -153,13 +161,23 @@ class GitHubClient:
         return None
 
     def create_comment(self, repository: str, number: int, body: str) -> int:
-        return int(self.call("POST", f"/repos/{repository}/issues/{number}/comments", {"body": body})["id"])
+        return int(self.call("POST", f"/repos/{repository}/issues/{number}/comments", {"body": body},
+                             repeatable=False)["id"])
 
     def update_comment(self, repository: str, comment_id: int, body: str) -> None:
         self.call("PATCH", f"/repos/{repository}/issues/comments/{comment_id}", {"body": body})
 
     def create_check_run(self, repository: str, fields: dict[str, Any]) -> int:
-        return int(self.call("POST", f"/repos/{repository}/check-runs", fields)["id"])
+        return int(self.call("POST", f"/repos/{repository}/check-runs", fields, repeatable=False)["id"])
+
+    def find_check_run(self, repository: str, sha: str, name: str, external_id: str) -> int | None:
+        """The id of the check run this service made on ``sha`` (its name and external id), if GitHub has one."""
+        answer = self.call("GET", f"/repos/{repository}/commits/{quote(sha, safe='')}/check-runs"
+                                  f"?check_name={quote(name, safe='')}&filter=all&per_page=100")
+        for run in answer.get("check_runs") or []:
+            if str(run.get("external_id")) == external_id:
+                return int(run["id"])
+        return None
 
     def update_check_run(self, repository: str, check_run_id: int, fields: dict[str, Any]) -> None:
         self.call("PATCH", f"/repos/{repository}/check-runs/{check_run_id}", fields)
@@ -169,9 +187,11 @@ class GitHubClient:
 
     # -- the transport -------------------------------------------------------------------------------------------
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None, auth: Auth | None = None) -> Any:
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None, auth: Auth | None = None,
+             repeatable: bool = True) -> Any:
         """One API call, answered JSON. Retries 5xx and connection errors with backoff; waits out a rate limit
-        when GitHub says it ends soon; any other 4xx is a GitHubError at once."""
+        when GitHub says it ends soon; any other 4xx is a GitHubError at once. ``repeatable=False`` (a call that
+        creates something): a 5xx or a timeout is GitHubUnavailable at once, since GitHub may have acted."""
         url = f"{self.api_url}{path}"
         data = json.dumps(body).encode() if body is not None else None
         failure = ""
@@ -199,10 +219,20 @@ class GitHubClient:
                 if exc.code < 500:
                     raise GitHubError(exc.code, method, path, _message(text)) from None
                 failure = f"GitHub answered {exc.code} to {method} {path}"
+                if not repeatable:
+                    raise GitHubUnavailable(f"{failure}; not repeated: GitHub may have acted on it") from None
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 failure = f"GitHub unreachable for {method} {path}: {getattr(exc, 'reason', exc)}"
+                if not repeatable and not _never_arrived(exc):
+                    raise GitHubUnavailable(f"{failure}; not repeated: GitHub may have acted on it") from None
             log.warning("%s (attempt %d of %d)", failure, attempt + 1, self.attempts)
         raise GitHubUnavailable(failure)
+
+
+def _never_arrived(exc: BaseException) -> bool:
+    """Whether a transport failure proves the request never reached GitHub (nothing listened, no such host)."""
+    reason = getattr(exc, "reason", exc)
+    return isinstance(reason, (ConnectionRefusedError, socket.gaierror))
 
 
 def _message(text: str) -> str:

@@ -333,10 +333,14 @@ class PullRequestHooks:
         fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": pr.head_sha, "status": "completed",
                                   "conclusion": verdict, "completed_at": _now_iso(), "external_id": str(pr.id),
                                   "output": check_output(report, ctx), **({"details_url": link} if link else {})}
-        if pr.check_run_id is not None and pr.check_run_sha == pr.head_sha:
-            client.update_check_run(pr.repository, pr.check_run_id, fields)
-            return
-        pr.check_run_id, pr.check_run_sha = client.create_check_run(pr.repository, fields), pr.head_sha
+        if pr.check_run_id is None or pr.check_run_sha != pr.head_sha:
+            # A report that failed after GitHub made its check run never stored the id: look before making one.
+            found = client.find_check_run(pr.repository, pr.head_sha, CHECK_NAME, str(pr.id))
+            if found is None:
+                pr.check_run_id, pr.check_run_sha = client.create_check_run(pr.repository, fields), pr.head_sha
+                return
+            pr.check_run_id, pr.check_run_sha = found, pr.head_sha
+        client.update_check_run(pr.repository, pr.check_run_id, fields)
 
     def _post_comment(self, client: GitHubClient, pr: PullRequest, body: str) -> None:
         comment_id = pr.comment_id

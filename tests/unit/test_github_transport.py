@@ -48,15 +48,45 @@ def test_a_wrong_key_is_refused(fake: FakeGitHub) -> None:
 
 def test_5xx_is_retried_with_backoff_and_4xx_is_not(fake: FakeGitHub) -> None:
     slept: list[float] = []
+    mine = client(fake).create_comment(REPO, 1, "first")
     fake.failures = [(502, {}), (503, {})]
-    assert client(fake, slept).create_comment(REPO, 1, "after two failures") > 0
-    assert len(fake.calls("POST", "/repos/acme/kernels/issues/1/comments")) == 3
-    assert slept == [0.5, 1.0]
+    client(fake, slept).update_comment(REPO, mine, "after two failures")
+    assert len(fake.calls("PATCH", f"/repos/acme/kernels/issues/comments/{mine}")) == 3
+    assert slept == [0.5, 1.0] and fake.comments[mine]["body"] == "after two failures"
     fake.failures = [(422, {})]
     with pytest.raises(GitHubError) as refused:
-        client(fake).create_comment(REPO, 1, "refused")
+        client(fake).update_comment(REPO, mine, "refused")
     assert refused.value.status == 422
-    assert len(fake.calls("POST", "/repos/acme/kernels/issues/1/comments")) == 4  # once: no retry
+    assert len(fake.calls("PATCH", f"/repos/acme/kernels/issues/comments/{mine}")) == 4  # once: no retry
+
+
+def test_a_creating_call_is_not_repeated_after_a_5xx_since_github_may_have_acted(fake: FakeGitHub) -> None:
+    """GitHub made the comment, then answered 500: a repeat would post it twice. The failure goes back to the
+    caller (whose retry finds the comment by its marker); exactly one POST, one comment."""
+    fake.lost_answers = [500]
+    with pytest.raises(GitHubUnavailable, match="not repeated"):
+        client(fake).create_comment(REPO, 1, "made once")
+    assert len(fake.calls("POST", "/repos/acme/kernels/issues/1/comments")) == 1
+    assert [c["body"] for c in fake.comments.values()] == ["made once"]
+    fake.lost_answers = [502]
+    with pytest.raises(GitHubUnavailable):
+        client(fake).create_check_run(REPO, {"name": "KernelWatch", "head_sha": "b" * 40, "external_id": "9"})
+    assert len(fake.check_runs) == 1
+    assert client(fake).find_check_run(REPO, "b" * 40, "KernelWatch", "9") == next(iter(fake.check_runs))
+    assert client(fake).find_check_run(REPO, "b" * 40, "KernelWatch", "10") is None
+    assert client(fake).find_check_run(REPO, "c" * 40, "KernelWatch", "9") is None
+
+
+def test_a_creating_call_is_repeated_when_it_never_arrived() -> None:
+    """Connection refused proves GitHub never saw the request: repeating it cannot make anything twice."""
+    from tests.private_servers import free_port
+
+    slept: list[float] = []
+    nobody = GitHubClient(f"http://127.0.0.1:{free_port()}", TokenAuth(PLAIN_TOKEN), timeout_s=2,
+                          sleep=slept.append)
+    with pytest.raises(GitHubUnavailable, match="unreachable"):
+        nobody.create_comment(REPO, 1, "x")
+    assert slept == [0.5, 1.0, 2.0]  # all four attempts
 
 
 def test_persistent_5xx_becomes_transient(fake: FakeGitHub) -> None:
