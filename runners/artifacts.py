@@ -14,12 +14,14 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from runners.bounded_decompress import DecompressionError, ExpansionError, gunzip_file_bounded
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+INCOMING_PREFIX = ".incoming-"  # a write in flight; one a killed process left behind is swept (sweep_incoming)
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -59,7 +61,7 @@ class ArtifactStore:
         path = self.path_for(digest)
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".incoming-")
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=INCOMING_PREFIX)
             try:
                 with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6,
                                                                mtime=0) as gz:
@@ -97,6 +99,24 @@ class ArtifactStore:
             return None
         return size
 
+    def sweep_incoming(self, older_than_s: float, now: float | None = None) -> tuple[int, int]:
+        """Delete the temporary files of writes that never finished (a process killed mid-write: its ``finally``
+        never ran) and are older than ``older_than_s``; a write in flight is seconds old and is left alone.
+        Returns (files, bytes) removed."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+        files = size = 0
+        for path in self.root.glob(f"??/{INCOMING_PREFIX}*"):
+            try:
+                stat = path.stat()
+                if stat.st_mtime >= cutoff:
+                    continue
+                path.unlink()
+            except FileNotFoundError:
+                continue  # finished (renamed into place) or swept by another process meanwhile
+            files += 1
+            size += stat.st_size
+        return files, size
+
     def copy_to(self, other: ArtifactStore, sha256: str) -> None:
         """Move one artifact between stores without expanding it (e.g. a runner's outbox into the service's)."""
         target = other.path_for(sha256)
@@ -104,7 +124,7 @@ class ArtifactStore:
             return
         self.get(sha256, max_bytes=other.max_bytes)  # verify before trusting it
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=INCOMING_PREFIX)
         try:
             with os.fdopen(fd, "wb") as out, self.path_for(sha256).open("rb") as src:
                 while chunk := src.read(1 << 20):

@@ -42,6 +42,8 @@ from service.store.models import Alert, Artifact, Finding, Result, ResultArtifac
 OPEN_ALERT_STATES: frozenset[str] = frozenset({"untriaged", "acknowledged", "investigating"})
 
 CHUNK = 500  # ids per IN (...) list
+# A temporary file this old in the store is a write whose process died (an upload is written in seconds).
+UNFINISHED_WRITE_AGE_S = 3600.0
 _UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 _DURATION = re.compile(r"(?:\d+[mhdw])+")
 _PART = re.compile(r"(\d+)([mhdw])")
@@ -99,6 +101,7 @@ class PruneOutcome:
     files_deleted: int
     bytes_freed: int  # on disk (the store keeps files compressed)
     files_missing: int  # already gone: deleted by an earlier, interrupted prune
+    unfinished_swept: int = 0  # temporary files of writes a killed process never finished
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
@@ -207,6 +210,8 @@ def apply_prune(session: Session, store: ArtifactStore, plan: PrunePlan, now: da
         marked += int(getattr(result, "rowcount", 0) or 0)
     session.commit()  # the rows say "pruned" before any file goes: a crash from here on leaves no dangling row
     deleted = freed = missing = 0
+    swept, swept_bytes = store.sweep_incoming(UNFINISHED_WRITE_AGE_S)
+    freed += swept_bytes
     for artifact in chosen:
         size = store.remove(artifact.sha256)
         if size is None:
@@ -215,7 +220,7 @@ def apply_prune(session: Session, store: ArtifactStore, plan: PrunePlan, now: da
             deleted += 1
             freed += size
     return PruneOutcome(artifacts=len(chosen), marked=marked, files_deleted=deleted, bytes_freed=freed,
-                        files_missing=missing)
+                        files_missing=missing, unfinished_swept=swept)
 
 
 def disk_usage(store: ArtifactStore, plan: PrunePlan) -> tuple[int, int]:
@@ -245,4 +250,5 @@ def format_plan(plan: PrunePlan, files: int, disk_bytes: int) -> str:
 def format_outcome(plan: PrunePlan, outcome: PruneOutcome) -> str:
     return (f"pruned {outcome.artifacts} artifact(s) last used before {plan.cutoff:%Y-%m-%d %H:%M} UTC: "
             f"{outcome.marked} marked, {outcome.files_deleted} file(s) deleted, {outcome.bytes_freed} bytes freed, "
-            f"{outcome.files_missing} already gone; {_kept(plan)}")
+            f"{outcome.files_missing} already gone, {outcome.unfinished_swept} unfinished write(s) swept; "
+            f"{_kept(plan)}")

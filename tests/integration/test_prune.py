@@ -209,6 +209,27 @@ def test_rerun_is_idempotent_and_finishes_an_interrupted_prune(stored: Stored) -
     assert _pruned(stored) == {"old0", "old1", "other0", "llo"}
 
 
+def test_the_unfinished_writes_of_a_killed_process_are_swept_and_one_in_flight_is_not(stored: Stored) -> None:
+    """A process killed while writing an artifact leaves its temporary file (its ``finally`` never ran); prune
+    sweeps those older than an hour and leaves a write in flight alone. Stored artifacts are untouched."""
+    import os
+    import time
+
+    store = stored.ctx.artifacts
+    kept = store.put(b"a finished artifact\n", "log", "kept.log")
+    folder = store.path_for(kept.sha256).parent
+    dead, live = folder / ".incoming-killed1", folder / ".incoming-writing"
+    dead.write_bytes(b"x" * 4096)
+    live.write_bytes(b"y" * 10)
+    an_hour_and_more = time.time() - 3700
+    os.utime(dead, (an_hour_and_more, an_hour_and_more))
+    outcome = _prune(stored)
+    assert outcome.unfinished_swept == 1 and outcome.bytes_freed >= 4096
+    assert not dead.exists() and live.exists() and store.has(kept.sha256)
+    assert store.sweep_incoming(0, now=time.time() + 1) == (1, 10)  # anything older than "now" goes
+    assert not live.exists() and store.has(kept.sha256)
+
+
 def test_a_new_run_capturing_pruned_bytes_again_keeps_them(stored: Stored) -> None:
     _prune(stored)
     store = stored.ctx.artifacts
