@@ -39,6 +39,7 @@ CSV_COLUMNS = (
     "base_status", "base_n", "base_median", "base_ci_low", "base_ci_high",
     "head_status", "head_n", "head_median", "head_ci_low", "head_ci_high",
     "ratio", "ratio_ci_low", "ratio_ci_high", "delta_percent", "p_value", "q_value", "below_min_effect",
+    "base_roofline_fraction", "head_roofline_fraction",
 )
 _VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "❌ failed"}
 
@@ -120,7 +121,7 @@ def _csv_row(row: Comparison) -> list[str]:
     return [k.environment, k.suite, k.name, " ".join(f"{name}={value}" for name, value in k.params), k.metric,
             k.unit, k.direction, row.verdict, *_side_cells(row.base), *_side_cells(row.head), _num(row.ratio),
             _num(row.ratio_low), _num(row.ratio_high), delta, _num(row.p_value), _num(row.q_value),
-            "true" if row.below_min_effect else "false"]
+            "true" if row.below_min_effect else "false", _num(row.base_fraction), _num(row.head_fraction)]
 
 
 def format_csv(report: ComparisonReport, rows: Sequence[int] | None = None) -> str:

@@ -58,3 +58,14 @@ def test_the_comment_adds_the_column_only_where_a_changed_row_has_a_fraction() -
     assert "| 12% → 9% |" in format_comment(report, ctx)
     bare = replace(report, rows=tuple(replace(r, base_fraction=None, head_fraction=None) for r in report.rows))
     assert "of roofline" not in format_comment(bare, ctx)
+
+
+def test_the_csv_carries_both_fractions_and_leaves_a_missing_one_empty() -> None:
+    import csv
+    import io
+
+    from service.report.compare_formats import format_csv
+
+    rows = list(csv.DictReader(io.StringIO(format_csv(compare(pairs(), CompareParams())))))
+    assert [(r["name"], r["base_roofline_fraction"], r["head_roofline_fraction"]) for r in rows] == [
+        ("slow", "0.12", "0.09"), ("plain", "", ""), ("new", "", "0.5")]
