@@ -2,6 +2,11 @@
 
 Reads the series' default-branch history, runs the pure detector, and replaces this detector's findings on
 the series with the new set in one transaction: running it twice on the same data changes nothing.
+
+Only the newest ``HISTORY_LIMIT`` measured commits are read on each write, so the cost of a submission does not
+grow with a series' age. The detector judges a change against the level just before it (its windows are 100
+commits), so the commits at the start of that tail, which lack their own past, are ``SETTLED``: findings there
+are left as an earlier read stored them, neither added nor removed. A change older than the tail is final.
 """
 
 from __future__ import annotations
@@ -37,36 +42,60 @@ def finding_kind(metric: str) -> str:
     return "time" if metric in SPEED_METRICS else "numerics"
 
 
-def default_branch_points(session: Session, series: Series) -> list[SeriesPoint]:
-    """Per commit on the repository's default branch, every ok sample of the series, pooled across runs."""
-    rows = session.execute(
-        select(Commit.id, Commit.position, Result.samples)
-        .join(Run, Run.id == Result.run_id)
-        .join(Commit, Commit.id == Run.commit_id)
-        .join(Repository, Repository.id == Commit.repository_id)
-        .where(Result.series_id == series.id, Result.status == "ok", Run.branch == Repository.default_branch)
-    ).all()
+# Measured commits of a series read on each write (five of the detector's windows), and the first of them whose
+# findings stay as stored (a window's worth: a change there would be judged without the level before it).
+HISTORY_LIMIT = 500
+SETTLED = 100
+
+
+def default_branch_points(session: Session, series: Series,
+                          limit: int | None = None) -> tuple[list[SeriesPoint], bool]:
+    """Per commit on the repository's default branch, every ok sample of the series, pooled across runs: the
+    newest ``limit`` measured commits, or all of them; and whether older ones were left out."""
+    measured = (Result.series_id == series.id, Result.status == "ok", Run.branch == Repository.default_branch)
+    query = (select(Commit.id, Commit.position, Result.samples)
+             .join(Run, Run.id == Result.run_id)
+             .join(Commit, Commit.id == Run.commit_id)
+             .join(Repository, Repository.id == Commit.repository_id)
+             .where(*measured))
+    cut = False
+    if limit is not None:
+        older = session.scalar(  # the newest commit left out, if any is
+            select(Commit.position).join(Run, Run.commit_id == Commit.id).join(Result, Result.run_id == Run.id)
+            .join(Repository, Repository.id == Commit.repository_id).where(*measured)
+            .group_by(Commit.position).order_by(Commit.position.desc()).offset(limit).limit(1))
+        if older is not None:
+            query, cut = query.where(Commit.position > older), True
+    rows = session.execute(query).all()
     pooled: dict[tuple[int, int], list[float]] = defaultdict(list)
     for commit_id, position, samples in rows:
         pooled[(position, commit_id)].extend(samples)
-    return [SeriesPoint(position=pos, commit_id=cid, samples=s) for (pos, cid), s in sorted(pooled.items())]
+    points = [SeriesPoint(position=pos, commit_id=cid, samples=s) for (pos, cid), s in sorted(pooled.items())]
+    return points, cut
 
 
-def detect_series(session: Session, series_id: int, detector: Detector) -> list[int]:
-    """Run ``detector`` on one series and make its stored findings match; returns the finding ids."""
+def detect_series(session: Session, series_id: int, detector: Detector, limit: int = HISTORY_LIMIT,
+                  settled: int = SETTLED) -> list[int]:
+    """Run ``detector`` on the newest ``limit`` commits of one series and make its stored findings there match
+    (those in the ``settled`` first commits of a cut history stay as they are); returns the finding ids."""
     series = session.get(Series, series_id)
     if series is None:
         return []
-    points = default_branch_points(session, series)
+    points, cut = default_branch_points(session, series, limit)
     changes = detector.detect(points, series.direction)  # type: ignore[arg-type]
+    # A history longer than the limit was cut: its first commits lack the level before them.
+    live_from = points[min(settled, len(points) - 1)].position if cut else None
+    if live_from is not None:
+        by_id = {p.commit_id: p.position for p in points}
+        changes = [c for c in changes if by_id[c.commit_id] >= live_from]
 
     # Findings of a detector this service no longer runs (an older engine) would otherwise stay forever.
     session.execute(delete(Finding).where(Finding.series_id == series_id, Finding.kind.in_(STATISTICAL_KINDS),
                                           Finding.detector != detector.name))
-    existing = {
-        f.commit_id: f
-        for f in session.scalars(select(Finding).filter_by(series_id=series_id, detector=detector.name))
-    }
+    stored = select(Finding).filter_by(series_id=series_id, detector=detector.name)
+    if live_from is not None:
+        stored = stored.join(Commit, Commit.id == Finding.commit_id).where(Commit.position >= live_from)
+    existing = {f.commit_id: f for f in session.scalars(stored)}
     kind = finding_kind(series.metric)
     keep: set[int] = set()
     now = datetime.now(UTC)
