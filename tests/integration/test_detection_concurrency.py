@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,22 +19,15 @@ from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.detection import detect_many
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.parse_artifacts import parse_results
-from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
+from service.store.db import unit_of_work
 from service.store.models import Finding, KernelCode, Result, Series
 from tests import builders
 
 SASS = Path(__file__).parents[1] / "fixtures" / "sass" / "synthetic_sm80_sm90a.sass"
 
 
-@pytest.fixture
-def pg_sessions(pg_database: str) -> Iterator[sessionmaker[Session]]:
-    """PostgreSQL only: SQLite lets one writer in at a time, so it has no such race."""
-    upgrade(pg_database)
-    engine = make_engine(pg_database)
-    try:
-        yield make_session_factory(engine)
-    finally:
-        engine.dispose()
+# PostgreSQL only: SQLite lets one writer in at a time, so it has no such race.
+postgres_only = pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 
 
 def second_waits_for_first(sessions: sessionmaker[Session], first: Session,
@@ -60,8 +53,8 @@ def second_waits_for_first(sessions: sessionmaker[Session], first: Session,
     assert not thread.is_alive() and errors == [], errors
 
 
-def test_a_second_detection_of_a_series_waits_and_then_agrees(pg_sessions: sessionmaker[Session]) -> None:
-    sessions = pg_sessions
+@postgres_only
+def test_a_second_detection_of_a_series_waits_and_then_agrees(sessions: sessionmaker[Session]) -> None:
     with unit_of_work(sessions) as s:
         for doc in builders.step_series_manifests([1e-3] * 15 + [1.2e-3] * 15):
             ingest_manifest(s, parse_manifest(doc))
@@ -78,10 +71,10 @@ def test_a_second_detection_of_a_series_waits_and_then_agrees(pg_sessions: sessi
     assert rows and all(count == 1 for _, _, count in rows), rows
 
 
-def test_a_second_parse_of_a_result_waits_and_stores_its_records_once(pg_sessions: sessionmaker[Session],
+@postgres_only
+def test_a_second_parse_of_a_result_waits_and_stores_its_records_once(sessions: sessionmaker[Session],
                                                                       tmp_path: Path) -> None:
     """A resubmitted run enqueues its parses again: two workers then parse one result at once."""
-    sessions = pg_sessions
     store = ArtifactStore(tmp_path / "artifacts")
     ref = store.put(SASS.read_bytes(), "sass", "k.sass")
     doc = builders.manifest(0, [builders.result(artifacts=[{"kind": "sass", "name": "k.sass", "sha256": ref.sha256,

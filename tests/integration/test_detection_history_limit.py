@@ -4,7 +4,6 @@ after are made to match what the detector sees. A series shorter than the limit 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import numpy as np
@@ -16,7 +15,7 @@ from service.contract import parse_manifest
 from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.detection import default_branch_points, detect_series
 from service.pipeline.ingest import ingest_manifest
-from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
+from service.store.db import unit_of_work
 from service.store.models import Commit, Finding, Series
 from tests import builders
 
@@ -25,20 +24,15 @@ STEPS = (10, 50)  # +50 % each
 
 
 @pytest.fixture
-def sessions(database_url: str) -> Iterator[sessionmaker[Session]]:
-    upgrade(database_url)
-    engine = make_engine(database_url)
-    try:
-        factory = make_session_factory(engine)
-        rng = np.random.default_rng(7)
-        with unit_of_work(factory) as s:
-            for position in range(COMMITS):
-                level = 1e-3 * 1.5 ** sum(position >= step for step in STEPS)
-                samples = [float(v) for v in level * (1 + 0.005 * rng.standard_normal(5))]
-                ingest_manifest(s, parse_manifest(builders.manifest(position, [builders.result(samples=samples)])))
-        yield factory
-    finally:
-        engine.dispose()
+def history(sessions: sessionmaker[Session]) -> sessionmaker[Session]:
+    """``COMMITS`` commits of one series, +50 % at each of ``STEPS``, 0.5 % noise; nothing detected yet."""
+    rng = np.random.default_rng(7)
+    with unit_of_work(sessions) as s:
+        for position in range(COMMITS):
+            level = 1e-3 * 1.5 ** sum(position >= step for step in STEPS)
+            samples = [float(v) for v in level * (1 + 0.005 * rng.standard_normal(5))]
+            ingest_manifest(s, parse_manifest(builders.manifest(position, [builders.result(samples=samples)])))
+    return sessions
 
 
 def found(s: Session, series_id: int) -> dict[int, str]:
@@ -57,9 +51,9 @@ def add_finding(s: Session, series_id: int, position: int) -> None:
     s.flush()
 
 
-def test_the_tail_is_read_and_what_lies_before_it_stays(sessions: sessionmaker[Session]) -> None:
+def test_the_tail_is_read_and_what_lies_before_it_stays(history: sessionmaker[Session]) -> None:
     detector = EDivisiveDetector()
-    with unit_of_work(sessions) as s:
+    with unit_of_work(history) as s:
         [series] = s.scalars(select(Series).where(Series.metric == "wall_time")).all()
         points, cut = default_branch_points(s, series)
         assert len(points) == COMMITS and not cut
@@ -83,11 +77,11 @@ def test_the_tail_is_read_and_what_lies_before_it_stays(sessions: sessionmaker[S
         assert found(s, series.id) == {10: "regression", 50: "regression"}
 
 
-def test_a_change_in_the_settled_start_of_the_tail_is_not_added(sessions: sessionmaker[Session]) -> None:
+def test_a_change_in_the_settled_start_of_the_tail_is_not_added(history: sessionmaker[Session]) -> None:
     """The step at 50 falls in the settled start of a tail that begins at 45: not found there (it would be judged
     against five commits of the old level), and not removed where a full read stored it."""
     detector = EDivisiveDetector()
-    with unit_of_work(sessions) as s:
+    with unit_of_work(history) as s:
         [series] = s.scalars(select(Series).where(Series.metric == "wall_time")).all()
         detect_series(s, series.id, detector, limit=15, settled=10)
         assert found(s, series.id) == {}
