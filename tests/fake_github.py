@@ -63,8 +63,9 @@ class FakeGitHub:
     statuses: list[dict[str, Any]] = field(default_factory=list)
     # Answers to give before serving normally, one per request: (status, headers)
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
-    # Answers lost after the work was done, one per request: GitHub made the comment, then answered this status
-    lost_answers: list[int] = field(default_factory=list)
+    # Answers lost after the work was done: (method, path pattern, status), each spent on the first request it
+    # matches (GitHub made the comment, then answered this status)
+    lost_answers: list[tuple[str, str, int]] = field(default_factory=list)
     url: str = ""
     _tokens: set[str] = field(default_factory=set)
     _next_id: int = 1000
@@ -109,8 +110,10 @@ class FakeGitHub:
             if not self._authorized(auth):
                 return 401, {"message": "Bad credentials"}, {}
             answer = self._route(method, path, query, body)
-            if self.lost_answers:
-                return self.lost_answers.pop(0), {"message": "injected failure after the work was done"}, {}
+            for i, (lost_method, pattern, status) in enumerate(self.lost_answers):
+                if lost_method == method and re.fullmatch(pattern, path):
+                    del self.lost_answers[i]
+                    return status, {"message": "injected failure after the work was done"}, {}
             return answer
 
     def _app_jwt_ok(self, auth: str) -> bool:
@@ -174,6 +177,11 @@ class FakeGitHub:
             updated = self.check_runs.get(int(c.group(1)))
             if updated is None:
                 return 404, {"message": "Not Found"}, {}
+            if updated.get("status") == "completed" and (
+                    body.get("status", "completed") != "completed"
+                    or body.get("conclusion", updated.get("conclusion")) != updated.get("conclusion")):
+                # As GitHub: a completed check run's status and conclusion are final.
+                return 422, {"message": "a completed check run cannot change its status or conclusion"}, {}
             updated.update(body)
             return 200, updated, {}
         if method == "POST" and (c := re.fullmatch(r"statuses/([0-9a-f]{40})", rest)):

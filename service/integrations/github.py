@@ -171,13 +171,14 @@ class GitHubClient:
         return int(self.call("POST", f"/repos/{repository}/check-runs", fields, repeatable=False)["id"])
 
     def find_check_run(self, repository: str, sha: str, name: str, external_id: str) -> int | None:
-        """The id of the check run this service made on ``sha`` (its name and external id), if GitHub has one."""
+        """The id of the check run this service made on ``sha`` (its name and external id), if GitHub has one:
+        one still in progress first, else the newest."""
         answer = self.call("GET", f"/repos/{repository}/commits/{quote(sha, safe='')}/check-runs"
                                   f"?check_name={quote(name, safe='')}&filter=all&per_page=100")
-        for run in answer.get("check_runs") or []:
-            if str(run.get("external_id")) == external_id:
-                return int(run["id"])
-        return None
+        mine = [run for run in answer.get("check_runs") or [] if str(run.get("external_id")) == external_id]
+        if not mine:
+            return None
+        return int(max(mine, key=lambda run: (run.get("status") != "completed", int(run["id"])))["id"])
 
     def update_check_run(self, repository: str, check_run_id: int, fields: dict[str, Any]) -> None:
         self.call("PATCH", f"/repos/{repository}/check-runs/{check_run_id}", fields)

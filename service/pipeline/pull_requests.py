@@ -222,8 +222,19 @@ class PullRequestHooks:
         with unit_of_work(self.sessions) as session:
             pr = session.scalars(select(PullRequest).filter_by(repository=facts.repository,
                                                                number=facts.number)).first()
-            if pr is not None:
-                pr.state, pr.updated_at = "closed", datetime.now(UTC)
+            if pr is None:
+                return
+            # Runs that will never be reported: their check run stops spinning (closed before they were in).
+            unfinished = pr.check_run_id if pr.state == "running" and pr.reported_key is None else None
+            pr.state, pr.updated_at = "closed", datetime.now(UTC)
+            repository, installation = pr.repository, pr.installation_id
+        if unfinished is not None and self.github is not None and self.config.check_runs:
+            client, check_id = self.github(repository, installation), unfinished
+            cancelled = {"status": "completed", "conclusion": "cancelled", "completed_at": _now_iso(),
+                         "output": {"title": "Cancelled", "summary": "The pull request was closed before its runs "
+                                                                     "were in."}}
+            self._best_effort("cancel the check run",
+                              lambda: client.update_check_run(repository, check_id, cancelled))
 
     def _track(self, facts: PullRequestFacts, approve: bool, rerun: bool) -> tuple[str, list[SuiteRun]]:
         now = datetime.now(UTC)
@@ -255,13 +266,47 @@ class PullRequestHooks:
             if pr is None or pr.head_sha != facts.head_sha:
                 return f"{name} moved on meanwhile", []  # the event that moved it schedules its own runs
             pr.merge_base_sha, pr.state, pr.reported_key = merge_base, "running", None
-            # A new head gets a check run of its own; the comment stays the same one.
-            if pr.check_run_sha != facts.head_sha:
-                pr.check_run_id, pr.check_run_sha = None, None
+            # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
+            # progress); the comment stays the same one.
+            pr.check_run_id, pr.check_run_sha = None, None
+        self._post_started(pr_id, facts, merge_base)
         runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha))
                 for hw in self.config.hardware]
         return (f"{name}: running merge-base {merge_base[:12]} and head {facts.head_sha[:12]} on "
                 f"{', '.join(self.config.hardware)}"), runs
+
+    def _post_started(self, pr_id: int, facts: PullRequestFacts, merge_base: str) -> None:
+        """Show on the pull request that its runs started, so an old verdict does not stand while new runs go: a
+        check run in progress (an app) or a pending commit status (a token). Best effort: the report that
+        follows completes that check run, or finds it by its external id, or makes one."""
+        if self.github is None:
+            return
+        client = self.github(facts.repository, facts.installation_id)
+        summary = (f"Running the merge-base {merge_base[:12]} and the head {facts.head_sha[:12]} interleaved on "
+                   f"{', '.join(self.config.hardware)}.")
+        if not self.config.check_runs:
+            self._best_effort("post the pending status", lambda: client.create_status(
+                facts.repository, facts.head_sha, {"state": "pending", "description": summary[:140],
+                                                   "context": STATUS_CONTEXT}))
+            return
+        made: list[int] = []
+        self._best_effort("post the check run in progress", lambda: made.append(client.create_check_run(
+            facts.repository, {"name": CHECK_NAME, "head_sha": facts.head_sha, "status": "in_progress",
+                               "started_at": _now_iso(), "external_id": str(pr_id),
+                               "output": {"title": "Running", "summary": summary}})))
+        if not made:
+            return
+        with unit_of_work(self.sessions) as session:
+            pr = session.get(PullRequest, pr_id, with_for_update=True)
+            if pr is not None and pr.head_sha == facts.head_sha and pr.check_run_id is None:
+                pr.check_run_id, pr.check_run_sha = made[0], facts.head_sha
+
+    @staticmethod
+    def _best_effort(what: str, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except (GitHubError, Transient) as exc:
+            log.warning("could not %s: %s", what, exc)
 
     def _merge_base(self, facts: PullRequestFacts) -> str:
         if self.github is None:
@@ -333,14 +378,20 @@ class PullRequestHooks:
         fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": pr.head_sha, "status": "completed",
                                   "conclusion": verdict, "completed_at": _now_iso(), "external_id": str(pr.id),
                                   "output": check_output(report, ctx), **({"details_url": link} if link else {})}
-        if pr.check_run_id is None or pr.check_run_sha != pr.head_sha:
-            # A report that failed after GitHub made its check run never stored the id: look before making one.
-            found = client.find_check_run(pr.repository, pr.head_sha, CHECK_NAME, str(pr.id))
-            if found is None:
-                pr.check_run_id, pr.check_run_sha = client.create_check_run(pr.repository, fields), pr.head_sha
+        check_id = pr.check_run_id if pr.check_run_sha == pr.head_sha else None
+        if check_id is None:
+            # The check run in progress whose id was never stored (its answer lost), or the one a report that
+            # failed after GitHub made it left: look before making one.
+            check_id = client.find_check_run(pr.repository, pr.head_sha, CHECK_NAME, str(pr.id))
+        if check_id is not None:
+            try:
+                client.update_check_run(pr.repository, check_id, fields)
+                pr.check_run_id, pr.check_run_sha = check_id, pr.head_sha
                 return
-            pr.check_run_id, pr.check_run_sha = found, pr.head_sha
-        client.update_check_run(pr.repository, pr.check_run_id, fields)
+            except GitHubError as exc:
+                if exc.status not in (404, 422):  # deleted, or completed already with another conclusion
+                    raise
+        pr.check_run_id, pr.check_run_sha = client.create_check_run(pr.repository, fields), pr.head_sha
 
     def _post_comment(self, client: GitHubClient, pr: PullRequest, body: str) -> None:
         comment_id = pr.comment_id

@@ -135,7 +135,10 @@ def test_a_fork_waits_for_a_maintainer_then_runs_and_reports(sqlite_database: st
         with api.ctx.sessions() as session:
             triggers = session.execute(select(Run.trigger, Run.branch)).all()
         assert sorted(triggers, key=str) == sorted([("pr", "main"), ("pr", None)], key=str)
-        [status] = fake.statuses
+        # Pending while the runs went (an old verdict must not stand meanwhile), then the verdict.
+        pending, status = fake.statuses
+        assert (pending["sha"], pending["state"], pending["context"]) == (shas["head"], "pending", "kernelwatch")
+        assert shas["fork_point"][:12] in pending["description"]
         assert status["sha"] == shas["head"] and status["context"] == "kernelwatch"
         assert status["state"] in ("success", "failure")
         assert status["target_url"] == (f"http://kw.test/compare?base={shas['fork_point']}&head={shas['head']}"

@@ -63,12 +63,12 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(fake: FakeGitHub) -> None:
 def test_a_creating_call_is_not_repeated_after_a_5xx_since_github_may_have_acted(fake: FakeGitHub) -> None:
     """GitHub made the comment, then answered 500: a repeat would post it twice. The failure goes back to the
     caller (whose retry finds the comment by its marker); exactly one POST, one comment."""
-    fake.lost_answers = [500]
+    fake.lost_answers = [("POST", r".*/comments", 500)]
     with pytest.raises(GitHubUnavailable, match="not repeated"):
         client(fake).create_comment(REPO, 1, "made once")
     assert len(fake.calls("POST", "/repos/acme/kernels/issues/1/comments")) == 1
     assert [c["body"] for c in fake.comments.values()] == ["made once"]
-    fake.lost_answers = [502]
+    fake.lost_answers = [("POST", r".*/check-runs", 502)]
     with pytest.raises(GitHubUnavailable):
         client(fake).create_check_run(REPO, {"name": "KernelWatch", "head_sha": "b" * 40, "external_id": "9"})
     assert len(fake.check_runs) == 1

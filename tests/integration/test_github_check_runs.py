@@ -1,0 +1,117 @@
+"""The pull request's check run through its life, and GitHub calls that did their work but lost their answer
+(GitHub made the check run or the comment, then answered 5xx): the report fails as Transient, and its retry
+finds what was made and edits it. One check run per scheduling and one comment per pull request, however the
+failures fall."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import select
+
+from service.contract import parse_manifest
+from service.errors import Transient
+from service.integrations.github import ClientFactory
+from service.pipeline.ingest import ingest_manifest
+from service.pipeline.pull_requests import HookConfig, PullRequestHooks, record_delivery
+from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
+from service.store.models import PullRequest
+from tests import builders
+from tests.fake_github import APP_ID, FakeGitHub, app_key_pair, serve_fake_github
+from tests.pr_hook import measured_pull_requests, pr_event, pull
+
+PRIVATE, PUBLIC = app_key_pair()
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGitHub]:
+    with serve_fake_github(FakeGitHub(public_key=PUBLIC)) as server:
+        yield server
+
+
+@pytest.mark.parametrize("lost", ["check-runs", "comments"])
+def test_a_lost_answer_is_retried_into_an_edit_not_a_second_post(sqlite_database: str, fake: FakeGitHub,
+                                                                 lost: str) -> None:
+    upgrade(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        [pr_id] = measured_pull_requests(sessions, 1)
+        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                                 HookConfig(public_url="http://kw.test", check_runs=True))
+        # The answer to the first creating call of that kind is lost after GitHub acted on it.
+        fake.lost_answers.append(("POST", f".*/{lost}", 500))
+        with pytest.raises(Transient, match="500"):
+            hooks.report(pr_id)
+        hooks.report(pr_id)  # the task's retry
+        assert len(fake.check_runs) == 1 and len(fake.comments) == 1
+        assert len(fake.calls("POST", r".*/check-runs")) == 1
+        assert len(fake.calls("POST", r".*/issues/\d+/comments")) == 1
+        [check] = fake.check_runs.values()
+        assert check["conclusion"] in ("success", "failure", "neutral") and check["external_id"] == str(pr_id)
+        if lost == "check-runs":  # the retry found the check run by its external id and completed it
+            assert fake.calls("PATCH", r".*/check-runs/\d+")
+        assert hooks.report(pr_id) == "already reported"
+    finally:
+        engine.dispose()
+
+
+
+def test_each_scheduling_shows_a_check_run_in_progress_that_its_report_completes(sqlite_database: str,
+                                                                                 fake: FakeGitHub) -> None:
+    """Opened: a check run in progress at once (an old verdict must not stand while new runs go), completed by
+    the report. Run again: GitHub cannot take a completed check run back to in progress, so a new one; the old
+    keeps its verdict. Its in-progress answer lost: the report finds it by its external id. Closed while
+    running: cancelled, not left spinning."""
+    upgrade(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        with unit_of_work(sessions) as s:
+            for position in range(2):
+                ingest_manifest(s, parse_manifest(builders.manifest(position, [builders.result()], repo="kernels")))
+        pull_request = pull("file:///tmp/kernels", builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
+        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                                 HookConfig(public_url="http://kw.test", check_runs=True))
+
+        def deliver(action: str, **extra: object) -> None:
+            delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request",
+                                       pr_event(action, pull_request, **extra))
+            assert delivery is not None
+            hooks.handle_delivery(delivery, lambda runs: None)
+
+        def states() -> list[tuple[str, str | None]]:
+            return [(c["status"], c.get("conclusion")) for c in sorted(fake.check_runs.values(),
+                                                                        key=lambda c: c["id"])]
+
+        deliver("opened")
+        with sessions() as s:
+            pr = s.scalars(select(PullRequest)).one()
+        assert states() == [("in_progress", None)]
+        [first] = fake.check_runs.values()
+        assert first["external_id"] == str(pr.id) and first["head_sha"] == pull_request["head"]["sha"]
+        assert pr.check_run_id == first["id"]
+        hooks.report(pr.id)
+        [(status, verdict)] = states()
+        assert status == "completed" and verdict in ("success", "failure", "neutral")
+
+        deliver("labeled", label={"name": "kernelwatch:run"})  # run again, same head
+        assert states() == [("completed", verdict), ("in_progress", None)]
+        hooks.report(pr.id)
+        assert states() == [("completed", verdict), ("completed", verdict)]
+
+        fake.lost_answers.append(("POST", r".*/check-runs", 500))  # the third check run is made, its answer lost
+        deliver("labeled", label={"name": "kernelwatch:run"})
+        with sessions() as s:
+            assert s.get(PullRequest, pr.id).check_run_id is None  # type: ignore[union-attr]
+        assert states()[-1] == ("in_progress", None)
+        hooks.report(pr.id)
+        assert states() == [("completed", verdict)] * 3
+
+        deliver("labeled", label={"name": "kernelwatch:run"})
+        deliver("closed")
+        assert states() == [("completed", verdict)] * 3 + [("completed", "cancelled")]
+    finally:
+        engine.dispose()
