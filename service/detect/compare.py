@@ -32,12 +32,14 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from scipy import stats
 
 from service.detect.types import Direction
+
+if TYPE_CHECKING:
+    from scipy import stats
 
 Verdict = Literal["regression", "improvement", "unchanged", "failed", "new", "missing"]
 VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "failed", "new", "missing")
@@ -184,6 +186,8 @@ def _interval_rank(n: int, confidence: float) -> int | None:
     the fewest samples that can."""
     if n < min_samples_for_interval(confidence):
         return None
+    from scipy import stats  # here, not at the top: half a second that the CLI's other commands never need
+
     ranks = np.arange(1, n // 2 + 1)
     coverage = 1 - 2 * stats.binom.cdf(ranks - 1, n, 0.5)  # decreasing in the rank
     return int(ranks[coverage >= confidence - 1e-12].max())
@@ -207,6 +211,8 @@ def median_estimate(samples: Sequence[float], confidence: float = 0.95) -> Media
 
 
 def mann_whitney_p(base: Sequence[float], head: Sequence[float]) -> float:
+    from scipy import stats
+
     x, y = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     pooled = np.concatenate([x, y])
     if np.all(pooled == pooled[0]):
@@ -234,6 +240,8 @@ def _mann_whitney_many(base: np.ndarray, head: np.ndarray) -> np.ndarray:
     p = np.empty(rows)
     clean = np.flatnonzero(~tied)
     if clean.size:
+        from scipy import stats
+
         method = "exact" if nx * ny <= EXACT_MAX_PRODUCT else "asymptotic"
         result = stats.mannwhitneyu(base[clean], head[clean], axis=1, alternative="two-sided", method=method)
         p[clean] = np.minimum(1.0, result.pvalue)
@@ -460,6 +468,8 @@ def _geomean_interval(members: Sequence[_Replicates], params: CompareParams) -> 
         return _percentiles(np.mean([m.values(params) for m in members], axis=0), params.confidence)
     mean = float(np.mean([m.mean for m in members]))
     spread = math.sqrt(sum(m.variance for m in members)) / len(members)
+    from scipy import stats
+
     z = float(stats.norm.ppf(0.5 + params.confidence / 2))
     return math.exp(mean - z * spread), math.exp(mean + z * spread)
 

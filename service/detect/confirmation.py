@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 Verdict = Literal["confirmed", "refuted", "undecided"]
 
@@ -52,6 +51,8 @@ def decide(base: Sequence[float], head: Sequence[float], expect_increase: bool, 
     b, h = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
     if b.size < 2 or h.size < 2:
         return Decision("undecided" if rounds < params.max_rounds else "refuted", 1.0, float("nan"), b.size, h.size)
+    from scipy import stats  # here, not at the top: half a second every process importing the pipeline pays
+
     p = float(stats.mannwhitneyu(h, b, alternative="two-sided").pvalue)
     ratio = float(np.median(h) / np.median(b))
     right_way = ratio > 1 if expect_increase else ratio < 1
