@@ -205,8 +205,11 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
             if progress is not None and task is not None:
                 progress.update(task, description=f"round {round_index + 1}/{rounds} · commit "
                                                   f"{index + 1}/{len(commits)} {sha[:8]} {subject[:40]}")
+            # The first round captures (HLO, traces, object code: what the drill-down shows); later rounds only
+            # time, which is what they are for, without the profiler's overhead on each run.
             request = RunRequest(repo=repo, rev=sha, samples=samples, suite=DEMO_SUITE, branch="main",
-                                 trigger="push", capture_dir=ctx.settings.artifacts_dir)
+                                 trigger="push",
+                                 capture_dir=ctx.settings.artifacts_dir if round_index == 0 else None)
             for manifest in run_at_commit(request, ctx.settings.worktree_dir):
                 series_ids.update(ctx.submit(manifest).series_ids)
             if progress is not None and task is not None:
