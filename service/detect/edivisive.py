@@ -17,7 +17,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from scipy import special
 
 VARIANCE_FLOOR = 0.5
 
@@ -74,5 +73,7 @@ def split_test(y: np.ndarray, k: np.ndarray, sigma: np.ndarray, candidates: np.n
     variance = np.maximum((centred**2).sum(axis=1) / dof, (sigma * VARIANCE_FLOOR) ** 2)
     delta = mean2 - mean1
     t = np.abs(delta) / np.sqrt(variance * (1 / n1 + 1 / n2))
+    from scipy import special  # here: a CLI command that never detects need not pay for importing it
+
     p = 2 * special.stdtr(dof, -t)  # the t distribution's tail, as a ufunc: stats.t.sf costs 10x in overhead
     return delta, np.minimum(1.0, p * candidates)
