@@ -35,6 +35,7 @@ class RunRequest:
     quick: bool = False
     branch: str | None = None  # None: the repository's checked-out branch when the commit is on it
     trigger: str = "push"
+    pr_number: int | None = None  # the pull request a "pr" run was made for
     max_benchmark_s: float = 600.0  # a cap on every benchmark's own limit
     capture_dir: Path | None = None  # artifact store for HLO, analyses, dumps and traces; None: no capture
     # Pins the widest x86 ISA XLA may use ("AVX2", "AVX512"...), so hosts of different generations generate
@@ -190,6 +191,7 @@ def build_manifest(
         "commit": commit,
         "branch": branch,
         "trigger": request.trigger,
+        **({"pr_number": request.pr_number} if request.pr_number is not None else {}),
         "environment": run.environment,
         "started_at": run.started_at.isoformat(),
         "finished_at": finished.isoformat(),

@@ -35,6 +35,7 @@ class SuiteTask:
     # More commits to run with ``commit``, benchmark by benchmark interleaved on this one machine (confirmation
     # runs: base and head must see the same machine state, or their difference is the machine's).
     also: tuple[str, ...] = ()
+    pr_number: int | None = None  # the pull request these runs are for (trigger "pr")
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SuiteTask:
@@ -58,7 +59,7 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     commits = [task.commit, *task.also]
     repo = ensure_repository(task.repo, home / "repos", commits[-1])
     requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
-                           quick=task.quick, branch=task.branch, trigger=task.trigger,
+                           quick=task.quick, branch=task.branch, trigger=task.trigger, pr_number=task.pr_number,
                            capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
                 for sha in commits]
     # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.

@@ -270,7 +270,7 @@ class PullRequestHooks:
             # progress); the comment stays the same one.
             pr.check_run_id, pr.check_run_sha = None, None
         self._post_started(pr_id, facts, merge_base)
-        runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha))
+        runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha, facts.number))
                 for hw in self.config.hardware]
         return (f"{name}: running merge-base {merge_base[:12]} and head {facts.head_sha[:12]} on "
                 f"{', '.join(self.config.hardware)}"), runs
@@ -315,12 +315,13 @@ class PullRequestHooks:
         return self.github(facts.repository, facts.installation_id).merge_base(
             facts.repository, facts.base_sha, facts.head_sha)
 
-    def _run_kwargs(self, clone_url: str, merge_base: str, head: str) -> dict[str, Any]:
+    def _run_kwargs(self, clone_url: str, merge_base: str, head: str, number: int) -> dict[str, Any]:
         # One task, the two commits interleaved benchmark by benchmark on one machine: their difference is then
         # the code's, not two machines'. ``branch`` None: the runner labels the merge-base with the default
         # branch (it is on it) and the head with none, so the head never enters the branch's history.
         return {"repo": clone_url, "commit": merge_base, "also": [head], "suite": "*", "params": "",
-                "samples": self.config.samples, "trigger": "pr", "branch": None, "quick": False, "capture": True}
+                "samples": self.config.samples, "trigger": "pr", "branch": None, "quick": False, "capture": True,
+                "pr_number": number}
 
     # -- step 3 ---------------------------------------------------------------------------------------------------
 

@@ -133,8 +133,8 @@ def test_a_fork_waits_for_a_maintainer_then_runs_and_reports(sqlite_database: st
         pr = pr_row(api)
         assert (pr.state, pr.merge_base_sha, pr.approved_sha) == ("running", shas["fork_point"], shas["head"])
         with api.ctx.sessions() as session:
-            triggers = session.execute(select(Run.trigger, Run.branch)).all()
-        assert sorted(triggers, key=str) == sorted([("pr", "main"), ("pr", None)], key=str)
+            triggers = session.execute(select(Run.trigger, Run.branch, Run.pr_number)).all()
+        assert sorted(triggers, key=str) == sorted([("pr", "main", 7), ("pr", None, 7)], key=str)
         # Pending while the runs went (an old verdict must not stand meanwhile), then the verdict.
         pending, status = fake.statuses
         assert (pending["sha"], pending["state"], pending["context"]) == (shas["head"], "pending", "kernelwatch")
