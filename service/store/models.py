@@ -89,6 +89,9 @@ class Run(Base):
     # The host's calibration (flops_per_s, bytes_per_s, dtype) as the runner measured it for this run; null for
     # hosts with published figures and runners that did not calibrate (migration 0011).
     calibration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # How healthy the host was while the run measured (steal, load, GPU clocks and throttling) as the manifest's
+    # host_health reported it; null for runners that could not read it and runs stored before (migration 0014).
+    host_health: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Benchmark(Base):
