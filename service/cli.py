@@ -17,6 +17,7 @@ from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+CI_ROUNDS = 3  # Welch on 3 + 3 log run medians: p < 0.05 is reachable by a change a few times the run noise
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--commit", action="append", default=None, metavar="REV",
                      help="revision to run (sha, branch, tag...); give it twice to interleave two commits "
                           "benchmark by benchmark (ABBA...). Default HEAD")
-    run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark (default 20)")
+    run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and round (default 20)")
+    run.add_argument("--rounds", type=int, default=1, metavar="R",
+                     help="runs per commit, each a fresh benchmark process, interleaved across commits (ABBA): the "
+                          "runs are the replicates a comparison counts (default 1)")
     run.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
     run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
@@ -121,8 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     ci.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
-    ci.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and commit (default 20; "
-                                                            "6 or more: with 3 nothing can be significant)")
+    ci.add_argument("--samples", type=int, default=10, help="timed samples per benchmark, commit and round "
+                                                            "(default 10: samples in one process agree; the rounds "
+                                                            "are what a verdict counts)")
+    ci.add_argument("--rounds", type=int, default=CI_ROUNDS, metavar="R",
+                    help=f"runs per commit, each a fresh benchmark process, interleaved ABBA (default {CI_ROUNDS}: "
+                         "the fewest whose t-test can reach --alpha 0.05 on a noisy host; one round a side can only "
+                         "decide against a spread between runs already stored for the series)")
     ci.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
     ci.add_argument("--hardware", default="cpu", help="cpu: the suite must run on JAX's CPU backend; any other "
                                                       "name (h200...): on an accelerator, else exit 2")
@@ -249,6 +258,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     revs = args.commit or ["HEAD"]
     if len(revs) > 2:
         raise InvalidInput("give --commit at most twice (two commits are interleaved)")
+    if args.rounds < 1:
+        raise InvalidInput("--rounds must be at least 1")
     capture_dir = None if args.no_capture else settings.artifacts_dir
     requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger,
@@ -259,7 +270,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  [{done}/{planned}] {key}", file=sys.stderr)
 
     settings.ensure_dirs()
-    per_commit = run_commits(requests, settings.worktree_dir, progress)
+    per_commit = run_commits(requests, settings.worktree_dir, progress, rounds=args.rounds)
     # Validate here too: never write a file, or report a run, that the service would refuse.
     documents = [m for commit_manifests in per_commit for m in commit_manifests]
     manifests = [parse_manifest(m) for m in documents]
@@ -449,12 +460,11 @@ def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.samples < 1:
         raise InvalidInput("--samples must be at least 1")
-    from math import comb
-
-    smallest_p = 2 / comb(2 * args.samples, args.samples)  # two-sided Mann-Whitney, the two sides apart
-    if smallest_p >= args.alpha:
-        print(f"kernelwatch: warning: with {args.samples} samples a side the smallest p-value is {smallest_p:.3g}, "
-              f"not below --alpha {args.alpha:g}: no change can be found", file=sys.stderr)
+    if args.rounds < 1:
+        raise InvalidInput("--rounds must be at least 1")
+    if args.rounds == 1:
+        print("kernelwatch: warning: one round a side: a benchmark is decided only against the spread between runs "
+              "stored for its series, and is inconclusive without one (give --rounds 3 or more)", file=sys.stderr)
 
     def progress(done: int, planned: int, key: str) -> None:
         print(f"  [{done}/{planned}] {key}", file=sys.stderr)

@@ -195,7 +195,7 @@ def append_step_summary(markdown: str) -> Path | None:
 
 @dataclass(frozen=True)
 class CiRun:
-    """The runs `ci` made of one commit: one per environment the suite needed."""
+    """The runs `ci` made of one commit: one per environment the suite needed and round."""
 
     sha: str
     run_ids: tuple[str, ...]
@@ -216,7 +216,8 @@ def check_hardware(hardware: str, manifests: Sequence[dict[str, Any]]) -> None:
 
 def run_both(settings: Settings, repo: Path, base: str, head: str, args: argparse.Namespace,
              progress: Callable[[int, int, str], None] | None = None) -> tuple[list[list[dict[str, Any]]], list[CiRun]]:
-    """Both commits' suites, benchmark by benchmark interleaved (ABBA...), through `kernelwatch run`'s path."""
+    """Both commits' suites, benchmark by benchmark interleaved (ABBA...), ``args.rounds`` times, through
+    `kernelwatch run`'s path."""
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
 
@@ -226,7 +227,7 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
                            cpu_isa=args.cpu_isa) for rev in (base, head)]
     settings.ensure_dirs()
     try:
-        per_commit = run_commits(requests, settings.worktree_dir, progress)
+        per_commit = run_commits(requests, settings.worktree_dir, progress, rounds=args.rounds)
     except GitError as exc:  # an unknown ref, a path that is no repository: the caller's to fix
         raise InvalidInput(str(exc)) from None
     runs = [CiRun(str(manifests[0]["commit"]["sha"]) if manifests else "", tuple(str(m["run_id"]) for m in manifests))

@@ -7,6 +7,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from service.detect.compare import Side
+
 
 def sha_for(label: str) -> str:
     return hashlib.sha1(label.encode()).hexdigest()
@@ -88,3 +90,11 @@ def step_series_manifests(levels: list[float], noise: float = 0.01, seed: int = 
         values = [float(level * (1 + noise * rng.standard_normal())) for _ in range(samples)]
         out.append(manifest(position, [result(samples=values)], repo=repo))
     return out
+
+
+def runs_of(samples: tuple[float, ...], runs: int = 3, shift: float = 0.002) -> Side:
+    """A comparison side of ``runs`` runs (benchmark processes) made of these samples, dealt round-robin, each run
+    a little off the others (by ``shift``): the run is the unit a comparison counts, so a side of one run could
+    not be decided at all. Deterministic, so golden files do not move."""
+    dealt = [[v * (1 + shift * (r - (runs - 1) / 2)) for v in samples[r::runs]] for r in range(runs)]
+    return Side.of_runs([d for d in dealt if d])

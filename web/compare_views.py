@@ -2,9 +2,8 @@
 page (``/compare?base=..&head=..``: any two commits or runs), benchstat style.
 
 Both list a page of the comparison (``?page=``, ``limit``, ``sort``, ``verdict``) through the same helpers as
-GET /api/v1/compare (``service.pipeline.compare_page``): every row is tested, the bootstrap intervals are drawn
-for the listed rows only. What a user names is resolved as the CLI resolves it; an unknown or ambiguous name is a
-400 or 404 page that says which.
+GET /api/v1/compare (``service.pipeline.compare_page``): every row is tested, a page lists some. What a user
+names is resolved as the CLI resolves it; an unknown or ambiguous name is a 400 or 404 page that says which.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Response
 
+from runners.host_health import HEAVY_STEAL_FRACTION
 from service.api.auth import public
 from service.api.blueprint import API_PREFIX, bp, reply
 
@@ -61,7 +62,10 @@ OPS: tuple[Op, ...] = (
     Op("post", "/runs/enqueue", "Enqueue a suite run at a commit on runner.<hardware> (503 in the embedded "
        "form, which has no runner queue)", scope="submit", body=_json("EnqueueRequest"), ok=(202,),
        errors=(400, 503)),
-    Op("get", "/runs/{run_uid}", "A run: commit, environment, status", errors=(404,)),
+    Op("get", "/runs/{run_uid}", "A run: commit, environment, status, and host_health (the share of CPU time "
+       "stolen and busy while it measured, 1-minute load, cores, GPU clocks and throttle reasons; null where the "
+       "runner could not read them) with heavy_steal, whether the steal reached "
+       f"{HEAVY_STEAL_FRACTION:.0%} of CPU time", errors=(404,)),
     Op("get", "/runs/{run_uid}/results", "A run's results with their samples and artifacts", errors=(404,)),
     Op("get", "/repositories", "Repositories with their commit and run counts"),
     Op("get", "/commits", "Measured commits, newest first (authored date), a page at a time; each with its worst "
@@ -91,7 +95,7 @@ OPS: tuple[Op, ...] = (
               ("alpha", "number", "largest Benjamini-Hochberg q of a change, default 0.05"),
               ("min_effect", "number", "smallest relative change, default 0.01"),
               ("verdict", "string", "list only these verdicts (comma-separated: regression, improvement, "
-               "unchanged, failed, new, missing)"),
+               "unchanged, inconclusive, failed, new, missing)"),
               ("sort", "string", "name (default) or change: regressions then improvements, largest first"),
               ("offset", "integer", "rows to skip, default 0"),
               ("limit", "integer", "rows to list, default 100, at most 5000; the summary and geomeans cover all")),

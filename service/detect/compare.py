@@ -1,52 +1,50 @@
-"""Two-sample comparison of a suite at two points (a pull request against its merge base, or any two commits),
-benchstat style. PURE: numpy and scipy only, every parameter passed in.
+"""Two-point comparison of a suite (a pull request against its merge base, or any two commits), benchstat
+style, with the run (one benchmark process) as the unit of replication. PURE: numpy and scipy only, every
+parameter passed in.
 
-Per benchmark present on both sides:
+Per benchmark present on both sides (the statistics are in :mod:`service.detect.run_stats`):
 
-- **Each side's median with a confidence interval from order statistics.** ``[x(k), x(n+1-k)]`` holds the
-  population median with probability ``1 - 2 P(Binomial(n, 1/2) <= k - 1)`` whatever the distribution; the
-  narrowest such interval that reaches the level is taken. Below 6 samples no pair of order statistics reaches
-  95 %, and the interval is reported as absent rather than invented (benchstat does the same).
-- **The ratio head/base of the medians, with a percentile-bootstrap interval**: each side resampled on its own,
-  the ratio of the two resampled medians, ``resamples`` times. Chosen over Hodges-Lehmann on log samples because
-  its point estimate is the ratio of the two medians printed beside it, so the delta a reader sees is the one
-  the interval is about. The generator is seeded from the seed given and the benchmark's identity, so a
-  benchmark's interval does not depend on what else was compared. Only where both sides have an interval of
-  their own (the bootstrap of a median of fewer samples has too few distinct values to carry one).
-- **Mann-Whitney U, two-sided**: exact without ties; with ties, the exact permutation distribution when there
-  are few arrangements, else the normal approximation with tie correction.
-- **Benjamini-Hochberg q-values** over every benchmark tested in the one comparison (valid under the positive
-  dependence that several metrics of one benchmark have).
-- **A verdict**: a change counts only when ``q < alpha`` and ``|ratio - 1| >= min_effect``; the benchmark's
-  direction says whether it is a regression or an improvement.
+- **Each side's centre**: the geometric mean of its runs' medians (one run: that run's median), with a t
+  interval over the runs when there are two or more (or, with one run, from the series' stored noise between
+  runs). Samples inside a run agree far better than runs do, so an interval from pooled samples would claim a
+  precision the next process does not keep.
+- **The ratio head/base of the centres, tested on the log run medians**: Welch's t-test with two or more runs a
+  side, else a pooled t-test whose spread comes from the runs there are and the series' history. The ratio's
+  interval comes from the same t distribution as the p-value.
+- **Benjamini-Hochberg q-values** over every benchmark tested in the one comparison.
+- **A verdict**: a change counts only when ``q < alpha``, the interval does not hold 1, and
+  ``|ratio - 1| >= min_effect``; the benchmark's direction says whether it is a regression or an improvement.
+  Not significant is *unchanged* only when the interval also lies within ``±equivalence``; otherwise the data
+  cannot tell no change from a change that matters, and the verdict is *inconclusive*, with the reason (as
+  nvbench's AMBIGUOUS, benchstat's ``~``). No spread known at all (one run a side, no history) is inconclusive
+  too: one run a side is not evidence of a change in time.
 
-Per group of like benchmarks (environment, metric, unit): the geometric mean of the ratios, with bounds from the
-same bootstrap replicates (the geomean of each replicate's ratios). Those bounds carry measurement noise only;
-they say nothing about how representative the suite is.
+Per group of like benchmarks (environment, metric, unit): the geometric mean of the ratios, its interval from the
+rows' standard errors (t with the smallest of the rows' degrees of freedom: conservative). Those bounds carry
+measurement noise only; they say nothing about how representative the suite is.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
+from service.detect.run_stats import Method, RunNoise, RunTest, log_ratio_test, log_values, run_medians, t_quantile
 from service.detect.types import Direction
 
-if TYPE_CHECKING:
-    from scipy import stats
+Verdict = Literal["regression", "improvement", "unchanged", "inconclusive", "failed", "new", "missing"]
+VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "inconclusive", "failed", "new",
+                                 "missing")
 
-Verdict = Literal["regression", "improvement", "unchanged", "failed", "new", "missing"]
-VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "failed", "new", "missing")
-
-EXACT_MAX_PRODUCT = 10_000  # m * n up to which the exact U distribution (no ties) is used
-EXACT_MAX_ARRANGEMENTS = 5_000  # with ties: exact permutation test up to this many ways to split the samples
-GEOMEAN_NORMAL_MIN = 30  # members from which a geomean's interval is the normal one (see _geomean_interval)
+# Why a verdict is inconclusive; one text per cause, so that a table can footnote each cause once.
+WIDE_INTERVAL = "not significant, but the ratio's interval reaches past the equivalence margin: more runs would decide"
+NO_SPREAD = "one run a side and no stored spread between runs of this series: more runs (--rounds) would decide"
+NO_RATIO = "a zero or negative value: no ratio to test"
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,7 @@ class BenchmarkKey:
 
 @dataclass(frozen=True)
 class Side:
-    """One side's measurement of a benchmark: every sample (runs of the same environment pooled)."""
+    """One side's measurement of a benchmark: its samples, run after run, and how many each run holds."""
 
     samples: tuple[float, ...]
     status: str = "ok"  # ok | failed
@@ -75,6 +73,21 @@ class Side:
     # The achieved fraction of the roofline on this side (the median of its results' stored figures), carried
     # to the row as it is: a figure to show beside the time, not a statistic of this comparison.
     fraction: float | None = None
+    run_sizes: tuple[int, ...] = ()  # samples per run, in order; () means one run
+    noisy_runs: int = 0  # of its runs, those taken under heavy CPU steal (the host was busy elsewhere)
+
+    @classmethod
+    def of_runs(cls, runs: Sequence[Sequence[float]], **fields: object) -> Side:
+        """A side from each run's samples."""
+        sizes = tuple(len(r) for r in runs)
+        return cls(tuple(float(v) for r in runs for v in r), run_sizes=sizes, **fields)  # type: ignore[arg-type]
+
+    @property
+    def runs(self) -> int:
+        return len(self.run_sizes) if self.run_sizes else (1 if self.samples else 0)
+
+    def run_medians(self) -> list[float]:
+        return run_medians(self.samples, self.run_sizes)
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,9 @@ class Pair:
     key: BenchmarkKey
     base: Side | None  # None: the benchmark was not run on that side
     head: Side | None
+    # The series' spread between runs of the same code, from stored history: what a side of one run is
+    # compared with (None: none known, and such a side cannot decide).
+    noise: RunNoise | None = None
 
 
 @dataclass(frozen=True)
@@ -89,8 +105,9 @@ class CompareParams:
     alpha: float = 0.05
     min_effect: float = 0.01
     confidence: float = 0.95
-    resamples: int = 2000
-    seed: int = 0
+    # Not significant reads "unchanged" only when the ratio's interval lies within ±equivalence (5 %): a wider
+    # interval cannot tell no change from one a kernel engineer would care about.
+    equivalence: float = 0.05
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -99,16 +116,20 @@ class CompareParams:
             raise ValueError(f"the minimum effect must be a non-negative fraction, not {self.min_effect}")
         if not 0 < self.confidence < 1:
             raise ValueError(f"the confidence level must lie between 0 and 1, not {self.confidence}")
-        if self.resamples < 100:
-            raise ValueError(f"at least 100 bootstrap resamples, not {self.resamples}")
+        if not (self.equivalence > 0 and math.isfinite(self.equivalence)):
+            raise ValueError(f"the equivalence margin must be a positive fraction, not {self.equivalence}")
 
 
 @dataclass(frozen=True)
 class MedianEstimate:
+    """A side's centre: the geometric mean of its runs' medians (the one run's median), over ``n`` samples in
+    ``runs`` runs, with its interval when the spread between runs is known."""
+
     n: int
     median: float
-    low: float | None  # None: too few samples for an interval at the level asked
+    low: float | None  # None: no spread between runs known (one run, no history)
     high: float | None
+    runs: int = 1
 
 
 @dataclass(frozen=True)
@@ -116,6 +137,7 @@ class SideResult:
     status: str
     message: str | None
     estimate: MedianEstimate | None  # None when the side failed
+    noisy_runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -124,7 +146,7 @@ class Comparison:
     verdict: Verdict
     base: SideResult | None
     head: SideResult | None
-    ratio: float | None = None  # head median / base median
+    ratio: float | None = None  # head centre / base centre
     ratio_low: float | None = None
     ratio_high: float | None = None
     p_value: float | None = None
@@ -132,6 +154,14 @@ class Comparison:
     below_min_effect: bool = False  # significant, but smaller than the minimum effect
     base_fraction: float | None = None  # each side's achieved fraction of the roofline (Side.fraction)
     head_fraction: float | None = None
+    method: Method | None = None  # the test made (None: none could be)
+    df: float | None = None  # its degrees of freedom
+    reason: str | None = None  # why an inconclusive verdict is one
+
+    @property
+    def noisy_runs(self) -> int:
+        """Runs of either side taken under heavy CPU steal: the verdict rests on them."""
+        return sum(side.noisy_runs for side in (self.base, self.head) if side is not None)
 
 
 @dataclass(frozen=True)
@@ -143,7 +173,7 @@ class Geomean:
     base: float
     head: float
     ratio: float
-    low: float | None  # None unless every benchmark in it has a bootstrap interval
+    low: float | None  # None unless every benchmark in it was tested
     high: float | None
 
 
@@ -193,61 +223,19 @@ def _interval_rank(n: int, confidence: float) -> int | None:
     return int(ranks[coverage >= confidence - 1e-12].max())
 
 
-def _estimates(sorted_samples: np.ndarray, confidence: float) -> list[MedianEstimate]:
-    """Median estimates of each row of a (rows, n) array sorted along its rows."""
-    rows, n = sorted_samples.shape
+def median_estimate(samples: Sequence[float], confidence: float = 0.95) -> MedianEstimate:
+    """The median of one set of samples with its distribution-free interval from order statistics (a series
+    point's own spread, shown on its chart): ``[x(k), x(n+1-k)]`` holds the median with probability
+    ``1 - 2 P(Binomial(n, 1/2) <= k - 1)``; below 6 samples no pair reaches 95 % and there is no interval."""
+    values = np.sort(np.asarray(samples, dtype=float))
+    n = values.size
     if n == 0:
         raise ValueError("no samples")
-    medians = np.median(sorted_samples, axis=1).tolist()
     k = _interval_rank(n, confidence)
+    median = float(np.median(values))
     if k is None:
-        return [MedianEstimate(n, m, None, None) for m in medians]
-    lows, highs = sorted_samples[:, k - 1].tolist(), sorted_samples[:, n - k].tolist()
-    return [MedianEstimate(n, m, lo, hi) for m, lo, hi in zip(medians, lows, highs, strict=True)]
-
-
-def median_estimate(samples: Sequence[float], confidence: float = 0.95) -> MedianEstimate:
-    return _estimates(np.sort(np.asarray(samples, dtype=float)).reshape(1, -1), confidence)[0]
-
-
-def mann_whitney_p(base: Sequence[float], head: Sequence[float]) -> float:
-    from scipy import stats
-
-    x, y = np.asarray(base, dtype=float), np.asarray(head, dtype=float)
-    pooled = np.concatenate([x, y])
-    if np.all(pooled == pooled[0]):
-        return 1.0  # no information at all; the normal approximation would divide by zero
-    ties = np.unique(pooled).size < pooled.size
-    method: str | stats.PermutationMethod
-    if not ties and x.size * y.size <= EXACT_MAX_PRODUCT:
-        method = "exact"
-    elif ties and math.comb(x.size + y.size, x.size) <= EXACT_MAX_ARRANGEMENTS:
-        method = stats.PermutationMethod(n_resamples=np.inf)
-    else:
-        method = "asymptotic"
-    p = float(stats.mannwhitneyu(x, y, alternative="two-sided", method=method).pvalue)
-    return min(1.0, p)
-
-
-def _mann_whitney_many(base: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """``mann_whitney_p`` of each row pair of two (rows, n) arrays. Rows without ties (timings nearly always)
-    go to scipy in one vectorised call, whose exact distribution is built once per pair of sizes; the rare rows
-    with ties take the per-row path and its permutation test."""
-    rows, nx = base.shape
-    ny = head.shape[1]
-    pooled = np.sort(np.concatenate([base, head], axis=1), axis=1)
-    tied = np.any(pooled[:, 1:] == pooled[:, :-1], axis=1)
-    p = np.empty(rows)
-    clean = np.flatnonzero(~tied)
-    if clean.size:
-        from scipy import stats
-
-        method = "exact" if nx * ny <= EXACT_MAX_PRODUCT else "asymptotic"
-        result = stats.mannwhitneyu(base[clean], head[clean], axis=1, alternative="two-sided", method=method)
-        p[clean] = np.minimum(1.0, result.pvalue)
-    for i in np.flatnonzero(tied):
-        p[i] = mann_whitney_p(base[i], head[i])
-    return p
+        return MedianEstimate(n, median, None, None)
+    return MedianEstimate(n, median, float(values[k - 1]), float(values[n - k]))
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
@@ -264,96 +252,39 @@ def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
     return [float(v) for v in q]
 
 
-@lru_cache(maxsize=64)
-def _median_draws(n: int, resamples: int, seed: int, side: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bootstrap resamples of n values, as what they select: the median of a resample is the mean of two order
-    statistics of the sample (one, twice, for odd n), so a draw is the pair of their positions in the sorted
-    sample. Returns the distinct pairs (``lo``, ``hi``) and each draw's index among them. The draws depend only
-    on n, the seed and the side, which is what lets every benchmark share them (see ``_ratio_replicates``)."""
-    rng = np.random.default_rng([seed, n, side])
-    draws = np.sort(rng.integers(0, n, size=(resamples, n)), axis=1)
-    lo, hi = draws[:, (n - 1) // 2], draws[:, n // 2]
-    atoms, inverse = np.unique(lo * n + hi, return_inverse=True)
-    return atoms // n, atoms % n, inverse.reshape(-1)
-
-
 @dataclass(frozen=True)
-class _Replicates:
-    """One benchmark's bootstrap distribution of ``log(median(head*) / median(base*))``, kept as the log medians
-    of each side's distinct draws (a few dozen values) and which draw each replicate takes: the replicates
-    themselves (``resamples`` values) are only made for the rows and groups whose interval is asked for."""
+class _Measured:
+    """A side that worked, reduced to what the statistics need."""
 
-    key: BenchmarkKey
-    base_logs: np.ndarray  # log median per distinct base draw
-    head_logs: np.ndarray
-    base_draws: np.ndarray  # per replicate: its distinct base draw (shared by every benchmark of this size)
-    head_draws: np.ndarray
-    mean: float  # of the replicates, and their variance: exact, from the draws' counts
-    variance: float
-
-    def values(self, params: CompareParams) -> np.ndarray:
-        """The replicates, each side's draws read from this benchmark's own rotation (made only when asked:
-        hashing the identity of thousands of benchmarks is not free)."""
-        digest = hashlib.sha256(repr((params.seed, self.key)).encode()).digest()
-        shift_base = int.from_bytes(digest[:8], "little") % params.resamples
-        shift_head = int.from_bytes(digest[8:16], "little") % params.resamples
-        return (self.head_logs[np.roll(self.head_draws, -shift_head)]
-                - self.base_logs[np.roll(self.base_draws, -shift_base)])
+    result: SideResult
+    medians: list[float]
+    logs: np.ndarray | None  # None when a median is not positive
 
 
-def _moments(logs: np.ndarray, draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance over the replicates of each row of a (rows, distinct draws) table of log medians."""
-    weights = np.bincount(draws, minlength=logs.shape[1]) / draws.size
-    mean = logs @ weights
-    return mean, ((logs - mean[:, None]) ** 2) @ weights
+def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Measured | SideResult | None:
+    if side is None:
+        return None
+    if side.status != "ok" or not side.samples:
+        status = side.status if side.status != "ok" else "failed"
+        return SideResult(status, side.message or "no samples", None, side.noisy_runs)
+    medians = side.run_medians()
+    logs = log_values(medians)
+    if logs is None:  # a zero or negative figure: its centre is the plain median, with no interval
+        centre, low, high = float(np.median(medians)), None, None
+    else:
+        mean = float(logs.mean())
+        centre, low, high = math.exp(mean), None, None
+        sd, df = (float(logs.std(ddof=1)), logs.size - 1) if logs.size >= 2 else (
+            (noise.sd, noise.df) if noise is not None else (None, 0))
+        if sd is not None and df >= 1:
+            half = t_quantile(0.5 + confidence / 2, df) * sd / math.sqrt(logs.size)
+            low, high = math.exp(mean - half), math.exp(mean + half)
+    estimate = MedianEstimate(len(side.samples), centre, low, high, runs=len(medians))
+    return _Measured(SideResult("ok", side.message, estimate, side.noisy_runs), medians, logs)
 
 
-def _replicates(keys: Sequence[BenchmarkKey], base: np.ndarray, head: np.ndarray,
-                params: CompareParams) -> list[_Replicates | None]:
-    """The bootstrap of the ratio for rows of equal sample sizes: one set of draws per size and side, shared by
-    every benchmark (a benchmark's interval still depends only on its own samples, the seed and its identity),
-    each benchmark reading them from its own rotation so that two benchmarks' replicates are independent (the
-    geomean's interval needs that). None for a row where a resampled median is not positive (no logarithm)."""
-    sides = []
-    for code, values in ((0, base), (1, head)):
-        lo, hi, inverse = _median_draws(values.shape[1], params.resamples, params.seed, code)
-        medians = (values[:, lo] + values[:, hi]) / 2
-        positive = np.all(medians > 0, axis=1)
-        logs = np.log(np.where(medians > 0, medians, 1.0))
-        sides.append((logs, inverse, positive, *_moments(logs, inverse)))
-    (bl, bi, bpos, bmean, bvar), (hl, hi_, hpos, hmean, hvar) = sides
-    out: list[_Replicates | None] = []
-    for row, key in enumerate(keys):
-        if not (bpos[row] and hpos[row]):
-            out.append(None)
-            continue
-        out.append(_Replicates(key, bl[row], hl[row], bi, hi_, float(hmean[row] - bmean[row]),
-                               float(hvar[row] + bvar[row])))
-    return out
-
-
-def _sample_matrix(sides: Sequence[Side | None]) -> np.ndarray:
-    """The samples of sides of one size as the rows of an array."""
-    return np.array([side.samples if side is not None else () for side in sides], dtype=np.float64)
-
-
-def _side_results(sides: Sequence[Side | None], confidence: float) -> list[SideResult | None]:
-    """Each side's median estimate, computed for all sides of one sample size at once."""
-    out: list[SideResult | None] = [None] * len(sides)
-    by_size: dict[int, list[int]] = {}
-    for index, side in enumerate(sides):
-        if side is None:
-            continue
-        if side.status != "ok" or not side.samples:
-            out[index] = SideResult(side.status if side.status != "ok" else "failed", side.message or "no samples",
-                                    None)
-        else:
-            by_size.setdefault(len(side.samples), []).append(index)
-    for indices in by_size.values():
-        values = np.sort(_sample_matrix([sides[i] for i in indices]), axis=1)
-        for index, estimate in zip(indices, _estimates(values, confidence), strict=True):
-            out[index] = SideResult("ok", sides[index].message, estimate)  # type: ignore[union-attr]
-    return out
+def _result(side: _Measured | SideResult | None) -> SideResult | None:
+    return side.result if isinstance(side, _Measured) else side
 
 
 def _absent_verdict(base: SideResult | None, head: SideResult | None) -> Verdict | None:
@@ -369,17 +300,8 @@ def _absent_verdict(base: SideResult | None, head: SideResult | None) -> Verdict
     return None
 
 
-def _percentiles(log_values: np.ndarray, confidence: float) -> tuple[float, float]:
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(log_values, [tail, 100 - tail])
-    return float(math.exp(low)), float(math.exp(high))
-
-
-def compare(pairs: Sequence[Pair], params: CompareParams | None = None, *,
-            intervals_for: Collection[int] | None = None) -> ComparisonReport:
-    """Compare every pair; rows come back in the order given. ``intervals_for``: the rows (indices into pairs)
-    whose ratio interval is wanted, every row when None; a page of a large comparison asks for its own rows
-    only, since an interval takes ``resamples`` values to make where everything else takes a few."""
+def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> ComparisonReport:
+    """Compare every pair; rows come back in the order given."""
     params = params or CompareParams()
     keys = [pair.key for pair in pairs]
     if len(set(keys)) != len(keys):
@@ -387,53 +309,37 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None, *,
     for pair in pairs:
         if pair.base is None and pair.head is None:
             raise ValueError(f"{pair.key.label}: neither side has it")
-    interval_n = min_samples_for_interval(params.confidence)
-    bases = _side_results([pair.base for pair in pairs], params.confidence)
-    heads = _side_results([pair.head for pair in pairs], params.confidence)
-
-    # Tested pairs, grouped by their sample sizes so that each statistic runs over arrays.
-    by_sizes: dict[tuple[int, int], list[int]] = {}
-    for index, (pair, base, head) in enumerate(zip(pairs, bases, heads, strict=True)):
-        if _absent_verdict(base, head) is None:
-            assert pair.base is not None and pair.head is not None
-            by_sizes.setdefault((len(pair.base.samples), len(pair.head.samples)), []).append(index)
-    p_by_index: dict[int, float] = {}
-    replicates: dict[int, _Replicates] = {}
-    for (nx, ny), indices in by_sizes.items():
-        base_values = _sample_matrix([pairs[i].base for i in indices])
-        head_values = _sample_matrix([pairs[i].head for i in indices])
-        p_by_index.update(zip(indices, _mann_whitney_many(base_values, head_values).tolist(), strict=True))
-        if min(nx, ny) >= interval_n:
-            made = _replicates([keys[i] for i in indices], base_values, head_values, params)
-            replicates.update((i, r) for i, r in zip(indices, made, strict=True) if r is not None)
-    tested = sorted(p_by_index)
-    q_by_index = dict(zip(tested, benjamini_hochberg([p_by_index[i] for i in tested]), strict=True))
-
-    wanted = range(len(pairs)) if intervals_for is None else set(intervals_for)
-    rows: list[Comparison] = []
-    for index, (pair, base, head) in enumerate(zip(pairs, bases, heads, strict=True)):
-        absent = _absent_verdict(base, head)
-        if absent is not None:
-            rows.append(Comparison(pair.key, absent, base, head))
+    sides = [(_side(pair.base, pair.noise, params.confidence), _side(pair.head, pair.noise, params.confidence))
+             for pair in pairs]
+    tests: dict[int, RunTest] = {}
+    reasons: dict[int, str] = {}
+    for index, (pair, (base, head)) in enumerate(zip(pairs, sides, strict=True)):
+        if not (isinstance(base, _Measured) and isinstance(head, _Measured)):
             continue
-        found = replicates.get(index)
-        interval = _percentiles(found.values(params), params.confidence) if found and index in wanted else None
-        rows.append(_tested_row(pair.key, base, head, p_by_index[index], q_by_index[index], interval, params))
+        if base.logs is None or head.logs is None:
+            if base.medians != head.medians:
+                reasons[index] = NO_RATIO
+            continue
+        test = log_ratio_test(base.logs, head.logs, pair.noise)
+        if test is None and len(set(base.medians) | set(head.medians)) > 1:
+            reasons[index] = NO_SPREAD  # one value each, the same exact figure on both sides, is no change
+        elif test is not None:
+            tests[index] = test
+    tested = sorted(tests)
+    q_by_index = dict(zip(tested, benjamini_hochberg([tests[i].p_value for i in tested]), strict=True))
+    rows: list[Comparison] = []
+    for index, (pair, (base, head)) in enumerate(zip(pairs, sides, strict=True)):
+        b, h = _result(base), _result(head)
+        absent = _absent_verdict(b, h)
+        if absent is not None:
+            rows.append(Comparison(pair.key, absent, b, h))
+        else:
+            assert isinstance(base, _Measured) and isinstance(head, _Measured)
+            rows.append(_tested_row(pair.key, base, head, tests.get(index), q_by_index.get(index),
+                                    reasons.get(index), params))
     rows = [_with_fractions(row, pair) for row, pair in zip(rows, pairs, strict=True)]
-    geomeans = _geomeans(rows, replicates, params)
-    return ComparisonReport(params=params, rows=tuple(rows), geomeans=geomeans, tests=len(tested))
-
-
-def with_intervals(report: ComparisonReport, pairs: Sequence[Pair], indices: Sequence[int]) -> ComparisonReport:
-    """The report of ``compare(pairs, intervals_for=())`` with the ratio intervals of these rows filled in, as
-    the full comparison would have them: a row's interval depends only on its own pair and the parameters."""
-    if not indices or not pairs:  # no pairs: a stored report, whose every row has its interval already
-        return report
-    part = compare([pairs[i] for i in indices], report.params)
-    rows = list(report.rows)
-    for index, row in zip(indices, part.rows, strict=True):
-        rows[index] = replace(rows[index], ratio_low=row.ratio_low, ratio_high=row.ratio_high)
-    return replace(report, rows=tuple(rows))
+    return ComparisonReport(params=params, rows=tuple(rows), geomeans=_geomeans(rows, tests, params),
+                            tests=len(tested))
 
 
 def _with_fractions(row: Comparison, pair: Pair) -> Comparison:
@@ -442,40 +348,32 @@ def _with_fractions(row: Comparison, pair: Pair) -> Comparison:
     return row if base is None and head is None else replace(row, base_fraction=base, head_fraction=head)
 
 
-def _tested_row(key: BenchmarkKey, base: SideResult | None, head: SideResult | None, p: float, q: float,
-                interval: tuple[float, float] | None, params: CompareParams) -> Comparison:
-    assert base is not None and base.estimate is not None and head is not None and head.estimate is not None
-    b, h = base.estimate.median, head.estimate.median
+def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTest | None, q: float | None,
+                reason: str | None, params: CompareParams) -> Comparison:
+    b, h = _median(base.result), _median(head.result)
     ratio = h / b if b > 0 else None
-    low, high = interval if interval is not None else (None, None)
-    significant = q < params.alpha and h != b
-    # From a zero median any change is infinitely large relative to it.
-    large = ratio is None or abs(ratio - 1) >= params.min_effect
-    verdict: Verdict = "unchanged"
+    if test is None:
+        # Untested: equal exact figures are unchanged; anything else cannot be decided.
+        verdict: Verdict = "unchanged" if reason is None else "inconclusive"
+        return Comparison(key, verdict, base.result, head.result, ratio=ratio, reason=reason)
+    assert q is not None
+    low, high = test.interval(params.confidence)
+    ratio = math.exp(test.diff)
+    significant = q < params.alpha and not low <= 1.0 <= high and test.diff != 0
+    large = abs(ratio - 1) >= params.min_effect
+    verdict, why = "unchanged", None
     if significant and large:
-        worse = (h > b) == (key.direction == "lower_is_better")
+        worse = (ratio > 1) == (key.direction == "lower_is_better")
         verdict = "regression" if worse else "improvement"
-    return Comparison(key, verdict, base, head, ratio=ratio, ratio_low=low, ratio_high=high, p_value=p,
-                      q_value=q, below_min_effect=significant and not large)
+    elif not significant and (low < 1 / (1 + params.equivalence) or high > 1 + params.equivalence):
+        verdict = "inconclusive"
+        why = WIDE_INTERVAL
+    return Comparison(key, verdict, base.result, head.result, ratio=ratio, ratio_low=low, ratio_high=high,
+                      p_value=test.p_value, q_value=q, below_min_effect=significant and not large,
+                      method=test.method, df=test.df, reason=why)
 
 
-def _geomean_interval(members: Sequence[_Replicates], params: CompareParams) -> tuple[float, float]:
-    """The percentile interval of the mean of the members' independent log-ratio replicates. From
-    ``GEOMEAN_NORMAL_MIN`` members on, that mean is normal to well within the Monte Carlo error of the
-    percentiles (a mean of that many independent, bounded terms), and its exact mean and variance come from
-    the members' draws without making a single replicate; below, the replicates are averaged as they are."""
-    if len(members) < GEOMEAN_NORMAL_MIN:
-        return _percentiles(np.mean([m.values(params) for m in members], axis=0), params.confidence)
-    mean = float(np.mean([m.mean for m in members]))
-    spread = math.sqrt(sum(m.variance for m in members)) / len(members)
-    from scipy import stats
-
-    z = float(stats.norm.ppf(0.5 + params.confidence / 2))
-    return math.exp(mean - z * spread), math.exp(mean + z * spread)
-
-
-def _geomeans(rows: Sequence[Comparison], replicates: dict[int, _Replicates],
-              params: CompareParams) -> tuple[Geomean, ...]:
+def _geomeans(rows: Sequence[Comparison], tests: dict[int, RunTest], params: CompareParams) -> tuple[Geomean, ...]:
     groups: dict[tuple[str, str, str], list[int]] = {}
     for index, row in enumerate(rows):
         groups.setdefault((row.key.environment, row.key.metric, row.key.unit), [])
@@ -490,8 +388,12 @@ def _geomeans(rows: Sequence[Comparison], replicates: dict[int, _Replicates],
         base_geo = math.exp(float(np.mean([math.log(_median(rows[i].base)) for i in members])))
         head_geo = math.exp(float(np.mean([math.log(_median(rows[i].head)) for i in members])))
         low = high = None
-        if all(i in replicates for i in members):
-            low, high = _geomean_interval([replicates[i] for i in members], params)
+        if all(i in tests for i in members):
+            found = [tests[i] for i in members]
+            mean = float(np.mean([t.diff for t in found]))
+            se = math.sqrt(sum(t.se ** 2 for t in found)) / len(found)
+            half = t_quantile(0.5 + params.confidence / 2, min(t.df for t in found)) * se
+            low, high = math.exp(mean - half), math.exp(mean + half)
         out.append(Geomean(environment, metric, unit, len(members), base_geo, head_geo, head_geo / base_geo,
                            low, high))
     return tuple(out)

@@ -44,6 +44,7 @@ from service.store.models import (
     StoredComparison,
     StoredComparisonRow,
 )
+from service.store.run_noise import run_noise
 
 MIN_PREFIX = 4
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
@@ -164,19 +165,23 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
 
 @dataclass
 class _Pool:
-    """One benchmark's metric in one environment on one side, over every run of that side."""
+    """One benchmark's metric in one environment on one side, over every run of that side, run by run (the run
+    is the unit of replication: see service/detect/run_stats.py)."""
 
     key: BenchmarkKey
     samples: list[float]
-    ok_results: int = 0
+    series_id: int = 0
+    run_sizes: list[int] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
 
-    def side(self) -> Side:
+    def side(self, noisy: set[int] = frozenset()) -> Side:  # type: ignore[assignment]
         # A benchmark that failed in one run of a side and not in another is measured by the runs that worked.
-        if self.ok_results:
+        if self.run_sizes:
             fraction = float(statistics.median(self.fractions)) if self.fractions else None
-            return Side(tuple(self.samples), "ok", fraction=fraction)
+            return Side(tuple(self.samples), "ok", fraction=fraction, run_sizes=tuple(self.run_sizes),
+                        noisy_runs=sum(1 for r in self.run_ids if r in noisy))
         return Side((), "failed", "; ".join(dict.fromkeys(self.failures)) or None)
 
 
@@ -226,7 +231,8 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     # multiplied the bytes read and decoded several times over).
     rows = session.execute(
         select(Result.series_id, Result.status, Result.message, cast(Result.samples, String), Series.benchmark_id,
-               Series.environment_id, Series.metric, Series.unit, Series.direction, Result.roofline_fraction)
+               Series.environment_id, Series.metric, Series.unit, Series.direction, Result.roofline_fraction,
+               Result.run_id)
         .join(Series, Result.series_id == Series.id)
         .where(Result.run_id.in_(side.run_ids), Series.environment_id.in_(environments))
         .order_by(Result.run_id, Result.id)
@@ -239,7 +245,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
     for row, samples in zip(rows, sample_lists, strict=True):
-        series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction, fraction = row
+        series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction, fraction, run_id = row
         known = keys.get(series_id)  # both sides measure the same series: each is identified once
         if known is None:
             suite, name, params_key, params = benchmarks[benchmark_id]
@@ -251,10 +257,15 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
         identity, key = known
         pool = pools.get(identity)
         if pool is None:
-            pool = pools[identity] = _Pool(key, [])
+            pool = pools[identity] = _Pool(key, [], series_id)
         if status == "ok" and samples:
             pool.samples.extend(samples)
-            pool.ok_results += 1
+            # Two results of one series in one run (a re-measured benchmark) are one replicate of the code.
+            if pool.run_ids and pool.run_ids[-1] == run_id:
+                pool.run_sizes[-1] += len(samples)
+            else:
+                pool.run_sizes.append(len(samples))
+                pool.run_ids.append(run_id)
             if fraction is not None:
                 pool.fractions.append(fraction)
         else:
@@ -285,7 +296,7 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 2
+COMPARISON_REVISION = 3  # 3: run-level statistics, the inconclusive verdict
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
@@ -293,7 +304,7 @@ def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: C
     comparison holds). Runs are immutable once stored, so a stored comparison found by this key is never stale."""
     text = "|".join([f"r{COMPARISON_REVISION}", ",".join(map(str, sorted(base_runs))),
                      ",".join(map(str, sorted(head_runs))), repr(params.alpha), repr(params.min_effect),
-                     repr(params.confidence), str(params.resamples), str(params.seed)])
+                     repr(params.confidence), repr(params.equivalence)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -326,9 +337,8 @@ def stored_outcome(session: Session, base: ResolvedSide, head: ResolvedSide,
 
 
 def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, params: CompareParams,
-                     intervals: bool = True, stored: bool = True) -> CompareOutcome:
-    """``intervals=False`` leaves out every row's ratio interval (``with_intervals`` adds a page's back).
-    ``stored``: read the comparison made on write when there is one (every interval in it) rather than compute."""
+                     stored: bool = True) -> CompareOutcome:
+    """``stored``: read the comparison made on write when there is one rather than compute."""
     if stored:
         found = stored_outcome(session, base, head, params)
         if found is not None:
@@ -345,13 +355,25 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
     identities = base_pools.keys() | head_pools.keys()
     identities -= _folded(identities, (base_pools, head_pools))
+    # A side of one run is tested against the series' stored spread between runs (service/store/run_noise.py).
+    single = {pool.series_id for identity in identities
+              for pool in (base_pools.get(identity), head_pools.get(identity))
+              if pool is not None and len(pool.run_sizes) == 1}
+    noise = run_noise(session, single, _commits(session, base, head)) if single else {}
+    noisy: set[int] = set()
     pairs = []
     for identity in sorted(identities, key=_sort_key):
         b, h = base_pools.get(identity), head_pools.get(identity)
         key = (b or h).key  # type: ignore[union-attr]
-        pairs.append(Pair(key, b.side() if b else None, h.side() if h else None))
-    report = compare(pairs, params, intervals_for=None if intervals else ())
+        spread = noise.get((b or h).series_id)  # type: ignore[union-attr]
+        pairs.append(Pair(key, b.side(noisy) if b else None, h.side(noisy) if h else None, spread))
+    report = compare(pairs, params)
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
+
+
+def _commits(session: Session, *sides: ResolvedSide) -> set[int]:
+    ids = [run_id for side in sides for run_id in side.run_ids]
+    return set(session.scalars(select(Run.commit_id).where(Run.id.in_(ids)).distinct()))
 
 
 def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> CompareParams:
@@ -362,11 +384,11 @@ def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> ComparePara
 
 
 def compare_refs(session: Session, base_ref: str, head_ref: str, repository: str | None = None,
-                 alpha: float = 0.05, min_effect: float = 0.01, intervals: bool = True,
+                 alpha: float = 0.05, min_effect: float = 0.01,
                  refs: RefResolver | None = None) -> CompareOutcome:
     """``refs``: how a branch or tag name is resolved in ``repository`` (``git_refs.GitRefResolver``); without
     it only run ids, shas and sha prefixes are understood."""
     params = compare_params(alpha, min_effect)
     base = resolve(session, base_ref, repository, refs)
     head = resolve(session, head_ref, repository, refs)
-    return compare_resolved(session, base, head, params, intervals)
+    return compare_resolved(session, base, head, params)

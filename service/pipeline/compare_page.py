@@ -1,9 +1,8 @@
-"""One page of a comparison: which rows to list, in what order, and their ratio intervals filled in.
+"""One page of a comparison: which rows to list, and in what order.
 
 Shared by GET /api/v1/compare and the dashboard's commit and compare pages, so that "page 2 sorted by change"
-means the same rows in both. A comparison of a whole suite is thousands of rows: every row's test and verdict is
-computed (the summary and geomeans cover all of them), but the bootstrap intervals, the costly part, only for the
-rows listed.
+means the same rows in both. Every row's test, interval and verdict is computed (the summary and geomeans cover
+all of them); a page lists some.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
-from service.detect.compare import VERDICTS, CompareParams, Comparison, ComparisonReport, with_intervals
+from service.detect.compare import VERDICTS, CompareParams, Comparison, ComparisonReport
 from service.errors import InvalidInput
 from service.pipeline.compare import CompareOutcome, ResolvedSide, compare_resolved, find_stored, stored_report
 from service.report.compare_table import SideLabel, comparison_from_json
@@ -26,13 +25,14 @@ from service.store.models import StoredComparison, StoredComparisonRow
 API_SORTS = ("name", "change")
 SORTS = ("name", "change", "ratio", "-ratio", "verdict", "p")
 DEFAULT_LIMIT, MAX_LIMIT = 100, 5000
-_VERDICT_RANK = {"regression": 0, "improvement": 1, "failed": 2, "new": 3, "missing": 4, "unchanged": 5}
+_VERDICT_RANK = {"regression": 0, "improvement": 1, "failed": 2, "new": 3, "missing": 4, "inconclusive": 5,
+                 "unchanged": 6}
 
 
 @dataclass(frozen=True)
 class ComparePage:
     outcome: CompareOutcome
-    report: ComparisonReport  # the outcome's report with the listed rows' intervals filled in
+    report: ComparisonReport
     rows: list[int]  # indices into report.rows, in the order to list them
     offset: int
     limit: int
@@ -92,11 +92,11 @@ def order_rows(report: ComparisonReport, verdicts: set[str] | None, sort: str) -
 
 def compare_page(outcome: CompareOutcome, verdicts: set[str] | None = None, sort: str = "name", offset: int = 0,
                  limit: int = DEFAULT_LIMIT) -> ComparePage:
-    """The page ``[offset, offset + limit)`` of a comparison made with ``intervals=False``."""
+    """The page ``[offset, offset + limit)`` of a comparison."""
     order = order_rows(outcome.report, verdicts, sort)
     rows = order[offset:offset + limit]
-    report = with_intervals(outcome.report, outcome.pairs, rows)
-    return ComparePage(outcome=outcome, report=report, rows=rows, offset=offset, limit=limit, total=len(order))
+    return ComparePage(outcome=outcome, report=outcome.report, rows=rows, offset=offset, limit=limit,
+                       total=len(order))
 
 
 def _stored_order(sort: str) -> list[Any]:
@@ -141,5 +141,5 @@ def compare_page_for(session: Session, base: ResolvedSide, head: ResolvedSide, p
     stored = find_stored(session, base, head, params)
     if stored is not None:
         return stored_page(session, stored, (base.label, head.label), verdicts, sort, offset, limit)
-    outcome = compare_resolved(session, base, head, params, intervals=False, stored=False)
+    outcome = compare_resolved(session, base, head, params, stored=False)
     return compare_page(outcome, verdicts, sort, offset, limit)

@@ -29,7 +29,9 @@ from service.report.compare_table import (
     geomean_of,
     groups,
     has_fractions,
+    reason_marks,
     shown_line,
+    significance_line,
     summary_line,
     verdict_cell,
 )
@@ -40,6 +42,7 @@ CSV_COLUMNS = (
     "head_status", "head_n", "head_median", "head_ci_low", "head_ci_high",
     "ratio", "ratio_ci_low", "ratio_ci_high", "delta_percent", "p_value", "q_value", "below_min_effect",
     "base_roofline_fraction", "head_roofline_fraction",
+    "base_runs", "head_runs", "method", "df", "reason",
 )
 _VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "❌ failed"}
 
@@ -63,6 +66,7 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
     """A heading and summary, then one table per environment, metric and unit with its geomean row; metrics
     other than speed under a heading of their own."""
     speed, signals = groups(report, rows)
+    marks = reason_marks(report)
     lines = [f"### {title}", "", f"**base** {_side_md(base)}  ", f"**head** {_side_md(head)}", "",
              f"**{summary_line(report)}**"]
     shown = shown_line(report, rows)
@@ -78,7 +82,9 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
             lines.append(_md_row(["benchmark", *COLUMNS, *([ROOFLINE_COLUMN] if roofline else [])]))
             lines.append("| --- | ---: | ---: | ---: | --- |" + (" ---: |" if roofline else ""))
             for row in listed:
-                verdict = _VERDICT_MARK.get(row.verdict, verdict_cell(row))
+                verdict = verdict_cell(row, marks)
+                if row.verdict in _VERDICT_MARK:
+                    verdict = _VERDICT_MARK[row.verdict] + verdict.removeprefix(row.verdict)
                 lines.append(_md_row([f"`{row.key.label}`", estimate_cell(row.base, unit),
                                       estimate_cell(row.head, unit), delta_cell(row, report.params.alpha),
                                       verdict, *([fraction_cell(row)] if roofline else [])]))
@@ -86,10 +92,7 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
             if g is not None:
                 cells = geomean_cells(g)
                 lines.append(_md_row([f"**{cells[0]}**", *cells[1:], *([""] if roofline else [])]))
-    p = report.params
-    lines += ["", f"Significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} test"
-                  f"{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ {p.min_effect * 100:g}%."
-                  " `~`: no significant change."]
+    lines += ["", _md(significance_line(report)) + "."]
     lines += [f"{_md(line)}  " for line in footnote_lines(report, any(" ± ∞ " in line for line in lines))]
     failures = failure_lines(report)
     if failures:
@@ -104,6 +107,10 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
 
 def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.12g}"
+
+
+def _runs(side: SideResult | None) -> str:
+    return str(side.estimate.runs) if side is not None and side.estimate is not None else "0"
 
 
 def _side_cells(side: SideResult | None) -> list[str]:
@@ -121,7 +128,8 @@ def _csv_row(row: Comparison) -> list[str]:
     return [k.environment, k.suite, k.name, " ".join(f"{name}={value}" for name, value in k.params), k.metric,
             k.unit, k.direction, row.verdict, *_side_cells(row.base), *_side_cells(row.head), _num(row.ratio),
             _num(row.ratio_low), _num(row.ratio_high), delta, _num(row.p_value), _num(row.q_value),
-            "true" if row.below_min_effect else "false", _num(row.base_fraction), _num(row.head_fraction)]
+            "true" if row.below_min_effect else "false", _num(row.base_fraction), _num(row.head_fraction),
+            _runs(row.base), _runs(row.head), row.method or "", _num(row.df), row.reason or ""]
 
 
 def format_csv(report: ComparisonReport, rows: Sequence[int] | None = None) -> str:

@@ -1,8 +1,9 @@
 """A comparison as a text table that reads like benchstat, and as JSON. PURE: a report in, text or a dict out.
 
-One table per environment, metric and unit; per benchmark the median of each side with the half-width of its
-95 % interval in percent, the delta of the medians with the Mann-Whitney p-value and the sample counts (``~``
-when the change is not significant), and the verdict; a geomean row closes each table. A table whose rows carry
+One table per environment, metric and unit; per benchmark each side's centre (the geometric mean of its runs'
+medians) with the half-width of its 95 % interval in percent, the delta with the run-level test's p-value and
+the run counts (``~`` when the change is not significant), and the verdict (``?`` when the data cannot decide,
+with the reason in a footnote); a geomean row closes each table. A table whose rows carry
 roofline figures gains a column of each side's achieved fraction of the roofline (``12% → 9%``).
 """
 
@@ -23,16 +24,16 @@ from service.detect.compare import (
     MedianEstimate,
     SideResult,
     Verdict,
-    min_samples_for_interval,
 )
 from service.report.compare_view import is_speed
 
 JSON_FORMAT = "kernelwatch.compare"
-JSON_VERSION = 1
+JSON_VERSION = 2  # 2: run-level statistics (runs per side, the test made, the inconclusive verdict)
 COLUMNS = ("base", "head", "delta", "verdict")
 ROOFLINE_COLUMN = "of roofline"
 _SI = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
-_NO_INTERVAL, _SMALL_EFFECT = "¹", "²"
+_NO_INTERVAL, _SMALL_EFFECT, _NOISY = "¹", "²", "³"
+_REASON_MARKS = "⁴⁵⁶⁷⁸⁹"
 SIGNALS_HEADING = "numerics and static signals"
 
 
@@ -131,17 +132,27 @@ def delta_cell(row: Comparison, alpha: float) -> str:
         return ""
     assert row.base is not None and row.base.estimate is not None
     assert row.head is not None and row.head.estimate is not None
-    detail = f"(p={row.p_value:.3f} n={row.base.estimate.n}+{row.head.estimate.n})"
-    if row.q_value >= alpha:
+    detail = f"(p={row.p_value:.3f} runs={row.base.estimate.runs}+{row.head.estimate.runs})"
+    if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
         return f"~ {detail}"
     change = _percent(row.ratio) if row.ratio is not None else ("+inf" if row.head.estimate.median > 0 else "0")
     return f"{change} {detail}"
 
 
-def verdict_cell(row: Comparison) -> str:
+def reason_marks(report: ComparisonReport) -> dict[str, str]:
+    """A footnote mark per distinct reason an inconclusive verdict gives, in the order the rows give them."""
+    reasons = dict.fromkeys(row.reason for row in report.rows if row.verdict == "inconclusive" and row.reason)
+    return {reason: _REASON_MARKS[min(i, len(_REASON_MARKS) - 1)] for i, reason in enumerate(reasons)}
+
+
+def verdict_cell(row: Comparison, marks: dict[str, str] | None = None) -> str:
+    noisy = f" {_NOISY}" if row.noisy_runs else ""
     if row.verdict == "unchanged":
-        return f"~ {_SMALL_EFFECT}" if row.below_min_effect else "~"
-    return row.verdict
+        return (f"~ {_SMALL_EFFECT}" if row.below_min_effect else "~") + noisy
+    if row.verdict == "inconclusive":
+        mark = (marks or {}).get(row.reason or "", "")
+        return f"? {mark}".rstrip() + noisy
+    return row.verdict + noisy
 
 
 def geomean_cells(g: Geomean) -> list[str]:
@@ -207,6 +218,7 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
     if len(environments) == 1 and environments[0]:
         header.append([f"environment: {environments[0]}"])
     table: list[list[str]] = []
+    marks = reason_marks(report)
     for section, members in (("", speed), (SIGNALS_HEADING, signals)):
         if section and members:
             table += [[""], [f"== {section} =="]]
@@ -219,7 +231,7 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
             table.append([title, *COLUMNS, *([ROOFLINE_COLUMN] if roofline else [])])
             for row in listed:
                 table.append([row.key.label, estimate_cell(row.base, unit), estimate_cell(row.head, unit),
-                              delta_cell(row, report.params.alpha), verdict_cell(row),
+                              delta_cell(row, report.params.alpha), verdict_cell(row, marks),
                               *([fraction_cell(row)] if roofline else [])])
             g = geomean_of(report, (environment, metric, unit))
             if g is not None:
@@ -229,13 +241,19 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
     shown = shown_line(report, rows)
     if shown:
         lines.append(shown)
-    p = report.params
-    lines.append(f"significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} test"
-                 f"{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%")
+    lines.append(significance_line(report))
     lines += footnote_lines(report, any(_NO_INTERVAL in cell for cells in table for cell in cells))
     lines += failure_lines(report)
     lines += [f"note: {note}" for note in notes]
     return "\n".join(lines) + "\n"
+
+
+def significance_line(report: ComparisonReport) -> str:
+    """How the verdicts were reached, in one line: the test, the bars, and what "unchanged" promises."""
+    p = report.params
+    return (f"runs are the replicates (t-test on log run medians); significant: Benjamini-Hochberg q < {p.alpha:g} "
+            f"over {report.tests} test{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%; "
+            f"~ unchanged: the {p.confidence * 100:g}% interval within ±{p.equivalence * 100:g}%; ? inconclusive")
 
 
 def footnote_lines(report: ComparisonReport, no_interval_shown: bool) -> list[str]:
@@ -243,10 +261,15 @@ def footnote_lines(report: ComparisonReport, no_interval_shown: bool) -> list[st
     p = report.params
     lines = []
     if no_interval_shown:
-        lines.append(f"{_NO_INTERVAL} need >= {min_samples_for_interval(p.confidence)} samples for a "
-                     f"{p.confidence * 100:g}% confidence interval")
+        lines.append(f"{_NO_INTERVAL} one run and no stored spread between runs: no {p.confidence * 100:g}% "
+                     "interval")
     if any(row.below_min_effect for row in report.rows):
         lines.append(f"{_SMALL_EFFECT} significant, but smaller than the minimum effect")
+    noisy = sum(1 for row in report.rows if row.noisy_runs)
+    if noisy:
+        lines.append(f"{_NOISY} rests on runs taken under heavy CPU steal (the host was busy elsewhere): "
+                     "measure again on a quieter host")
+    lines += [f"{mark} {reason}" for reason, mark in reason_marks(report).items()]
     return lines
 
 
@@ -277,9 +300,9 @@ def _side_json(side: SideResult | None) -> dict[str, Any] | None:
     if side is None:
         return None
     e = side.estimate
-    return {"status": side.status, "message": side.message, "n": e.n if e else 0,
-            "median": _num(e.median) if e else None, "ci_low": _num(e.low) if e else None,
-            "ci_high": _num(e.high) if e else None}
+    return {"status": side.status, "message": side.message, "n": e.n if e else 0, "runs": e.runs if e else 0,
+            "noisy_runs": side.noisy_runs, "median": _num(e.median) if e else None,
+            "ci_low": _num(e.low) if e else None, "ci_high": _num(e.high) if e else None}
 
 
 def _label_json(label: SideLabel) -> dict[str, Any]:
@@ -309,7 +332,7 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
         "base": _label_json(base),
         "head": _label_json(head),
         "parameters": {"alpha": p.alpha, "min_effect": p.min_effect, "confidence": p.confidence,
-                       "resamples": p.resamples, "seed": p.seed, "tests": report.tests},
+                       "equivalence": p.equivalence, "tests": report.tests},
         "summary": {v: report.count(v) for v in VERDICTS},
         "benchmarks": [
             {"suite": r.key.suite, "name": r.key.name, "params": dict(r.key.params), "metric": r.key.metric,
@@ -317,7 +340,8 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
              "verdict": r.verdict, "base": _side_json(r.base), "head": _side_json(r.head),
              "ratio": _num(r.ratio), "ratio_ci_low": _num(r.ratio_low), "ratio_ci_high": _num(r.ratio_high),
              "p_value": _num(r.p_value), "q_value": _num(r.q_value), "below_min_effect": r.below_min_effect,
-             "base_fraction": _num(r.base_fraction), "head_fraction": _num(r.head_fraction)}
+             "base_fraction": _num(r.base_fraction), "head_fraction": _num(r.head_fraction),
+             "method": r.method, "df": _num(r.df), "reason": r.reason}
             for r in listed
         ],
         "geomeans": [
@@ -335,8 +359,8 @@ def _side_from_json(side: dict[str, Any] | None) -> SideResult | None:
         return None
     estimate = None
     if side["median"] is not None:
-        estimate = MedianEstimate(side["n"], side["median"], side["ci_low"], side["ci_high"])
-    return SideResult(side["status"], side["message"], estimate)
+        estimate = MedianEstimate(side["n"], side["median"], side["ci_low"], side["ci_high"], runs=side["runs"])
+    return SideResult(side["status"], side["message"], estimate, side["noisy_runs"])
 
 
 def comparison_from_json(r: dict[str, Any]) -> Comparison:
@@ -348,7 +372,8 @@ def comparison_from_json(r: dict[str, Any]) -> Comparison:
     return Comparison(key, verdict, _side_from_json(r["base"]), _side_from_json(r["head"]),
                       ratio=r["ratio"], ratio_low=r["ratio_ci_low"], ratio_high=r["ratio_ci_high"],
                       p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"],
-                      base_fraction=r.get("base_fraction"), head_fraction=r.get("head_fraction"))
+                      base_fraction=r.get("base_fraction"), head_fraction=r.get("head_fraction"),
+                      method=r["method"], df=r["df"], reason=r["reason"])
 
 
 def geomeans_from_json(document: dict[str, Any]) -> tuple[Geomean, ...]:
@@ -359,7 +384,7 @@ def geomeans_from_json(document: dict[str, Any]) -> tuple[Geomean, ...]:
 def params_from_json(document: dict[str, Any]) -> CompareParams:
     p = document["parameters"]
     return CompareParams(alpha=p["alpha"], min_effect=p["min_effect"], confidence=p["confidence"],
-                         resamples=p["resamples"], seed=p["seed"])
+                         equivalence=p["equivalence"])
 
 
 def from_json(document: dict[str, Any]) -> tuple[ComparisonReport, tuple[str, ...]]:

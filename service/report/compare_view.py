@@ -68,8 +68,8 @@ def _positive_medians(row: Comparison) -> tuple[float, float] | None:
 
 
 def _geomean(rows: list[Comparison], whole: Geomean | None) -> Geomean | None:
-    """The geomean of a group's kept rows; the report's own (with its bootstrap bounds) when every member was
-    kept, else a point estimate without bounds, which only the replicates of the whole comparison could give."""
+    """The geomean of a group's kept rows; the report's own (with its bounds) when every member was
+    kept, else a point estimate without bounds."""
     from service.detect.compare import Geomean
 
     members = [m for m in (_positive_medians(r) for r in rows) if m is not None]

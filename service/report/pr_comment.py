@@ -51,8 +51,8 @@ def compare_url(public_url: str, base: str, head: str, repository: str = "", ver
 
 
 def conclusion(report: ComparisonReport | None) -> Conclusion:
-    """failure: a regression, or a benchmark the head broke; neutral: nothing could be compared (no baseline);
-    success otherwise."""
+    """failure: a regression, or a benchmark the head broke; neutral: nothing could be decided (no baseline, or
+    every comparison inconclusive); success otherwise."""
     if report is None:
         return "neutral"
     if report.has_regression or any(_head_failed(row) for row in report.rows):
@@ -76,10 +76,12 @@ def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
         parts = [_counted(regressions, "regression")] if regressions else []
         parts += [f"{failed} failed"] if failed else []
         return " and ".join(parts) + of
+    undecided = report.count("inconclusive")
     if conclusion(report) == "neutral":
-        return "nothing to compare"
+        return f"undecided: {undecided} inconclusive{of}" if undecided else "nothing to compare"
     improvements = report.count("improvement")
-    return (f"{_counted(improvements, 'improvement')}, no regression" if improvements else "no change") + of
+    said = f"{_counted(improvements, 'improvement')}, no regression" if improvements else "no change"
+    return said + of + (f" ({undecided} inconclusive)" if undecided else "")
 
 
 def _counted(n: int, verdict: str) -> str:
@@ -102,15 +104,16 @@ def _delta_cell(row: Comparison, alpha: float) -> str:
             first = ((failed.message if failed else "") or "").strip().splitlines()[:1]
             return _escape(first[0][:120]) if first else ""
         return ""
-    if row.q_value >= alpha:
-        return f"~ (p={row.p_value:.3f})"
+    if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
+        return f"{'?' if row.verdict == 'inconclusive' else '~'} (p={row.p_value:.3f})"
     change = f"{(row.ratio - 1) * 100:+.1f}%" if row.ratio is not None and math.isfinite(row.ratio) else "+inf"
     return f"**{change}** (p={row.p_value:.3f})" if row.verdict == "regression" else f"{change} (p={row.p_value:.3f})"
 
 
 def _verdict_cell(row: Comparison) -> str:
-    return {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "⚠️ failed",
-            "unchanged": "~"}.get(row.verdict, row.verdict)
+    cell = {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "⚠️ failed",
+            "unchanged": "~", "inconclusive": "❔ inconclusive"}.get(row.verdict, row.verdict)
+    return cell + (" (noisy host)" if row.noisy_runs else "")
 
 
 def _row_line(row: Comparison, report: ComparisonReport, ctx: CommentContext, roofline: bool = False) -> str:
@@ -224,9 +227,14 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
             lines.append(f"| {_escape(g.environment)} | {_escape(g.metric)} | {g.count} | "
                          f"{format_value(g.base, g.unit)} | {format_value(g.head, g.unit)} | {delta} |")
         lines += ["", "</details>", ""]
-    lines.append(f"<sub>Significant: Benjamini-Hochberg q < {p.alpha:g} over {report.tests} "
-                 f"test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ {p.min_effect * 100:g}%; "
-                 f"`~` not significant. Updated in place on every push.</sub>")
+    lines.append(f"<sub>Runs are the replicates (t-test on log run medians). Significant: Benjamini-Hochberg "
+                 f"q < {p.alpha:g} over {report.tests} test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ "
+                 f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%); "
+                 f"`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")
+    reasons = dict.fromkeys(r.reason for r in report.rows if r.verdict == "inconclusive" and r.reason)
+    lines += [f"<sub>inconclusive: {_escape(reason)}</sub>" for reason in reasons]
+    if any(r.noisy_runs for r in report.rows):
+        lines.append("<sub>noisy host: the verdict rests on runs taken under heavy CPU steal.</sub>")
     lines += [f"> {_escape(note)}" for note in ctx.notes]
     return lines
 

@@ -1,20 +1,20 @@
 """Each side's achieved fraction of the roofline through the pure comparison and its cells: carried from the sides
-to the rows as given (intervals filled in later keep it), written ``12% → 9%``, and a column only where a row has
-one."""
+to the rows as given, written ``12% → 9%``, and a column only where a row has one."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare, with_intervals
+from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare
 from service.report.compare_table import SideLabel, fraction_cell, fraction_text, from_json, has_fractions, to_json
 from service.report.pr_comment import CommentContext, format_comment
+from tests.builders import runs_of
 
 LABEL = SideLabel(ref="a", repository="demo", commit="a" * 40)
 
 
 def side(level: float, fraction: float | None = None) -> Side:
-    return Side(tuple(level * (1 + 0.001 * i) for i in range(8)), fraction=fraction)
+    return replace(runs_of(tuple(level * (1 + 0.001 * i) for i in range(8))), fraction=fraction)
 
 
 def pairs() -> list[Pair]:
@@ -23,14 +23,12 @@ def pairs() -> list[Pair]:
             Pair(BenchmarkKey("s", "new"), None, side(1.0, 0.5))]
 
 
-def test_the_fractions_are_carried_to_the_rows_and_kept_when_intervals_are_filled_in() -> None:
-    report = compare(pairs(), CompareParams(), intervals_for=())
+def test_the_fractions_are_carried_to_the_rows() -> None:
+    report = compare(pairs(), CompareParams())
     slow, plain, new = report.rows
     assert (slow.base_fraction, slow.head_fraction) == (0.12, 0.09) and slow.verdict == "regression"
     assert (plain.base_fraction, plain.head_fraction) == (None, None)
     assert (new.base_fraction, new.head_fraction, new.verdict) == (None, 0.5, "new")
-    filled = with_intervals(report, pairs(), [0])
-    assert filled.rows[0].ratio_low is not None and filled.rows[0].base_fraction == 0.12
     document = to_json(report, LABEL, LABEL)
     assert [(r["base_fraction"], r["head_fraction"]) for r in document["benchmarks"]] == [
         (0.12, 0.09), (None, None), (None, 0.5)]

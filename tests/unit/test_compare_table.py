@@ -8,6 +8,7 @@ import pytest
 
 from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare
 from service.report.compare_table import SideLabel, format_text, format_value, to_json
+from tests.builders import runs_of
 from tests.golden import assert_golden
 
 BASE = SideLabel(ref="1a2b3c4d", repository="kernels", commit="1a2b3c4d" * 5, subject="softmax: fuse the max",
@@ -30,29 +31,32 @@ def key(suite: str, name: str, metric: str = "wall_time", unit: str = "s", direc
 
 def basic_pairs() -> list[Pair]:
     return [
-        Pair(key("softmax", "softmax_rows", rows=256, cols=4096), Side(spread(1.2e-3)),
-             Side(spread(1.5e-3, phase=3))),
-        Pair(key("softmax", "softmax_rows", rows=1024, cols=4096), Side(spread(4.8e-3)),
-             Side(spread(4.81e-3, phase=5))),
-        Pair(key("matmul", "matmul", m=512, n=512), Side(spread(2.5e-4, n=12)), Side(spread(2.2e-4, n=12, phase=1))),
-        Pair(key("matmul", "matmul", m=2048, n=2048), Side(spread(0.0312, n=10)),
-             Side(spread(0.0311, n=10, phase=2))),
+        Pair(key("softmax", "softmax_rows", rows=256, cols=4096), runs_of(spread(1.2e-3)),
+             runs_of(spread(1.5e-3, phase=3))),
+        Pair(key("softmax", "softmax_rows", rows=1024, cols=4096), runs_of(spread(4.8e-3)),
+             runs_of(spread(4.81e-3, phase=5))),
+        Pair(key("matmul", "matmul", m=512, n=512), runs_of(spread(2.5e-4, n=12)),
+             runs_of(spread(2.2e-4, n=12, phase=1))),
+        Pair(key("matmul", "matmul", m=2048, n=2048), runs_of(spread(0.0312, n=10)),
+             runs_of(spread(0.0311, n=10, phase=2))),
         Pair(key("softmax", "softmax_rows", "algbw", "GB/s", "higher_is_better", rows=256, cols=4096),
-             Side(spread(7.0)), Side(spread(5.6, phase=3))),
+             runs_of(spread(7.0)), runs_of(spread(5.6, phase=3))),
     ]
 
 
 def edge_pairs() -> list[Pair]:
     gpu = "gpu 1x NVIDIA H200 [77aa00bb11]"
     return [
-        Pair(key("attention", "flash", seq=2048), None, Side(spread(3e-3))),
-        Pair(key("attention", "flash", seq=512), Side(spread(9e-4)), None),
-        Pair(key("norms", "layernorm", fused=True), Side(spread(2e-4)),
+        Pair(key("attention", "flash", seq=2048), None, runs_of(spread(3e-3))),
+        Pair(key("attention", "flash", seq=512), runs_of(spread(9e-4)), None),
+        Pair(key("norms", "layernorm", fused=True), runs_of(spread(2e-4)),
              Side((), "failed", "XlaRuntimeError: RESOURCE_EXHAUSTED: out of memory\nTraceback...")),
-        Pair(key("norms", "rmsnorm"), Side(spread(1e-4, n=4)), Side(spread(1.3e-4, n=4, phase=2))),
-        Pair(key("norms", "tiny_shift"), Side(spread(5e-5, n=40, width=0.0005)),
-             Side(spread(5.02e-5, n=40, width=0.0005, phase=4))),
-        Pair(key("matmul", "matmul", environment=gpu, m=512), Side(spread(2e-5)), Side(spread(1.7e-5, phase=6))),
+        Pair(key("norms", "rmsnorm"), runs_of(spread(1e-4, n=4)), runs_of(spread(1.3e-4, n=4, phase=2))),
+        Pair(key("norms", "tiny_shift"), runs_of(spread(5e-5, n=40, width=0.0005), shift=0.00002),
+             runs_of(spread(5.02e-5, n=40, width=0.0005, phase=4), shift=0.00002)),
+        # One run a side and no stored spread between runs: a +40 % that cannot be decided.
+        Pair(key("norms", "once"), Side(spread(1e-4, n=4)), Side(spread(1.4e-4, n=4, phase=2))),
+        Pair(key("matmul", "matmul", environment=gpu, m=512), runs_of(spread(2e-5)), runs_of(spread(1.7e-5, phase=6))),
     ]
 
 
@@ -60,7 +64,7 @@ def test_basic_comparison_reads_like_benchstat() -> None:
     report = compare(basic_pairs())
     text = format_text(report, BASE, HEAD)
     assert_golden("compare_basic.txt", text)
-    assert "+24.8% (p=0.000 n=10+10)" in text and "~ (p=" in text and "regression" in text
+    assert "+24.9% (p=0.000 runs=3+3)" in text and "~ (p=" in text and "regression" in text
 
 
 def test_edge_cases_table() -> None:
@@ -70,13 +74,14 @@ def test_edge_cases_table() -> None:
     text = format_text(report, BASE, HEAD, notes)
     assert_golden("compare_edge.txt", text)
     assert "new" in text and "missing" in text and "failed in head: XlaRuntimeError" in text and "± ∞ ¹" in text
+    assert "? ⁴" in text and "⁴ one run a side and no stored spread" in text and "~ ²" in text
 
 
 def test_json_form() -> None:
     report = compare(basic_pairs(), CompareParams(alpha=0.05, min_effect=0.01))
     doc = to_json(report, BASE, HEAD)
     assert_golden("compare_basic.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    assert doc["format"] == "kernelwatch.compare" and doc["version"] == 1
+    assert doc["format"] == "kernelwatch.compare" and doc["version"] == 2
     assert doc["summary"]["regression"] == 2 and doc["summary"]["improvement"] == 1
     first = doc["benchmarks"][0]
     assert first["verdict"] == "regression" and first["params"] == {"cols": "4096", "rows": "256"}

@@ -16,6 +16,7 @@ from service.pipeline.compare_page import compare_page, order_rows, parse_verdic
 from service.report.compare_table import SideLabel
 from service.secret_key import home_secret_key
 from service.store.commit_compare import KernelCounts, count_changes
+from tests.builders import runs_of
 from web.charts.compare import ratio_figure
 from web.views import InboxFilters, _kept_filters, inbox_filters
 
@@ -27,11 +28,11 @@ def samples(level: float, n: int = 8) -> tuple[float, ...]:
 def outcome() -> CompareOutcome:
     """a: +50 % (regression), b: -30 % (improvement), c: unchanged, d: +10 % (regression), e: failed in head."""
     levels = {"a": 1.5, "b": 0.7, "c": 1.0, "d": 1.1}
-    pairs = [Pair(BenchmarkKey("s", name), Side(samples(1.0)), Side(samples(level)))
+    pairs = [Pair(BenchmarkKey("s", name), runs_of(samples(1.0)), runs_of(samples(level)))
              for name, level in levels.items()]
-    pairs.append(Pair(BenchmarkKey("s", "e"), Side(samples(1.0)), Side((), "failed", "oom")))
+    pairs.append(Pair(BenchmarkKey("s", "e"), runs_of(samples(1.0)), Side((), "failed", "oom")))
     label = SideLabel(ref="x", repository="r", commit="0" * 40)
-    report = compare(pairs, intervals_for=())
+    report = compare(pairs)
     return CompareOutcome(label, label, report, (), tuple(pairs))
 
 
@@ -60,12 +61,11 @@ def test_verdict_filter_parsing() -> None:
         parse_verdicts("regression,awful")
 
 
-def test_a_page_gets_intervals_for_its_rows_only() -> None:
+def test_a_page_lists_its_rows() -> None:
     out = outcome()
     page = compare_page(out, None, "name", offset=1, limit=2)
     assert names(page.rows, out) == ["b", "c"] and page.total == 5 and page.next_offset == 3
-    with_interval = {row.key.name for row in page.report.rows if row.ratio_low is not None}
-    assert with_interval == {"b", "c"}
+    assert all(row.ratio_low is not None for row in page.listed)
     last = compare_page(out, None, "name", offset=4, limit=2)
     assert last.next_offset is None and [r.key.name for r in last.listed] == ["e"]
 
@@ -85,7 +85,7 @@ def test_ratio_figure_draws_geomeans_first_and_skips_rows_without_a_ratio() -> N
 
 
 def test_ratio_figure_numbers_duplicate_labels() -> None:
-    pairs = [Pair(BenchmarkKey("s", "a", environment=env), Side(samples(1.0)), Side(samples(1.2)))
+    pairs = [Pair(BenchmarkKey("s", "a", environment=env), runs_of(samples(1.0)), runs_of(samples(1.2)))
              for env in ("cpu", "gpu")]
     figure = ratio_figure(compare(pairs).rows)
     assert figure["data"][0]["y"] == ["s/a", "s/a (2)"]

@@ -13,6 +13,7 @@ from service.report.pr_comment import (
     format_comment,
     headline,
 )
+from tests.builders import runs_of
 from tests.golden import assert_golden
 
 BASE = SideLabel(ref="1a2b3c4d", repository="kernels", commit="1a2b3c4d" * 5, subject="softmax: fuse the max")
@@ -34,13 +35,14 @@ def key(name: str, metric: str = "wall_time", unit: str = "s", env: str = CPU, *
 
 def mixed_pairs() -> list[Pair]:
     return [
-        Pair(key("rows", rows=256), Side(spread(1.2e-3)), Side(spread(1.5e-3, phase=3))),
-        Pair(key("rows", rows=1024), Side(spread(4.8e-3)), Side(spread(4.81e-3, phase=5))),
-        Pair(key("cols", cols=512), Side(spread(2.5e-4, n=12)), Side(spread(2.2e-4, n=12, phase=1))),
-        Pair(key("rows", "algbw", "GB/s", rows=256), Side(spread(7.0)), Side(spread(5.6, phase=3))),
-        Pair(key("fused", fused=True), Side(spread(2e-4)), Side((), "failed", "XlaRuntimeError: OOM\nTraceback")),
-        Pair(key("online"), None, Side(spread(3e-3))),
-        Pair(key("gone"), Side(spread(9e-4)), None),
+        Pair(key("rows", rows=256), runs_of(spread(1.2e-3)), runs_of(spread(1.5e-3, phase=3))),
+        Pair(key("rows", rows=1024), runs_of(spread(4.8e-3)), runs_of(spread(4.81e-3, phase=5))),
+        Pair(key("cols", cols=512), runs_of(spread(2.5e-4, n=12)), runs_of(spread(2.2e-4, n=12, phase=1))),
+        Pair(key("rows", "algbw", "GB/s", rows=256), runs_of(spread(7.0)), runs_of(spread(5.6, phase=3))),
+        Pair(key("fused", fused=True), runs_of(spread(2e-4)), Side((), "failed", "XlaRuntimeError: OOM\nTraceback")),
+        Pair(key("online"), None, runs_of(spread(3e-3))),
+        Pair(key("gone"), runs_of(spread(9e-4)), None),
+        Pair(key("once"), Side(spread(1e-3, n=4)), Side(spread(1.4e-3, n=4))),  # one run a side: undecided
     ]
 
 
@@ -53,11 +55,21 @@ def test_a_mixed_comparison_reads_as_one_comment() -> None:
     assert body.index("#### Changed") < body.index("<details>")
     assert "online \\| normaliser" in body
     assert "https://kw.example.com/compare?base=" + BASE.commit in body
+    assert "❔ inconclusive" in body and "inconclusive: one run a side" in body
     assert_golden("pr_comment_mixed.md", body)
 
 
+def test_a_comparison_of_inconclusive_rows_only_is_neutral_and_says_so() -> None:
+    undecided = compare([Pair(key("once"), Side(spread(1e-3, n=4)), Side(spread(1.4e-3, n=4)))])
+    assert conclusion(undecided) == "neutral"
+    assert headline(undecided, CTX) == "undecided: 1 inconclusive in 1 benchmark"
+    mixed = compare([Pair(key("once"), Side(spread(1e-3, n=4)), Side(spread(1.4e-3, n=4))),
+                     Pair(key("same"), runs_of(spread(1e-3)), runs_of(spread(1e-3)))])
+    assert conclusion(mixed) == "success" and headline(mixed, CTX).endswith("(1 inconclusive)")
+
+
 def test_a_clean_comparison_succeeds() -> None:
-    pairs = [Pair(key("rows", rows=n), Side(spread(1e-3 * n / 256)), Side(spread(1e-3 * n / 256, phase=2)))
+    pairs = [Pair(key("rows", rows=n), runs_of(spread(1e-3 * n / 256)), runs_of(spread(1e-3 * n / 256, phase=2)))
              for n in (256, 512, 1024)]
     report = compare(pairs)
     assert conclusion(report) == "success"
@@ -73,13 +85,13 @@ def test_no_baseline_is_neutral() -> None:
     body = format_comment(None, ctx)
     assert "no baseline" in body
     assert_golden("pr_comment_no_baseline.md", body)
-    only_new = compare([Pair(key("online"), None, Side(spread(3e-3)))])
+    only_new = compare([Pair(key("online"), None, runs_of(spread(3e-3)))])
     assert conclusion(only_new) == "neutral"
 
 
 def test_a_huge_suite_is_trimmed_under_githubs_limit_with_a_note() -> None:
-    pairs = [Pair(key(f"kernel_{i:05d}", shape="x" * 40), Side(spread(1e-3)), Side(spread(1.3e-3 if i % 3 else 1e-3,
-                                                                                        phase=2)))
+    pairs = [Pair(key(f"kernel_{i:05d}", shape="x" * 40), runs_of(spread(1e-3)),
+                  runs_of(spread(1.3e-3 if i % 3 else 1e-3, phase=2)))
              for i in range(3000)]
     report = compare(pairs)
     body = format_comment(report, CTX)

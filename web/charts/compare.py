@@ -1,4 +1,4 @@
-"""The compare chart: each listed benchmark's change head/base with its bootstrap interval, coloured by verdict.
+"""The compare chart: each listed benchmark's change head/base with its interval, coloured by verdict.
 
 PURE: comparison rows in, a plotly figure (a plain dict) out. The change is drawn in percent of the base on a
 symmetric axis, so a +20 % regression and a -20 % improvement lie as far from zero; the geomeans sit on top.
@@ -13,12 +13,13 @@ from service.detect.compare import Comparison, Geomean
 from web.charts.series import IMPROVEMENT, REGRESSION
 
 UNCHANGED = "#6a737d"
+INCONCLUSIVE = "#d4a72c"
 GEOMEAN = "#1f77b4"
 ROW_HEIGHT = 22  # pixels per benchmark: labels stay readable however many rows a page lists
 
 
 def _colour(verdict: str) -> str:
-    return {"regression": REGRESSION, "improvement": IMPROVEMENT}.get(verdict, UNCHANGED)
+    return {"regression": REGRESSION, "improvement": IMPROVEMENT, "inconclusive": INCONCLUSIVE}.get(verdict, UNCHANGED)
 
 
 def _percent(ratio: float | None) -> float | None:
@@ -35,7 +36,7 @@ def row_label(row: Comparison) -> str:
 
 def ratio_figure(rows: Sequence[Comparison], geomeans: Sequence[Geomean] = ()) -> dict[str, Any]:
     """Dots at each row's change (rows without a ratio: failed, new, missing, are left out), error bars to its
-    interval where the page computed one; the geomeans of the whole comparison first, as diamonds."""
+    interval where there is one; the geomeans of the whole comparison first, as diamonds."""
     points: list[tuple[str, float, float | None, float | None, str, str]] = []
     for g in geomeans:
         name = f"geomean {g.metric}" + (f" ({g.environment})" if len(geomeans) > 1 else "") + f" n={g.count}"

@@ -1,0 +1,150 @@
+"""Run-level statistics: the benchmark process (a run) is the unit of replication. PURE: numpy and scipy only.
+
+On a shared host the same code's median moves 20-100 % from one benchmark process to the next, while the
+samples inside one process agree to a few percent. A test that pools every sample of a side as if independent
+measures the processes, not the code: on the demo's own history it flagged 15 of 34 unchanged comparisons.
+Kalibera and Jones ("Rigorous Benchmarking in Reasonable Time", ISMM 2013) give the remedy: replicate at the
+level that varies most (here the process), summarise the levels below it, and test across replicates.
+
+So each run is summarised by the log of its median (robust inside the run, and a ratio of times is a
+difference of logs), and two sides are compared on those values:
+
+- **Both sides with two or more runs**: Welch's t-test on the log run medians. Its interval of the ratio,
+  ``exp(diff ± t se)``, comes from the same t distribution as its p-value, so a change called significant has
+  an interval that never holds 1.
+- **A side with one run**: one run carries no information about the spread between runs, so the spread must
+  come from elsewhere: the other side's runs and the series' own history (runs of the same commit in the same
+  environment, :class:`RunNoise`), pooled under an equal-variance model (the pooled t-test). Where no such
+  spread is known the test is not made at all: :func:`log_ratio_test` answers None, which the comparison turns
+  into an honest "inconclusive" rather than a verdict.
+
+Pairing by round (run i of each side made back to back) would remove a drift shared by both sides, but costs
+half the degrees of freedom; measured on this host the process-to-process noise is not shared by the neighbour
+run, so the unpaired test is the one used (bench/verdict_calibration.py reports both rates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+Method = Literal["welch", "pooled"]
+
+
+@dataclass(frozen=True)
+class RunNoise:
+    """A series' spread between runs of the same code, learned from stored history: the pooled standard
+    deviation of log run medians around each commit's own mean, and its degrees of freedom (runs minus
+    commits)."""
+
+    sd: float
+    df: int
+
+    def __post_init__(self) -> None:
+        if not (self.sd >= 0 and math.isfinite(self.sd)) or self.df < 1:
+            raise ValueError(f"a run noise needs a finite sd >= 0 and df >= 1, not {self.sd}, {self.df}")
+
+
+@dataclass(frozen=True)
+class RunTest:
+    """One comparison of log run medians: ``diff`` is mean(log head) - mean(log base), so exp(diff) is the
+    ratio of the sides' geometric means of run medians."""
+
+    diff: float
+    se: float
+    df: float
+    p_value: float
+    method: Method
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """The ratio's interval at this level, from the test's own t distribution."""
+        if self.se == 0:
+            return math.exp(self.diff), math.exp(self.diff)
+        half = t_quantile(0.5 + confidence / 2, self.df) * self.se
+        return math.exp(self.diff - half), math.exp(self.diff + half)
+
+
+def run_medians(samples: Sequence[float], run_sizes: Sequence[int]) -> list[float]:
+    """The median of each run's samples; ``run_sizes``: how many of the samples, in order, each run holds
+    (empty: all of them are one run)."""
+    if not run_sizes:
+        return [float(np.median(samples))] if len(samples) else []
+    if sum(run_sizes) != len(samples) or min(run_sizes) < 1:
+        raise ValueError(f"run sizes {list(run_sizes)} do not split {len(samples)} samples")
+    out, start = [], 0
+    for size in run_sizes:
+        out.append(float(np.median(samples[start:start + size])))
+        start += size
+    return out
+
+
+def log_values(values: Sequence[float]) -> np.ndarray | None:
+    """Logs of positive values; None when any is not positive (a ratio of such values means nothing)."""
+    array = np.asarray(values, dtype=float)
+    if array.size == 0 or not np.all(array > 0) or not np.all(np.isfinite(array)):
+        return None
+    return np.log(array)
+
+
+def t_quantile(q: float, df: float) -> float:
+    from scipy import stats  # here, not at the top: the CLI's other commands never need scipy
+
+    return float(stats.t.ppf(q, df))
+
+
+def _two_sided_p(t: float, df: float) -> float:
+    from scipy import stats
+
+    return float(min(1.0, 2 * stats.t.sf(abs(t), df)))
+
+
+def _ss(logs: np.ndarray) -> float:
+    return float(np.sum((logs - logs.mean()) ** 2))
+
+
+def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = None) -> RunTest | None:
+    """Compare two sides' log run medians; None when no spread between runs is known (one run a side and no
+    history). Identical values on both sides are no change (p = 1); a difference with no spread at all is a
+    certain one (p = 0: counts and other exact figures repeat to the last bit)."""
+    kb, kh = base.size, head.size
+    if kb == 0 or kh == 0:
+        raise ValueError("a side without runs cannot be compared")
+    diff = float(head.mean() - base.mean())
+    if kb >= 2 and kh >= 2:
+        vb, vh = float(base.var(ddof=1)) / kb, float(head.var(ddof=1)) / kh
+        se2 = vb + vh
+        # Welch-Satterthwaite; with both variances zero any df will do (the p-value is 0 or 1 then).
+        df = se2 ** 2 / (vb ** 2 / (kb - 1) + vh ** 2 / (kh - 1)) if se2 > 0 else float(kb + kh - 2)
+        method: Method = "welch"
+    else:
+        ss = _ss(base) + _ss(head)
+        df = float(kb - 1 + kh - 1)
+        if noise is not None:
+            ss += noise.sd ** 2 * noise.df
+            df += noise.df
+        if df < 1:
+            return None
+        se2 = ss / df * (1 / kb + 1 / kh)
+        method = "pooled"
+    se = math.sqrt(se2)
+    if se == 0:
+        return RunTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0, method)
+    return RunTest(diff, se, df, _two_sided_p(diff / se, df), method)
+
+
+def pooled_noise(groups: Sequence[Sequence[float]]) -> RunNoise | None:
+    """The spread between runs of the same code from groups of log run medians (each group: one commit's runs
+    in one environment); None when no group has two runs."""
+    ss, df = 0.0, 0
+    for group in groups:
+        if len(group) >= 2:
+            values = np.asarray(group, dtype=float)
+            ss += _ss(values)
+            df += values.size - 1
+    if df == 0:
+        return None
+    return RunNoise(math.sqrt(ss / df), df)
