@@ -1,0 +1,233 @@
+"""How healthy the host was while a run measured: CPU steal, busy time and load, and on GPUs clocks and throttling.
+
+A shared VM's hypervisor can take CPU time away from a benchmark ("steal"): the guest's clock keeps running, so
+every sample in that stretch reads slower and a change point may be the neighbour, not the kernel. The kernel
+counts stolen time per CPU in /proc/stat; two readings, one before a run's first benchmark and one after its last,
+give the share of the interval's CPU time that was stolen. A run above HEAVY_STEAL_FRACTION is marked heavy, so
+that a verdict resting on such runs can say so.
+
+The parsers and the figures are pure (text in, numbers out); HostSampler is the edge that reads the files and
+asks NVML, with the /proc directory injectable so that tests hand it fixture files. NVML (the pynvml module of
+nvidia-ml-py) is optional: absent, or present on a host without a GPU, GPU figures are simply left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# A run whose interval had at least this share of all CPU time stolen is "heavy steal". On the 2-core VM this was
+# written on, steal stayed at a handful of ticks in tens of thousands (well under 0.1 %) whether idle or running the
+# demo suite, so a healthy host reads ~0 and any sustained steal is a neighbour, not noise of the counter. 5 % of
+# all CPU time is at least 5 % of the time the benchmark wanted to run (an idle core has nothing to steal), which is
+# five times the 1 % smallest change detection and compare report (min_effect): steal of that size alone can make
+# a flagged change, so a verdict resting on such a run deserves the mark.
+HEAVY_STEAL_FRACTION = 0.05
+
+# The aggregate line's fields, in the kernel's order (proc(5)). guest and guest_nice follow but are already counted
+# in user and nice, so they are not read: adding them would count guest time twice.
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+# NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*), named as people read them.
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+
+@dataclass(frozen=True)
+class CpuCounters:
+    """The aggregate ``cpu`` line of /proc/stat: cumulative time of all CPUs since boot, in clock ticks."""
+
+    user: int
+    nice: int
+    system: int
+    idle: int
+    iowait: int
+    irq: int
+    softirq: int
+    steal: int
+    cores: int  # the cpuN lines beside it: the CPUs the counters add up
+
+    @property
+    def total(self) -> int:
+        return self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    throttle_mask: int | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    cpu: CpuCounters
+    load_1m: float | None  # None: /proc/loadavg could not be read
+    gpus: tuple[GpuSample, ...] = ()
+
+
+def parse_proc_stat(text: str) -> CpuCounters:
+    """The aggregate counters of /proc/stat's text; ValueError when there is no well-formed ``cpu`` line.
+
+    Old kernels end the line before steal (added in 2.6.11); missing trailing fields read as 0."""
+    aggregate: list[str] | None = None
+    cores = 0
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] == "cpu":
+            aggregate = fields[1:]
+        elif fields[0].startswith("cpu") and fields[0][3:].isdigit():
+            cores += 1
+    if aggregate is None:
+        raise ValueError("no aggregate 'cpu' line in /proc/stat")
+    if len(aggregate) < 4 or not all(f.isdigit() for f in aggregate[:len(_CPU_FIELDS)]):
+        raise ValueError(f"malformed aggregate 'cpu' line in /proc/stat: {' '.join(aggregate)[:200]!r}")
+    values = [int(f) for f in aggregate[:len(_CPU_FIELDS)]]
+    values += [0] * (len(_CPU_FIELDS) - len(values))
+    return CpuCounters(**dict(zip(_CPU_FIELDS, values, strict=True)), cores=max(cores, 1))
+
+
+def parse_loadavg(text: str) -> float:
+    """The 1-minute load average, the first field of /proc/loadavg; ValueError when it is not a number."""
+    fields = text.split()
+    if not fields:
+        raise ValueError("empty /proc/loadavg")
+    value = float(fields[0])
+    if not value >= 0:  # also refuses NaN
+        raise ValueError(f"load average {fields[0]!r} is not a non-negative number")
+    return value
+
+
+def throttle_reason_names(mask: int) -> list[str]:
+    """NVML's throttle reasons bitmask as names, lowest bit first; unknown bits as their hex value."""
+    names = [name for bit, name in THROTTLE_REASONS if mask & bit]
+    known = 0
+    for bit, _ in THROTTLE_REASONS:
+        known |= bit
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(f"bit_{bit:#x}")
+            rest &= ~bit
+        bit <<= 1
+    return names
+
+
+def figures(start: Snapshot, end: Snapshot) -> dict[str, Any] | None:
+    """The manifest's ``host_health`` for the interval between two snapshots; None when the interval holds no
+    CPU time to divide (shorter than a clock tick) or the counters went backwards (a reboot between them)."""
+    deltas = {name: getattr(end.cpu, name) - getattr(start.cpu, name) for name in _CPU_FIELDS}
+    total = sum(deltas.values())
+    if total <= 0 or any(d < 0 for d in deltas.values()):
+        return None
+    # Busy: the guest running something (its own work, the kernel's, interrupts); neither idle nor stolen.
+    busy = total - deltas["idle"] - deltas["iowait"] - deltas["steal"]
+    health: dict[str, Any] = {
+        "steal_fraction": round(deltas["steal"] / total, 6),
+        "busy_fraction": round(busy / total, 6),
+        "cores": end.cpu.cores,
+    }
+    if end.load_1m is not None:
+        health["load_1m"] = end.load_1m
+    if end.gpus:
+        # As they stood when the run's last benchmark ended: NVML reports the present, not the interval.
+        health["gpus"] = [{
+            "index": g.index,
+            **({"sm_clock_mhz": g.sm_clock_mhz} if g.sm_clock_mhz is not None else {}),
+            **({"mem_clock_mhz": g.mem_clock_mhz} if g.mem_clock_mhz is not None else {}),
+            "throttle_reasons": throttle_reason_names(g.throttle_mask) if g.throttle_mask is not None else [],
+        } for g in end.gpus]
+    return health
+
+
+def heavy(health: Mapping[str, Any] | None) -> bool:
+    """Whether a run's host_health (as the manifest carries it, or as stored) says it ran under heavy steal."""
+    if not health:
+        return False
+    steal = health.get("steal_fraction")
+    return isinstance(steal, int | float) and steal >= HEAVY_STEAL_FRACTION
+
+
+GpuReader = Callable[[], tuple[GpuSample, ...]]
+
+
+def nvml_reader() -> GpuReader | None:
+    """A reader of every GPU's clocks and throttle reasons through NVML; None where NVML is not installed or
+    finds no GPU (a CPU host, a container without the driver)."""
+    try:
+        import pynvml  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        count = int(pynvml.nvmlDeviceGetCount())
+    except Exception:  # NVMLError and its many subclasses: no driver, no device, no permission
+        return None
+    if count == 0:
+        return None
+    handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+        or getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+
+    def query(call: Callable[..., Any] | None, *args: Any) -> int | None:
+        if call is None:
+            return None
+        try:
+            return int(call(*args))
+        except Exception:  # a figure this GPU does not support (NVML_ERROR_NOT_SUPPORTED): that figure only
+            return None
+
+    def read() -> tuple[GpuSample, ...]:
+        return tuple(GpuSample(index=i,
+                               sm_clock_mhz=query(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_SM),
+                               mem_clock_mhz=query(pynvml.nvmlDeviceGetClockInfo, h, pynvml.NVML_CLOCK_MEM),
+                               throttle_mask=query(reasons, h))
+                     for i, h in enumerate(handles))
+
+    return read
+
+
+class HostSampler:
+    """Takes snapshots of a host: ``proc`` is its /proc directory (a fixture directory in tests), ``gpus`` reads
+    its GPUs (None: none are read). ``for_this_host`` is the runner's: this /proc, and NVML where it works."""
+
+    def __init__(self, proc: Path = Path("/proc"), gpus: GpuReader | None = None) -> None:
+        self._proc = proc
+        self._gpus = gpus
+
+    @classmethod
+    def for_this_host(cls) -> HostSampler:
+        return cls(Path("/proc"), nvml_reader())
+
+    def snapshot(self) -> Snapshot | None:
+        """Now's counters; None where /proc/stat cannot be read or parsed (macOS, a locked-down container)."""
+        try:
+            cpu = parse_proc_stat((self._proc / "stat").read_text(errors="replace"))
+        except (OSError, ValueError):
+            return None
+        try:
+            load: float | None = parse_loadavg((self._proc / "loadavg").read_text(errors="replace"))
+        except (OSError, ValueError):
+            load = None
+        gpus: tuple[GpuSample, ...] = ()
+        if self._gpus is not None:
+            try:
+                gpus = self._gpus()
+            except Exception:  # a GPU gone mid-run (Xid error, reset): the CPU figures still stand
+                gpus = ()
+        return Snapshot(cpu=cpu, load_1m=load, gpus=gpus)
