@@ -29,6 +29,7 @@ from runners.calibrate import calibration_enabled, host_calibration
 from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
+from runners.pinning import format_cpu_list, parse_cpu_list, pin
 from runners.ptx_to_sass import SassTools, find_tools, sm_arch
 from runners.sandbox import DEFAULT_OPEN_FILES, Limits, allow_cpu, apply_limits, explain_failure
 from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
@@ -48,6 +49,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="RLIMIT_NOFILE of this process")
     parser.add_argument("--start-cpu-s", type=int, default=None,
                         help="CPU-seconds this process may use to start (discover the suite)")
+    parser.add_argument("--cpu-affinity", type=parse_cpu_list, default=None,
+                        help="pin this process to these CPUs (0-3,6) before JAX starts")
     return parser.parse_args(argv)
 
 
@@ -82,10 +85,13 @@ def gpu_sass_setup() -> tuple[str | None, SassTools | None]:
     return (sm_arch(str(capability)), tools) if capability and tools else (None, None)
 
 
-def announced_environment(dirty: bool, calibrate: bool) -> dict[str, Any]:
+def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) -> dict[str, Any]:
     """The environment, with the host's calibration on a CPU host: accelerators have published figures, and a
-    calibration there would measure the host CPU's backend rather than the chip the results ran on."""
+    calibration there would measure the host CPU's backend rather than the chip the results ran on. A pinned
+    process names the CPUs it runs on (only then: unpinned environments keep the identity they always had)."""
     environment = environment_info(dirty=dirty)
+    if pinned:
+        environment["cpu_affinity"] = format_cpu_list(os.sched_getaffinity(0))
     if calibrate and environment["backend"] == "cpu":
         environment["calibration"] = host_calibration()
     return environment
@@ -96,7 +102,7 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
         i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
                                  quick=args.quick)
     }
-    environment = announced_environment(args.dirty, calibration_enabled())
+    environment = announced_environment(args.dirty, calibration_enabled(), pinned=args.cpu_affinity is not None)
     _send(outbox, {"ready": {
         "environment": environment,
         "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
@@ -130,6 +136,9 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     apply_limits(Limits(memory_mb=args.memory_limit_mb, open_files=args.open_files_limit))
+    if args.cpu_affinity is not None:
+        # Before JAX is imported: XLA sizes its thread pools from the CPUs this process may run on.
+        pin(args.cpu_affinity)
     if args.start_cpu_s is not None:
         allow_cpu(args.start_cpu_s)
     # The checkout last on the path: a module of the suite may import a helper beside its package, but can

@@ -72,7 +72,7 @@ def environment_info(dirty: bool = False) -> dict[str, object]:
     devices = jax.devices()
     backend = jax.extend.backend.get_backend()
     platform_version = str(getattr(backend, "platform_version", ""))
-    return {
+    info: dict[str, object] = {
         "backend": jax.default_backend(),
         "device_kind": devices[0].device_kind if devices else "none",
         "device_count": max(1, len(devices)),
@@ -88,3 +88,9 @@ def environment_info(dirty: bool = False) -> dict[str, object]:
         "libtpu_init_args": comparable_flags(os.environ.get("LIBTPU_INIT_ARGS", "")),
         "extra": {"hostname": socket.gethostname(), "dirty": str(dirty).lower()},
     }
+    # XLA's CPU thread pool size when the runner set it (RunRequest.xla_single_thread; the sandbox passes no
+    # PJRT_NPROC of the runner's own through): absent otherwise, as it was before the option existed.
+    threads = os.environ.get("PJRT_NPROC", "")
+    if threads.isdigit() and int(threads) >= 1:
+        info["cpu_threads"] = int(threads)
+    return info

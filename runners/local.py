@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor, is_dirty
+from runners.host_health import HostSampler, Snapshot, figures
+from runners.pinning import checked_affinity
 from runners.session import Announced, BenchmarkProcess, ChildConfig, ProcessFailed
 from service.contract import FORMAT_VERSION
 
 ProgressFn = Callable[[int, int, str], None]
 CPU_DEVICE_FLAG = "--xla_force_host_platform_device_count"
 CPU_ISA_FLAG = "--xla_cpu_max_isa"
+# The size of XLA's CPU intra-op thread pool, read by jaxlib's CPU client when it starts (xla DefaultThreadPoolSize).
+SINGLE_THREAD_ENV = "PJRT_NPROC"
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,11 @@ class RunRequest:
     # Pins the widest x86 ISA XLA may use ("AVX2", "AVX512"...), so hosts of different generations generate
     # the same code and compare; it becomes part of the environment (XLA_FLAGS) like any flag.
     cpu_isa: str | None = None
+    # CPU noise reduction, both part of the environment (so runs with and without never compare): the CPUs the
+    # benchmark process is pinned to (set in the child before JAX starts), and XLA's CPU thread pool held to one
+    # thread (PJRT_NPROC=1: on jaxlib 0.10 --xla_cpu_multi_thread_eigen=false no longer changes the thread count).
+    cpu_affinity: tuple[int, ...] | None = None
+    xla_single_thread: bool = False
     # Where the repository came from, when ``repo`` is a clone of it (a worker's cache): the manifest names the
     # origin, so that runs from any runner's clone land in the same repository and series.
     origin: str | None = None
@@ -56,6 +65,10 @@ class EnvironmentRun:
     measurements: list[dict[str, Any]] = field(default_factory=list)
     started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
+    # The host's counters before the first benchmark and after the latest (runners/host_health.py); None where
+    # /proc/stat cannot be read, and then the manifest has no host_health.
+    health_start: Snapshot | None = None
+    health_end: Snapshot | None = None
 
 
 class SuiteRunner:
@@ -64,8 +77,12 @@ class SuiteRunner:
     def __init__(self, root: Path, request: RunRequest, dirty: bool = False) -> None:
         self.request = request
         extra_env = {"XLA_FLAGS": _with_flag(CPU_ISA_FLAG, request.cpu_isa)} if request.cpu_isa else {}
+        if request.xla_single_thread:
+            extra_env[SINGLE_THREAD_ENV] = "1"
         self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick,
-                                   dirty=dirty, capture_dir=request.capture_dir, extra_env=extra_env)
+                                   dirty=dirty, capture_dir=request.capture_dir, extra_env=extra_env,
+                                   cpu_affinity=checked_affinity(request.cpu_affinity))
+        self._sampler = HostSampler.for_this_host()
         self._processes: dict[int, BenchmarkProcess] = {}
         primary = self._start(0)
         self.primary_devices = int(primary.environment["device_count"])
@@ -81,7 +98,9 @@ class SuiteRunner:
         config = self._config
         if group:
             base = config.extra_env.get("XLA_FLAGS")
-            config = dataclasses.replace(config, extra_env={"XLA_FLAGS": _with_flag(CPU_DEVICE_FLAG, str(group), base)})
+            # The other settings (the single-thread pool) apply to every process: only XLA_FLAGS changes.
+            config = dataclasses.replace(config, extra_env={
+                **config.extra_env, "XLA_FLAGS": _with_flag(CPU_DEVICE_FLAG, str(group), base)})
         process = BenchmarkProcess(config)
         self._processes[group] = process
         return process
@@ -100,6 +119,7 @@ class SuiteRunner:
     def run_one(self, key: str) -> list[dict[str, Any]]:
         bench = self.announced[key]
         group = self._group(bench.devices)
+        before = self._sampler.snapshot()  # the environment run's start, if this is its first benchmark
         if group and self.backend != "cpu":
             measurements = [bench.failed(f"needs {bench.devices} devices; this {self.backend} host has "
                                          f"{self.primary_devices}")]
@@ -113,10 +133,12 @@ class SuiteRunner:
                 process = self._processes.get(group)
                 measurements = [bench.failed(str(exc))]
         environment = process.environment if process is not None else self._processes[0].environment
-        run = self.runs.setdefault(group, EnvironmentRun(environment=environment, devices=group or 1))
+        run = self.runs.setdefault(group, EnvironmentRun(environment=environment, devices=group or 1,
+                                                         health_start=before))
         run.planned.append(key)
         run.measurements.extend(measurements)
         run.finished_at = datetime.now(UTC)
+        run.health_end = self._sampler.snapshot()
         return measurements
 
     def close(self) -> None:
@@ -184,6 +206,7 @@ def build_manifest(
     results = [{k: _storable(m[k]) if k == "message" else m[k] for k in _RESULT_FIELDS
                 if m.get(k) is not None or k == "message"} for m in run.measurements]
     finished = run.finished_at or datetime.now(UTC)
+    health = figures(run.health_start, run.health_end) if run.health_start and run.health_end else None
     return {
         "format_version": FORMAT_VERSION,
         "run_id": run_id,
@@ -197,6 +220,7 @@ def build_manifest(
         "finished_at": finished.isoformat(),
         "status": _manifest_status(len(run.planned), [r for r in results if r["metric"] == "wall_time"]),
         "results": results,
+        **({"host_health": health} if health is not None else {}),
     }
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import runners
 from runners.capture import LLO_SUBDIR
 from runners.harness import Measurement
+from runners.pinning import format_cpu_list
 from runners.sandbox import CPU_LIMIT_SETTING, Limits, child_environment, limits_from_env
 
 
@@ -66,6 +67,7 @@ class ChildConfig:
     extra_env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 180.0
     limits: Limits | None = None  # None: from this process's environment (runners/sandbox.py's settings)
+    cpu_affinity: tuple[int, ...] | None = None  # CPUs the child pins itself to before importing JAX
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -96,6 +98,10 @@ class BenchmarkProcess:
             cmd.append("--quick")
         if config.dirty:
             cmd.append("--dirty")
+        if config.cpu_affinity:
+            # Pinned by the child itself, not a preexec_fn here: see runners/child.py on why nothing runs
+            # between fork and exec.
+            cmd += ["--cpu-affinity", format_cpu_list(config.cpu_affinity)]
         # A directory of its own: the working directory, HOME and TMPDIR, never the checkout or the runner's.
         self._sandbox = tempfile.TemporaryDirectory(prefix="kw-bench-", ignore_cleanup_errors=True)
         home, tmp = Path(self._sandbox.name, "home"), Path(self._sandbox.name, "tmp")

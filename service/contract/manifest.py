@@ -119,10 +119,57 @@ class EnvironmentInfo(_Strict):
     # Measured afresh by every run, so it differs from run to run on the same host: kept out of the identity, or
     # every run would start a series of its own.
     calibration: CalibrationInfo | None = None
+    # CPU noise reduction a runner was asked for (runners/local.py RunRequest): the CPUs the benchmark process was
+    # pinned to ("0-3,6"), and the size of XLA's CPU thread pool it was held to. Both change what is measured, so
+    # both are identity; unset they are left out of it, so environments from before them keep their fingerprints.
+    cpu_affinity: str = Field(default="", max_length=2000, pattern=r"^(\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*)?$")
+    cpu_threads: int | None = Field(default=None, ge=1, le=65536)
 
     def identity(self) -> dict[str, Any]:
         """What makes two measurements comparable; the environment fingerprint is a hash of this."""
-        return self.model_dump(exclude={"extra", "calibration"})
+        unset = {name for name in UNSET_IDENTITY if getattr(self, name) in (None, "")}
+        return self.model_dump(exclude={"extra", "calibration", *unset})
+
+
+# Identity fields added after the first environments were stored: left out of the identity (and of a run's digest,
+# service/pipeline/ingest.py) while unset, so that everything stored before them keeps its fingerprint.
+UNSET_IDENTITY = ("cpu_affinity", "cpu_threads")
+
+
+class _StrictTypes(_Strict):
+    # No coercion either: a figure that arrives as text ("0.1") or a boolean is a runner's bug, refused.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class GpuHealthInfo(_StrictTypes):
+    """One GPU's clocks and throttle reasons as NVML read them when the run's last benchmark ended."""
+
+    index: int = Field(ge=0, le=65535)
+    sm_clock_mhz: int | None = Field(default=None, ge=0, le=100_000)
+    mem_clock_mhz: int | None = Field(default=None, ge=0, le=100_000)
+    throttle_reasons: list[Annotated[str, Field(pattern=r"^[a-z0-9_]{1,64}$")]] = Field(default_factory=list,
+                                                                                       max_length=64)
+
+
+class HostHealthInfo(_StrictTypes):
+    """How healthy the host was while the run measured (runners/host_health.py): over the interval from before
+    its first benchmark to after its last, the share of all CPU time the hypervisor stole and the share the host
+    was busy, with the 1-minute load average and the CPU count at its end. Optional: runners older than it, and
+    hosts without /proc/stat (macOS), send none."""
+
+    steal_fraction: float = Field(ge=0, le=1, allow_inf_nan=False)
+    busy_fraction: float = Field(ge=0, le=1, allow_inf_nan=False)
+    cores: int = Field(ge=1, le=65536)
+    load_1m: float | None = Field(default=None, ge=0, le=1e6, allow_inf_nan=False)
+    gpus: list[GpuHealthInfo] = Field(default_factory=list, max_length=1024)
+
+    @model_validator(mode="after")
+    def _shares_add_up(self) -> HostHealthInfo:
+        # Both are shares of the same interval's CPU time (rounded to 6 places each): together at most all of it.
+        if self.steal_fraction + self.busy_fraction > 1 + 1e-5:
+            raise ValueError(f"steal_fraction {self.steal_fraction} and busy_fraction {self.busy_fraction} add up "
+                             "to more than all of the interval's CPU time")
+        return self
 
 
 class ArtifactInfo(_Strict):
@@ -213,6 +260,7 @@ class Manifest(_Strict):
     finished_at: Timestamp
     status: RunStatus
     results: list[BenchmarkResult] = Field(max_length=MAX_RESULTS)
+    host_health: HostHealthInfo | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:

@@ -19,6 +19,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from service.contract import ArtifactInfo, BenchmarkResult, Manifest
+from service.contract.manifest import UNSET_IDENTITY
 from service.detect.summary import summarize_many
 from service.errors import Conflict
 from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key
@@ -168,9 +169,15 @@ def _insert_results(session: Session, rows: list[dict[str, Any]]) -> list[int]:
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     """Store one validated manifest; the caller owns the transaction (commit or roll back as a whole)."""
     payload = manifest.model_dump(mode="json")
+    # Optional fields added after runs were first stored are digested only when set, as they were before the
+    # fields existed: a run stored then and submitted again must not conflict.
     if payload["environment"]["calibration"] is None:
-        # Absent as it was before the field existed: a run stored then and submitted again must not conflict.
         del payload["environment"]["calibration"]
+    for name in UNSET_IDENTITY:
+        if payload["environment"][name] in (None, ""):
+            del payload["environment"][name]
+    if payload["host_health"] is None:
+        del payload["host_health"]
     digest = manifest_digest(payload)
     existing = session.scalars(select(Run).filter_by(run_uid=manifest.run_id)).first()
     if existing is not None:
@@ -201,6 +208,7 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         branch=manifest.branch, trigger=manifest.trigger, pr_number=manifest.pr_number, status=manifest.status,
         started_at=manifest.started_at, finished_at=manifest.finished_at, host_details=dict(env.extra),
         calibration=env.calibration.model_dump() if env.calibration is not None else None,
+        host_health=manifest.host_health.model_dump() if manifest.host_health is not None else None,
     )
     session.add(run)
     session.flush()

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from runners.host_health import heavy
 from service.store.models import (
     Artifact,
     Benchmark,
@@ -48,6 +49,11 @@ class RunView:
     finished_at: datetime
     environment: dict[str, Any]
     results: int
+    # How healthy the host was while the run measured, as its manifest reported it (steal_fraction,
+    # busy_fraction, load_1m, cores, gpus); None for runners that could not read it. heavy_steal: whether the
+    # steal reached runners.host_health.HEAVY_STEAL_FRACTION.
+    host_health: dict[str, Any] | None = None
+    heavy_steal: bool = False
 
 
 @dataclass(frozen=True)
@@ -114,7 +120,8 @@ def run_view(session: Session, run_uid: str) -> RunView | None:
     return RunView(run_id=run.run_uid, repository=repo, commit_sha=commit.sha, commit_subject=commit.subject,
                    commit_position=commit.position, branch=run.branch, trigger=run.trigger, pr_number=run.pr_number,
                    status=run.status, started_at=run.started_at, finished_at=run.finished_at,
-                   environment={"fingerprint": env.fingerprint, **env.details}, results=count)
+                   environment={"fingerprint": env.fingerprint, **env.details}, results=count,
+                   host_health=run.host_health, heavy_steal=heavy(run.host_health))
 
 
 def run_results(session: Session, run_uid: str) -> list[ResultView] | None:

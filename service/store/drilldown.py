@@ -25,6 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactMissing, ArtifactStore
+from runners.host_health import HEAVY_STEAL_FRACTION, heavy
 from service.model.collective_kinds import bus_factor_formula, collective_kind, collective_size_bytes
 from service.model.hardware import hardware_for
 from service.model.roofline import CostDisagreement, bus_factor, collective_bandwidth, cost_disagreements
@@ -145,10 +146,20 @@ class ResultHeader:
     # side is missing.
     cost_disagreements: list[CostDisagreement] = field(default_factory=list)
     bandwidth: BandwidthView | None = None  # for a collective's time or algbw result whose size is known
+    # The run's host health (steal, busy, load, cores, GPUs) as its manifest reported it; None: not recorded.
+    host_health: dict[str, Any] | None = None
 
     @property
     def hardware(self) -> str:
         return f"{self.backend} · {self.device_kind} ×{self.device_count}"
+
+    @property
+    def heavy_steal(self) -> bool:
+        return heavy(self.host_health)
+
+    @property
+    def heavy_steal_fraction(self) -> float:
+        return HEAVY_STEAL_FRACTION
 
     @property
     def intensity(self) -> float | None:
@@ -310,7 +321,8 @@ def result_header(session: Session, result_id: int) -> ResultHeader | None:
         records_result_id=records_id, artifacts=artifacts, roofline=_stored_roofline(r),
         cost_disagreements=cost_disagreements(r.flops, r.bytes_accessed, cost),
         bandwidth=_bandwidth(b.name, b.params, s.metric, s.unit, r.median, env.backend, env.device_kind,
-                             env.device_count))
+                             env.device_count),
+        host_health=run.host_health)
 
 
 # The harness's algorithm-bandwidth metric (runners/harness.py): samples of bytes_moved / t / 1e9.

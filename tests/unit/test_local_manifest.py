@@ -52,3 +52,24 @@ def test_a_failure_message_with_unstorable_text_is_escaped_not_refused() -> None
     hostile = measurement("b", "failed") | {"message": "ValueError: a\x00b \ud800 tab\there"}
     m = parse_manifest(assemble(["a", "b"], [measurement("a"), hostile]))
     assert m.results[1].message == "ValueError: a\\x00b \\ud800 tab\there"  # the tab is free text's own
+
+
+def test_the_hosts_health_over_the_run_travels_in_the_manifest() -> None:
+    from runners.host_health import CpuCounters, Snapshot
+
+    def snap(busy: int, idle: int, steal: int) -> Snapshot:
+        return Snapshot(cpu=CpuCounters(user=busy, nice=0, system=0, idle=idle, iowait=0, irq=0, softirq=0,
+                                        steal=steal, cores=4), load_1m=2.0)
+
+    run = EnvironmentRun(environment=builders.environment(), devices=1, planned=["a"], measurements=[measurement("a")],
+                         health_start=snap(100, 100, 0), health_end=snap(400, 150, 50))
+    doc = build_manifest(RunRequest(repo=Path("."), rev="HEAD"), run, builders.commit(3),
+                         {"name": "r", "url": "file:///r", "default_branch": "main"}, "main", run_id="abcdef0123456789")
+    health = parse_manifest(doc).host_health
+    assert health is not None
+    assert (health.steal_fraction, health.busy_fraction, health.cores, health.load_1m) == (0.125, 0.75, 4, 2.0)
+
+
+def test_a_host_without_proc_stat_sends_no_host_health() -> None:
+    doc = assemble(["a"], [measurement("a")])  # no snapshots, as on macOS
+    assert "host_health" not in doc and parse_manifest(doc).host_health is None

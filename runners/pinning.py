@@ -1,0 +1,69 @@
+"""CPU pinning of the benchmark process (RunRequest.cpu_affinity): CPU lists as text, checked before a process
+starts, and the pin itself, applied by the child (runners/child.py) before it imports JAX, so that XLA sizes its
+thread pools from the pinned set (it counts the CPUs it may be scheduled on)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from service.errors import InvalidInput
+
+
+def format_cpu_list(cpus: Iterable[int]) -> str:
+    """CPUs as the kernel writes a list (cpuset(7)): sorted, runs collapsed, "0-3,6"."""
+    ordered = sorted(set(cpus))
+    parts: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """"0-3,6" → (0, 1, 2, 3, 6); ValueError on anything else (empty, negative, a reversed range)."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        low, sep, high = part.strip().partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list such as 0-3,6")
+        first, last = int(low), int(high) if sep else int(low)
+        if last < first:
+            raise ValueError(f"{part!r} in {text!r} is a reversed range")
+        cpus.update(range(first, last + 1))
+    return tuple(sorted(cpus))
+
+
+def pin(cpus: tuple[int, ...]) -> None:
+    """Pin this process (and the threads it starts from now on) to ``cpus``; a clear error where the platform
+    cannot (no sched_setaffinity on macOS) or a CPU is not this process's to use."""
+    setaffinity = getattr(os, "sched_setaffinity", None)
+    if setaffinity is None:
+        raise OSError("CPU affinity is not supported on this platform (no sched_setaffinity)")
+    setaffinity(0, cpus)
+    # The kernel quietly drops CPUs outside the process's cpuset as long as one is left: say so instead.
+    granted = os.sched_getaffinity(0)
+    if granted != set(cpus):
+        raise OSError(f"asked to pin to CPUs {format_cpu_list(cpus)}, granted {format_cpu_list(granted)}")
+
+
+def checked_affinity(cpus: Iterable[int] | None) -> tuple[int, ...] | None:
+    """The CPUs to pin to, sorted, once known to be this process's to use (a child cannot be pinned to more than
+    its parent may run on); InvalidInput naming what is wrong, before any benchmark process starts."""
+    if cpus is None:
+        return None
+    wanted = tuple(sorted(set(cpus)))
+    if not wanted:
+        raise InvalidInput("cpu_affinity names no CPU")
+    if not hasattr(os, "sched_getaffinity"):
+        raise InvalidInput("CPU affinity is not supported on this platform (no sched_setaffinity)")
+    allowed = os.sched_getaffinity(0)
+    outside = [c for c in wanted if c not in allowed]
+    if outside:
+        raise InvalidInput(f"cannot pin to CPU(s) {format_cpu_list(outside)}: this process may run on "
+                           f"{format_cpu_list(allowed)} only")
+    return wanted
