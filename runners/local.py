@@ -265,23 +265,54 @@ def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str) -> list[di
 
 
 def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: ProgressFn | None = None,
-                run_ids: Sequence[str] | None = None) -> list[list[dict[str, Any]]]:
-    """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, and
-    return each commit's manifests (one per environment)."""
+                run_ids: Sequence[str] | None = None, rounds: int = 1) -> list[list[dict[str, Any]]]:
+    """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, ``rounds``
+    times, and return each commit's manifests (one per environment and round).
+
+    Each round starts fresh benchmark processes, so that each round of a commit is a run of its own: the run is
+    the unit of replication (a process's own luck, its memory layout and the host's minute, is shared by every
+    sample in it and by no other run). The commits take turns starting a round (AB, BA, AB...), as they take
+    turns per benchmark inside one. Only the first round captures artifacts; the others only time."""
+    if rounds < 1:
+        raise ValueError(f"at least one round, not {rounds}")
     prepared = [_prepare(r, cache_dir) for r in requests]
     ids = list(run_ids) if run_ids is not None else [uuid.uuid4().hex for _ in requests]
-    runners: list[SuiteRunner] = []
-    try:
-        for p in prepared:
-            runners.append(SuiteRunner(p.worktree, p.request, dirty=p.dirty))
-        interleave(runners, progress)
-        return [_manifests(p, r, rid) for p, r, rid in zip(prepared, runners, ids, strict=True)]
-    finally:
-        for r in runners:
-            r.close()
+    out: list[list[dict[str, Any]]] = [[] for _ in requests]
+    for round_index in range(rounds):
+        order = list(range(len(prepared)))
+        if round_index % 2:
+            order.reverse()
+        runners: dict[int, SuiteRunner] = {}
+        try:
+            for i in order:
+                request = prepared[i].request
+                if round_index:
+                    request = dataclasses.replace(request, capture_dir=None)
+                runners[i] = SuiteRunner(prepared[i].worktree, request, dirty=prepared[i].dirty)
+            interleave([runners[i] for i in order], _round_progress(progress, round_index, rounds))
+            for i in order:
+                # A stable id per round: a redelivered task re-running the same commits maps to the same runs.
+                rid = ids[i] if round_index == 0 else f"{ids[i]}-r{round_index}"
+                out[i] += _manifests(prepared[i], runners[i], rid)
+        finally:
+            for runner in runners.values():
+                runner.close()
+    return out
+
+
+def _round_progress(progress: ProgressFn | None, round_index: int, rounds: int) -> ProgressFn | None:
+    """Progress within a round, told as progress over all rounds (the round named when there are several)."""
+    if progress is None or rounds == 1:
+        return progress
+
+    def told(done: int, planned: int, key: str) -> None:
+        progress(round_index * planned + done, rounds * planned, f"round {round_index + 1}/{rounds} {key}")
+
+    return told
 
 
 def run_at_commit(request: RunRequest, cache_dir: Path, progress: ProgressFn | None = None,
-                  run_id: str | None = None) -> list[dict[str, Any]]:
-    """Check the commit out, run the suite in child processes, and return its manifests (JSON-ready dicts)."""
-    return run_commits([request], cache_dir, progress, [run_id] if run_id else None)[0]
+                  run_id: str | None = None, rounds: int = 1) -> list[dict[str, Any]]:
+    """Check the commit out, run the suite in child processes (``rounds`` times, each round a run of its own),
+    and return its manifests (JSON-ready dicts)."""
+    return run_commits([request], cache_dir, progress, [run_id] if run_id else None, rounds)[0]

@@ -98,3 +98,23 @@ def runs_of(samples: tuple[float, ...], runs: int = 3, shift: float = 0.002) -> 
     not be decided at all. Deterministic, so golden files do not move."""
     dealt = [[v * (1 + shift * (r - (runs - 1) / 2)) for v in samples[r::runs]] for r in range(runs)]
     return Side.of_runs([d for d in dealt if d])
+
+
+def replicated(doc: dict[str, Any], runs: int = 3, shift: float = 0.003) -> list[dict[str, Any]]:
+    """The manifest as ``runs`` runs of the same commit (as `kernelwatch run --rounds` makes them): new run ids,
+    a minute apart, each run's samples a little off the others' (by ``shift``), so that a comparison has the
+    replicates it counts. The first is the manifest itself."""
+    import copy
+
+    out = [doc]
+    started = datetime.fromisoformat(doc["started_at"])
+    for r in range(1, runs):
+        twin = copy.deepcopy(doc)
+        twin["run_id"] = uuid.uuid4().hex
+        twin["started_at"] = (started + timedelta(minutes=r)).isoformat()
+        twin["finished_at"] = (started + timedelta(minutes=r, seconds=30)).isoformat()
+        factor = 1 + shift * (r if r % 2 else -r)
+        for result in twin["results"]:
+            result["samples"] = [v * factor for v in result.get("samples") or []]
+        out.append(twin)
+    return out

@@ -44,6 +44,7 @@ from service.store.models import (
     StoredComparison,
     StoredComparisonRow,
 )
+from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise
 
 MIN_PREFIX = 4
@@ -359,8 +360,8 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     single = {pool.series_id for identity in identities
               for pool in (base_pools.get(identity), head_pools.get(identity))
               if pool is not None and len(pool.run_sizes) == 1}
-    noise = run_noise(session, single, _commits(session, base, head)) if single else {}
-    noisy: set[int] = set()
+    noise = run_noise(session, single, [*base.run_ids, *head.run_ids]) if single else {}
+    noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     pairs = []
     for identity in sorted(identities, key=_sort_key):
         b, h = base_pools.get(identity), head_pools.get(identity)
@@ -369,11 +370,6 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         pairs.append(Pair(key, b.side(noisy) if b else None, h.side(noisy) if h else None, spread))
     report = compare(pairs, params)
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
-
-
-def _commits(session: Session, *sides: ResolvedSide) -> set[int]:
-    ids = [run_id for side in sides for run_id in side.run_ids]
-    return set(session.scalars(select(Run.commit_id).where(Run.id.in_(ids)).distinct()))
 
 
 def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> CompareParams:

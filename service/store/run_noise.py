@@ -25,15 +25,15 @@ HISTORY_COMMITS = 30  # the newest commits with replicated runs read per series
 
 
 def _groups(session: Session, series_ids: Collection[int],
-            excluded_commits: Collection[int]) -> dict[int, list[int]]:
+            excluded_runs: Collection[int]) -> dict[int, list[int]]:
     """Per series, its newest commits (ids) that have two runs or more with a measured result of it."""
     stmt = (select(Result.series_id, Run.commit_id, func.max(Run.started_at).label("newest"))
             .join(Run, Run.id == Result.run_id)
             .where(Result.series_id.in_(list(series_ids)), Result.status == "ok")
             .group_by(Result.series_id, Run.commit_id)
             .having(func.count(func.distinct(Result.run_id)) >= 2))
-    if excluded_commits:
-        stmt = stmt.where(Run.commit_id.not_in(list(excluded_commits)))
+    if excluded_runs:
+        stmt = stmt.where(Result.run_id.not_in(list(excluded_runs)))
     newest: dict[int, list[tuple[object, int]]] = defaultdict(list)
     for series_id, commit_id, when in session.execute(stmt):
         newest[series_id].append((when, commit_id))
@@ -43,12 +43,12 @@ def _groups(session: Session, series_ids: Collection[int],
 
 
 def run_noise(session: Session, series_ids: Collection[int],
-              excluded_commits: Collection[int] = ()) -> dict[int, RunNoise]:
-    """Each series' spread between runs of one commit (those with any), leaving out the commits compared (their
-    own runs count already)."""
+              excluded_runs: Collection[int] = ()) -> dict[int, RunNoise]:
+    """Each series' spread between runs of one commit (those with any), leaving out the runs compared (they count
+    already; the other runs of the same commits are replicates like any)."""
     if not series_ids:
         return {}
-    groups = _groups(session, series_ids, excluded_commits)
+    groups = _groups(session, series_ids, excluded_runs)
     wanted = {(s, c) for s, commits in groups.items() for c in commits}
     if not wanted:
         return {}
@@ -56,7 +56,7 @@ def run_noise(session: Session, series_ids: Collection[int],
         select(Result.series_id, Run.commit_id, Result.run_id, Result.samples)
         .join(Run, Run.id == Result.run_id)
         .where(Result.series_id.in_(list(groups)), Run.commit_id.in_({c for _, c in wanted}),
-               Result.status == "ok")
+               Result.status == "ok", Result.run_id.not_in(list(excluded_runs) or [-1]))
     ).all()
     per_run: dict[tuple[int, int, int], list[float]] = defaultdict(list)
     for series_id, commit_id, run_id, samples in rows:

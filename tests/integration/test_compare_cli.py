@@ -50,7 +50,7 @@ def stored(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -
     env |= {"KERNELWATCH_HOME": str(tmp_path / "home"), "KERNELWATCH_DATABASE_URL": database_url}
     softmax: dict[str, Any] = {"suite": "softmax", "name": "softmax_rows"}
     matmul: dict[str, Any] = {"suite": "matmul", "name": "mm", "params": {"m": 8}}
-    # The base commit ran twice on one machine: its samples are pooled.
+    # The base commit ran twice on one machine: two runs, the replicates its side counts; head ran three times.
     base = [builders.manifest(0, [
         builders.result(**softmax, samples=timings(1e-3, seed + 1)),
         builders.result(**matmul, samples=timings(2e-3, seed + 2)),
@@ -71,7 +71,7 @@ def stored(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -
     clash["commit"]["sha"] = base[0]["commit"]["sha"][:8] + "f" * 32
     ctx = Context.create(load_settings(env))
     try:
-        for doc in [*base, head, elsewhere, clash]:
+        for doc in [*base, *builders.replicated(head), elsewhere, clash]:
             ctx.submit(doc)
     finally:
         ctx.close()
@@ -93,7 +93,7 @@ def test_compare_commits_prints_a_benchstat_table(stored: Stored) -> None:
     assert f"base: demo@{stored.base_sha[:12]}" in out and "(2 runs)" in out
     assert "wall_time (s)" in out and "base" in out and "delta" in out and "verdict" in out
     softmax = row(out, "softmax/softmax_rows")
-    assert "n=20+10" in softmax and re.search(r"\bregression\b", softmax) is not None and "+" in softmax
+    assert "runs=2+3" in softmax and re.search(r"\bregression\b", softmax) is not None and "+" in softmax
     assert "~ (p=" in row(out, "matmul/mm m=8")
     assert row(out, "old/gone").rstrip().endswith("missing")
     assert row(out, "new/fresh").rstrip().endswith("new")
@@ -107,21 +107,31 @@ def test_compare_commits_prints_a_benchstat_table(stored: Stored) -> None:
 
 
 def test_compare_runs_as_json(stored: Stored) -> None:
-    proc = kernelwatch([stored.base_runs[1], stored.head_run, "--format", "json", "--min-effect", "0.5"],
-                       stored.env)
+    # Two commits (2 + 3 runs) with a 50 % bar: the 20 % slowdown is significant but under it.
+    proc = kernelwatch([stored.base_sha, stored.head_sha, "--format", "json", "--min-effect", "0.5"], stored.env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["format"] == "kernelwatch.compare" and doc["base"]["runs"] == [stored.base_runs[1]]
-    assert doc["parameters"]["min_effect"] == 0.5
+    assert doc["format"] == "kernelwatch.compare" and doc["parameters"]["min_effect"] == 0.5
     by_name = {(b["suite"], b["name"]): b for b in doc["benchmarks"]}
     softmax = by_name[("softmax", "softmax_rows")]
-    assert softmax["base"]["n"] == 10 and softmax["ratio"] == pytest.approx(1.2, rel=0.03)
+    assert softmax["base"]["n"] == 20 and softmax["base"]["runs"] == 2 and softmax["head"]["runs"] == 3
+    assert softmax["ratio"] == pytest.approx(1.2, rel=0.03) and softmax["method"] == "welch"
     assert softmax["verdict"] == "unchanged" and softmax["below_min_effect"]  # 20 % is under a 50 % bar
     assert softmax["p_value"] < 0.01 and softmax["ratio_ci_low"] < softmax["ratio"] < softmax["ratio_ci_high"]
     assert by_name[("norms", "breaks")]["head"]["message"].startswith("XlaRuntimeError")
-    assert doc["summary"] == {"regression": 0, "improvement": 0, "unchanged": 2, "failed": 1, "new": 1,
-                              "missing": 1}
+    assert doc["summary"] == {"regression": 0, "improvement": 0, "unchanged": 2, "inconclusive": 0, "failed": 1,
+                              "new": 1, "missing": 1}
     assert doc["geomeans"][0]["count"] == 2
+
+    # One run against one: the spread between runs comes from the commits' other runs (one degree of freedom
+    # here), a pooled t-test, and no verdict the data cannot carry.
+    proc = kernelwatch([stored.base_runs[1], stored.head_run, "--format", "json"], stored.env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["base"]["runs"] == [stored.base_runs[1]]
+    softmax = {(b["suite"], b["name"]): b for b in doc["benchmarks"]}[("softmax", "softmax_rows")]
+    assert softmax["base"]["runs"] == 1 and softmax["head"]["runs"] == 1 and softmax["base"]["n"] == 10
+    assert softmax["method"] == "pooled" and softmax["df"] >= 1 and softmax["verdict"] != "unchanged"
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -45,8 +45,8 @@ def compare(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 
 @pytest.fixture
 def stored(tmp_path: Path, sqlite_database: str) -> Stored:
-    """Two commits of a real git repository (tag v1 on the first, branch feature on the second) with runs stored
-    under their real shas: softmax 20 % slower, matmul unchanged, a benchmark new in head, one broken in head,
+    """Two commits of a real git repository (tag v1 on the first, branch feature on the second) with three runs
+    each stored under their real shas: softmax 20 % slower, matmul unchanged, a benchmark new in head, one broken in head,
     and a relative error that doubled."""
     repo = tmp_path / "kernels"
     repo.mkdir()
@@ -87,7 +87,7 @@ def stored(tmp_path: Path, sqlite_database: str) -> Stored:
     upgrade(sqlite_database)
     ctx = Context.create(load_settings(env))
     try:
-        for doc in (base, head):
+        for doc in [*builders.replicated(base), *builders.replicated(head)]:
             ctx.submit(doc)
     finally:
         ctx.close()

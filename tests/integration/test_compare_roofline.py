@@ -90,7 +90,7 @@ def track_pull_request(api: Api, merge_base: str, head: str) -> int:
 def test_the_fraction_before_and_after_reaches_the_json_the_pages_and_the_comment(hooked: Api,
                                                                                   fake: FakeGitHub) -> None:
     base_doc, head_doc = h200_manifest(0), h200_manifest(1, slower=True)
-    for doc in (base_doc, head_doc):
+    for doc in [*builders.replicated(base_doc), *builders.replicated(head_doc)]:
         hooked.ctx.submit(doc)  # the head is compared with the base on write, and stored
     base_sha, head_sha = base_doc["commit"]["sha"], head_doc["commit"]["sha"]
 

@@ -37,17 +37,22 @@ def ingest(sessions: sessionmaker[Session], manifest: dict[str, Any]) -> int:
         return ingest_manifest(session, Manifest.model_validate(manifest)).run_id
 
 
+def ingest_rounds(sessions: sessionmaker[Session], manifest: dict[str, Any]) -> int:
+    """Three runs of the manifest's commit (the replicates a verdict counts); the last run's id."""
+    return [ingest(sessions, m) for m in builders.replicated(manifest)][-1]
+
+
 def count(sessions: sessionmaker[Session]) -> int:
     with sessions() as session:
         return session.scalar(select(func.count(StoredComparison.id))) or 0
 
 
 def test_a_commit_is_stored_against_the_one_before_and_read_back_whole(sessions: sessionmaker[Session]) -> None:
-    first = ingest(sessions, doc(0))
+    first = ingest_rounds(sessions, doc(0))
     with sessions.begin() as session:
         assert store_comparison_for_run(session, first) is None  # nothing before it
     second_doc = doc(1, slower="b")
-    second = ingest(sessions, second_doc)
+    second = ingest_rounds(sessions, second_doc)
     with sessions.begin() as session:
         stored = store_comparison_for_run(session, second)
         assert stored is not None
@@ -58,7 +63,7 @@ def test_a_commit_is_stored_against_the_one_before_and_read_back_whole(sessions:
     base_sha, head_sha = builders.commit(0)["sha"], second_doc["commit"]["sha"]
     with sessions() as session:
         base, head = resolve(session, base_sha[:8]), resolve(session, head_sha)
-        read = compare_refs(session, base_sha[:8], head_sha, intervals=False)
+        read = compare_refs(session, base_sha[:8], head_sha)
         computed = compare_resolved(session, base, head, DEFAULT_PARAMS, stored=False)
         backwards = compare_resolved(session, head, base, DEFAULT_PARAMS)
     # Read, not computed (no pairs kept), and exactly what computing it gives, every interval included,
@@ -102,12 +107,13 @@ def test_the_commit_page_reads_what_was_stored_on_write(sessions: sessionmaker[S
     app = create_app(Settings(home=tmp_path, database_url=database_url, follow_up=()))
     ctx = app.extensions["kernelwatch"]
     for position in range(3):
-        ctx.submit(doc(position, slower="a" if position == 2 else None))
+        for manifest in builders.replicated(doc(position, slower="a" if position == 2 else None)):
+            ctx.submit(manifest)
     assert count(ctx.sessions) == 2  # commits 1 and 2, each against the one before
     head_sha = builders.commit(2)["sha"]
     with ctx.sessions() as session:
         base, head = resolve(session, builders.commit(1)["sha"]), resolve(session, head_sha)
-        assert compare_resolved(session, base, head, DEFAULT_PARAMS, intervals=False).pairs == ()
+        assert compare_resolved(session, base, head, DEFAULT_PARAMS).pairs == ()
     page = app.test_client().get(f"/commits/{head_sha}").get_data(as_text=True)
     assert "regression" in page
     api = app.test_client().get(f"/api/v1/compare?base={builders.commit(1)['sha']}&head={head_sha}").json
@@ -132,13 +138,13 @@ def test_a_stored_page_is_the_computed_page(sessions: sessionmaker[Session]) -> 
             results.append(builders.result(name=f"k{i:02d}", samples=[float(level * (1 + 0.004 * v))
                                                                       for v in rng.standard_normal(10)]))
         docs.append(builders.manifest(position, results))
-    ingest(sessions, docs[0])
-    run = ingest(sessions, docs[1])
+    ingest_rounds(sessions, docs[0])
+    run = ingest_rounds(sessions, docs[1])
     with sessions.begin() as session:
         assert store_comparison_for_run(session, run) is not None
     with sessions() as session:
         base, head = resolve(session, docs[0]["commit"]["sha"]), resolve(session, docs[1]["commit"]["sha"])
-        computed = compare_resolved(session, base, head, DEFAULT_PARAMS, intervals=False, stored=False)
+        computed = compare_resolved(session, base, head, DEFAULT_PARAMS, stored=False)
         for sort in SORTS:
             for verdicts in (None, {"regression", "improvement"}, {"unchanged"}):
                 for offset, limit in ((0, 5), (5, 5), (0, 100)):
