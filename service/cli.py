@@ -20,6 +20,17 @@ EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 CI_ROUNDS = 3  # Welch on 3 + 3 log run medians: p < 0.05 is reachable by a change a few times the run noise
 
 
+def _noise_options(parser: argparse.ArgumentParser) -> None:
+    """CPU noise reduction a user can turn on (README: what each costs); both are part of the environment, so
+    runs with them compare only with runs with them."""
+    from runners.pinning import parse_cpu_list
+
+    parser.add_argument("--cpu-affinity", type=parse_cpu_list, default=None, metavar="CPUS",
+                        help="pin each benchmark process to these CPUs (2-3, 0,2) before JAX starts")
+    parser.add_argument("--xla-single-thread", action="store_true",
+                        help="hold XLA's CPU thread pool to one thread (PJRT_NPROC=1)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernelwatch", description="Kernel performance regressions, per commit.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -48,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep only times: no HLO, analyses, compiler dumps or profiler traces")
     run.add_argument("--cpu-isa", default=None, metavar="ISA",
                      help="pin the widest x86 ISA XLA may use (AVX2, AVX512...) so that hosts compare")
+    _noise_options(run)
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
     run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
     run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
@@ -137,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "name (h200...): on an accelerator, else exit 2")
     ci.add_argument("--no-capture", action="store_true", help="keep only times (faster): no HLO, dumps or traces")
     ci.add_argument("--cpu-isa", default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
+    _noise_options(ci)
     ci.add_argument("--trigger", default="pr", choices=["push", "pr", "manual"])
     add_report_options(ci, fail_on_default="regression")
 
@@ -263,7 +276,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     capture_dir = None if args.no_capture else settings.artifacts_dir
     requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger,
-                           capture_dir=capture_dir, cpu_isa=args.cpu_isa)
+                           capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
+                           xla_single_thread=args.xla_single_thread)
                 for rev in revs]
 
     def progress(done: int, planned: int, key: str) -> None:

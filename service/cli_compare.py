@@ -224,7 +224,8 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     capture_dir = None if args.no_capture else settings.artifacts_dir
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            params=args.params, quick=args.quick, trigger=args.trigger, capture_dir=capture_dir,
-                           cpu_isa=args.cpu_isa) for rev in (base, head)]
+                           cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
+                           xla_single_thread=args.xla_single_thread) for rev in (base, head)]
     settings.ensure_dirs()
     try:
         per_commit = run_commits(requests, settings.worktree_dir, progress, rounds=args.rounds)

@@ -83,6 +83,33 @@ def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: d
     assert document["summary"]["regression"] >= 1
 
 
+def test_compare_of_adjacent_commits_flags_the_planted_one_and_no_unchanged_kernel(demo: dict) -> None:  # type: ignore[type-arg]
+    """The A/A check on the demo's own history: every pair of adjacent commits but the planted one changes
+    comments or docs only, so `kernelwatch compare` must give none of their benchmarks a time verdict (a
+    regression or an improvement; undecided is honest), and must still flag the planted one. Pooling the samples
+    of each side's runs flagged 15 of 34 such comparisons; the run-level test is what this proves."""
+    import json
+
+    commits, planted = demo["commits"], demo["planted"]
+    false_verdicts, planted_rows = [], []
+    for before, after in zip(commits, commits[1:], strict=False):
+        argv = [sys.executable, "-m", "service.cli", "compare", before[:10], after[:10], "--format", "json",
+                "--fail-on", "none"]
+        proc = subprocess.run(argv, env=demo["env"], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        timed = [b for b in json.loads(proc.stdout)["benchmarks"] if b["metric"] == "wall_time"]
+        if after == planted:
+            planted_rows = timed
+            continue
+        false_verdicts += [f"{after[:10]} {b['suite']}/{b['name']} {b['params']} {b['verdict']} "
+                           f"ratio={b['ratio']:.3f} p={b['p_value']}" for b in timed
+                           if b["verdict"] in ("regression", "improvement")]
+    assert not false_verdicts, "unchanged kernels given a time verdict:\n" + "\n".join(false_verdicts)
+    softmax = [b for b in planted_rows if b["suite"] == "softmax"]
+    assert softmax and any(b["verdict"] == "regression" for b in softmax), planted_rows
+    assert all(b["head"]["runs"] >= 2 for b in planted_rows)  # the demo's rounds are the replicates
+
+
 @pytest.mark.browser
 def test_dashboard_shows_the_regression_and_its_chart(demo: dict, dashboard: str, browser) -> None:  # type: ignore[no-untyped-def,type-arg]
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

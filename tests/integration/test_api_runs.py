@@ -139,10 +139,18 @@ def test_series_findings_alerts_compare_and_triage(api: Api) -> None:
     assert error_of(c.post("/api/v1/alerts/424242/triage", json={"state": "fixed"},
                            headers=api.auth("triage")))["code"] == "not_found"
 
+    # One run a side, and no commit of the series ran twice: no spread between runs is known, so no verdict.
     compared = c.get(f"/api/v1/compare?base={docs[4]['commit']['sha'][:10]}&head={docs[5]['run_id']}&repo=demo")
     body = compared.json
-    assert compared.status_code == 200 and body["summary"]["regression"] == 1
+    assert compared.status_code == 200 and body["summary"]["inconclusive"] == 1
     assert body["head"]["runs"] == [docs[5]["run_id"]]
+    # Two more runs of each commit: the replicates a verdict counts.
+    for doc in (docs[4], docs[5]):
+        for again in builders.replicated(doc)[1:]:
+            assert c.post("/api/v1/runs", json=again, headers=api.auth("submit")).status_code == 201
+    compared = c.get(f"/api/v1/compare?base={docs[4]['commit']['sha'][:10]}&head={docs[5]['commit']['sha']}"
+                     "&repo=demo")
+    assert compared.status_code == 200 and compared.json["summary"]["regression"] == 1
     assert error_of(c.get("/api/v1/compare?base=abc"))["code"] == "invalid_input"
 
 

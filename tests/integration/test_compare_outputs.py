@@ -46,8 +46,8 @@ def compare(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 @pytest.fixture
 def stored(tmp_path: Path, sqlite_database: str) -> Stored:
     """Two commits of a real git repository (tag v1 on the first, branch feature on the second) with three runs
-    each stored under their real shas: softmax 20 % slower, matmul unchanged, a benchmark new in head, one broken in head,
-    and a relative error that doubled."""
+    each stored under their real shas: softmax 20 % slower, matmul unchanged, a benchmark new in head, one broken
+    in head, and a relative error that doubled."""
     repo = tmp_path / "kernels"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")

@@ -1,0 +1,298 @@
+"""How often two-point verdicts are wrong, measured on real runs of a real suite on this machine.
+
+A scratch repository holds one benchmark, a chain of small matmul-and-tanh steps in a ``lax.fori_loop``, whose
+time is proportional to the number of steps. Its commits:
+
+- ``base``, and two commits that only edit a README (**A/A**: the kernel code on both sides is the same), and
+- commits that plant real slowdowns by lengthening the chain: +5 %, +10 %, +20 % and +50 % of the steps (the
+  measured effect, the ratio of all runs' medians, is printed beside the planted one).
+
+Every commit is run ``--rounds`` times; each round starts fresh benchmark processes for every commit, interleaved
+(`runners.local.run_commits`, as `kernelwatch run --rounds` and `ci` do). Then each comparison (base against
+each other commit) is drawn ``--trials`` times at each round budget R: R runs of each side, chosen at random
+among the rounds, and judged by:
+
+- **runs** (KernelWatch, service/detect/compare.py): Welch's t-test on log run medians with two or more runs a
+  side; with one run a side, a pooled t-test against the spread between runs of the rounds *not* drawn (what
+  the service learns from stored history), else inconclusive;
+- **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side
+  pooled, significant when p < alpha and the medians differ by the minimum effect;
+- **paired** (for the record): a paired t-test on the log run medians of the same rounds (run i of each side
+  were made back to back), the design that removes a drift both sides share.
+
+It prints, per method and round budget, the false-verdict rate on A/A (a regression or improvement called
+where the code is the same) and the power at each planted effect (a regression called), and whether the
+targets hold: A/A false verdicts <= 5 % at alpha 0.05 for the run-level method, and its power no worse than the
+pooled method's wherever the pooled method's own A/A rate is within 5 %.
+
+    python bench/verdict_calibration.py                 # 8 rounds of 7 commits: about 5 minutes here
+    python bench/verdict_calibration.py --rounds 4 --trials 100 --samples 10   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from runners.local import RunRequest, run_commits  # noqa: E402
+from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare  # noqa: E402
+from service.detect.run_stats import pooled_noise  # noqa: E402
+
+BASE_STEPS = 40
+EFFECTS = (0.05, 0.10, 0.20, 0.50)
+AA_COMMITS = 2
+BUDGETS = (1, 2, 3, 5)
+ALPHA = 0.05
+MIN_EFFECT = 0.01
+
+SUITE = '''"""The calibration kernel: a chain of small matmul-and-tanh steps, its time proportional to STEPS."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from runners.suite import Case, benchmark, grid
+
+STEPS = {steps}
+
+
+def chain(x, w):
+    def step(_, y):
+        return jnp.tanh(y @ w)
+    return lax.fori_loop(0, STEPS, step, x)
+
+
+@benchmark(suite="calib", params=grid(n=[128, 256]))
+def chain_steps(n: int) -> Case:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, n), dtype=np.float32)
+    w = rng.standard_normal((n, n), dtype=np.float32) / np.sqrt(n)
+    return Case(fn=chain, args=(x, w))
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com", "GIT_COMMITTER_NAME": "bench",
+           "GIT_COMMITTER_EMAIL": "bench@example.com", "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def make_repository(workdir: Path) -> list[tuple[str, str, float]]:
+    """The scratch repository; (sha, label, planted effect) per commit, base first."""
+    repo = workdir / "calib"
+    (repo / "kernels_under_test").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "kernels_under_test" / "__init__.py").write_text('"""Calibration suite."""\n')
+
+    def commit(steps: int, message: str, readme: str) -> str:
+        (repo / "kernels_under_test" / "chain.py").write_text(SUITE.format(steps=steps))
+        (repo / "README.md").write_text(readme)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "--no-verify", "-m", message)
+        return git(repo, "rev-parse", "HEAD")
+
+    out = [(commit(BASE_STEPS, "base", "calibration\n"), "base", 0.0)]
+    for i in range(AA_COMMITS):
+        out.append((commit(BASE_STEPS, f"docs {i + 1}", f"calibration, edit {i + 1}\n"), f"A/A {i + 1}", 0.0))
+    for effect in EFFECTS:
+        steps = round(BASE_STEPS * (1 + effect))
+        out.append((commit(steps, f"{steps} steps", "calibration\n"), f"+{effect:.0%}", effect))
+    return out
+
+
+@dataclass
+class Runs:
+    """One benchmark's runs at one commit: the samples of each round."""
+
+    rounds: list[list[float]]
+
+
+def measure(workdir: Path, commits: list[tuple[str, str, float]], rounds: int, samples: int
+            ) -> dict[tuple[str, str], Runs]:
+    """Per (commit sha, benchmark label), the samples of each round."""
+    requests = [RunRequest(repo=workdir / "calib", rev=sha, samples=samples, warmup=3) for sha, _, _ in commits]
+    started = time.perf_counter()
+
+    def progress(done: int, planned: int, key: str) -> None:
+        if done % 20 == 0 or done == planned:
+            print(f"  {done}/{planned} benchmark runs ({time.perf_counter() - started:.0f} s)", file=sys.stderr)
+
+    per_commit = run_commits(requests, workdir / "worktrees", progress, rounds=rounds)
+    out: dict[tuple[str, str], Runs] = {}
+    for (sha, _, _), manifests in zip(commits, per_commit, strict=True):
+        for manifest in manifests:
+            for r in manifest["results"]:
+                if r["metric"] != "wall_time" or r["status"] != "ok":
+                    continue
+                label = f"{r['name']} n={r['params']['n']}"
+                out.setdefault((sha, label), Runs([])).rounds.append([float(v) for v in r["samples"]])
+    return out
+
+
+def runs_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
+    """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history)."""
+    noise = pooled_noise(held_out) if min(len(base), len(head)) == 1 else None
+    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base), Side.of_runs(head), noise)
+    return compare([pair], CompareParams(alpha=ALPHA, min_effect=MIN_EFFECT)).rows[0].verdict
+
+
+def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
+    from scipy import stats
+
+    b, h = np.concatenate(base), np.concatenate(head)
+    p = float(stats.mannwhitneyu(b, h, alternative="two-sided").pvalue)
+    ratio = float(np.median(h) / np.median(b))
+    if p < ALPHA and abs(ratio - 1) >= MIN_EFFECT:
+        return "regression" if ratio > 1 else "improvement"
+    return "unchanged"
+
+
+def paired_verdict(base: list[list[float]], head: list[list[float]]) -> str:
+    from scipy import stats
+
+    if len(base) < 2:
+        return "inconclusive"
+    diffs = np.log([np.median(h) for h in head]) - np.log([np.median(b) for b in base])
+    if np.all(diffs == diffs[0]):
+        return "unchanged"
+    p = float(stats.ttest_1samp(diffs, 0.0).pvalue)
+    ratio = math.exp(float(diffs.mean()))
+    if p < ALPHA and abs(ratio - 1) >= MIN_EFFECT:
+        return "regression" if ratio > 1 else "improvement"
+    return "unchanged"
+
+
+METHODS = ("runs", "pooled", "paired")
+
+
+def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator) -> dict[str, list[str]]:
+    """Each method's verdicts over random draws of ``budget`` rounds of each side (the same rounds for both,
+    so that the paired test pairs runs made back to back)."""
+    rounds = min(len(base.rounds), len(head.rounds))
+    out: dict[str, list[str]] = {m: [] for m in METHODS}
+    for _ in range(trials):
+        chosen = sorted(rng.choice(rounds, size=budget, replace=False).tolist())
+        rest = [i for i in range(rounds) if i not in chosen]
+        b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
+        held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
+        out["runs"].append(runs_verdict(b, h, held_out))
+        out["pooled"].append(pooled_verdict(b, h))
+        out["paired"].append(paired_verdict(b, h))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8, help="runs per commit (default 8)")
+    parser.add_argument("--samples", type=int, default=10, help="samples per run (default 10)")
+    parser.add_argument("--trials", type=int, default=200, help="draws per comparison and budget (default 200)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    budgets = [b for b in BUDGETS if b <= args.rounds - (1 if b == 1 else 0)]
+
+    with tempfile.TemporaryDirectory(prefix="kw-calibration-") as tmp:
+        workdir = Path(tmp)
+        commits = make_repository(workdir)
+        started = time.perf_counter()
+        measured = measure(workdir, commits, args.rounds, args.samples)
+        elapsed = time.perf_counter() - started
+    labels = sorted({label for _, label in measured})
+    base_sha = commits[0][0]
+    print(f"{len(commits)} commits x {args.rounds} rounds x {len(labels)} benchmarks, {args.samples} samples a run, "
+          f"measured in {elapsed:.0f} s; {args.trials} draws per comparison, budget and benchmark; alpha {ALPHA}")
+
+    # How far apart runs of the same code land, against how far apart samples in one run do.
+    spreads = []
+    for runs in measured.values():
+        medians = np.log([np.median(r) for r in runs.rounds])
+        inside = np.median([np.std(np.log(r), ddof=1) for r in runs.rounds])
+        spreads.append((float(np.std(medians, ddof=1)), float(inside)))
+    between, within = np.median([s[0] for s in spreads]), np.median([s[1] for s in spreads])
+    print(f"spread of log run medians between runs of one commit: {between:.3f} (median over series); "
+          f"of log samples inside one run: {within:.3f}")
+
+    rng = np.random.default_rng(args.seed)
+    # rates[(method, budget)][column] = (hits, trials)
+    rates: dict[tuple[str, int], dict[str, list[int]]] = {}
+    inconclusive: dict[int, list[int]] = {}
+    for sha, name, effect in commits[1:]:
+        column = "A/A" if effect == 0 else name
+        for label in labels:
+            base, head = measured.get((base_sha, label)), measured.get((sha, label))
+            if base is None or head is None:
+                continue
+            for budget in budgets:
+                verdicts = judge(base, head, budget, args.trials, rng)
+                for method, found in verdicts.items():
+                    cell = rates.setdefault((method, budget), {}).setdefault(column, [0, 0])
+                    wrong = ("regression", "improvement") if effect == 0 else ("regression",)
+                    cell[0] += sum(v in wrong for v in found)
+                    cell[1] += len(found)
+                if effect == 0:
+                    undecided = inconclusive.setdefault(budget, [0, 0])
+                    undecided[0] += sum(v == "inconclusive" for v in verdicts["runs"])
+                    undecided[1] += len(verdicts["runs"])
+
+    measured_effects = {}
+    for sha, name, effect in commits[1:]:
+        if effect:
+            ratios = [np.median(np.concatenate(measured[(sha, label)].rounds))
+                      / np.median(np.concatenate(measured[(base_sha, label)].rounds)) for label in labels]
+            measured_effects[name] = float(np.exp(np.mean(np.log(ratios))) - 1)
+    columns = ["A/A"] + [name for _, name, effect in commits[1:] if effect]
+    print()
+    print("measured effect (all rounds' pooled medians, geomean over benchmarks): "
+          + ", ".join(f"{name} planted -> {value:+.1%}" for name, value in measured_effects.items()))
+    print()
+    header = f"{'method':<8} {'runs/side':>9}  " + "  ".join(
+        f"{('false verdicts ' if c == 'A/A' else 'power ') + c:>20}" for c in columns)
+    print(header)
+    for method in METHODS:
+        for budget in budgets:
+            cells = rates.get((method, budget), {})
+            text = []
+            for c in columns:
+                hits, total = cells.get(c, [0, 0])
+                text.append(f"{(hits / total if total else float('nan')):>20.1%}")
+            print(f"{method:<8} {budget:>9}  " + "  ".join(text))
+    print()
+    print("runs method, A/A comparisons called inconclusive: "
+          + ", ".join(f"{b} run{'s' if b > 1 else ''}/side {v[0] / v[1]:.0%}" for b, v in sorted(inconclusive.items())))
+
+    ok = True
+    for budget in budgets:
+        aa = rates[("runs", budget)]["A/A"]
+        rate = aa[0] / aa[1]
+        holds = rate <= ALPHA
+        ok &= holds
+        print(f"target: runs method A/A false verdicts at {budget} run(s)/side {rate:.1%} <= {ALPHA:.0%}: "
+              f"{'met' if holds else 'NOT met'}")
+        pooled = rates[("pooled", budget)]
+        if pooled["A/A"][0] / pooled["A/A"][1] <= ALPHA:
+            for c in columns[1:]:
+                mine, theirs = rates[("runs", budget)][c], pooled[c]
+                no_worse = mine[0] / mine[1] >= theirs[0] / theirs[1] - 0.05
+                ok &= no_worse
+                print(f"target: power at {c} with {budget} run(s)/side {mine[0] / mine[1]:.0%} vs pooled "
+                      f"{theirs[0] / theirs[1]:.0%}: {'met' if no_worse else 'NOT met'}")
+        else:
+            print(f"  (pooled method's A/A rate at {budget} run(s)/side is {pooled['A/A'][0] / pooled['A/A'][1]:.0%}: "
+                  "its power is not comparable)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
