@@ -205,7 +205,8 @@ class _Reader:
         if len(rows) != count or not rows:  # a match is one whole line, so equal counts mean every line matched
             return False
         opcodes = list(filter(None, chain.from_iterable(map(_ROW_OPCODES, rows))))
-        if not self.known.issuperset(opcodes) and not self._learn(tuple(set(opcodes))):
+        # dict.fromkeys, not set: opcodes learnt in text order, the same in every process whatever the hash seed
+        if not self.known.issuperset(opcodes) and not self._learn(tuple(dict.fromkeys(opcodes))):
             return False
         digits = [row[0] for row in rows]
         if any(map(methodcaller("startswith", "0x"), digits)):

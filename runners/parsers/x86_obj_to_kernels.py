@@ -9,9 +9,15 @@ Every ``STT_FUNC`` symbol with a size becomes an :class:`X86Kernel`, whatever se
 function symbols gives an empty list: that is a finding (nothing was generated), not an error. Zero-size function
 symbols are skipped: there is nothing to disassemble.
 
-Load and store come from capstone's operand access, corrected for one quirk: capstone 5 marks the memory
-destination of VEX/EVEX stores (``vmovups ymmword ptr [rcx], ymm4``) as *read*; in Intel syntax the first operand
-of a multi-operand VEX/EVEX instruction is its destination, so a memory operand there is a write.
+Load and store are decided here, from the mnemonic and the memory operand's place (:func:`memory_access`), never
+from capstone's operand ``access``: capstone 5 copies each opcode's access list from a table into an uninitialized
+``uint8_t access[6]`` on the C stack and reads ``access[op_count]`` for each printed operand, so an operand past
+the end of its opcode's list (``vbroadcastf32x4 ymm0, xmmword ptr [rax]``, ``test dword ptr [rax], ecx`` and
+others have short or empty lists) gets whatever bytes the stack held. Those bytes follow the process's history,
+which the interpreter's hash seed changes: the same object parsed under two seeds got two class mixes. Capstone
+also marks VEX/EVEX store destinations (``vmovups ymmword ptr [rcx], ymm4``) as read. In Intel syntax the first
+operand of a multi-operand instruction is its destination, which is all the rule needs, with a few listed
+exceptions (compares, one-operand stores and read-modify-writes).
 
 Hostile input (not an ELF, truncated, offsets past the end, absurd sizes, huge section counts) is an
 :class:`X86ObjectError` naming the source; work and memory are bounded by the file size and by
@@ -30,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: load and store by operand place, never capstone's (uninitialized) access flags
 ISA = "x86-64"
 MAX_FUNCTION_BYTES = 16 << 20
 MAX_CODE_BYTES = 16 << 20  # all functions of one object together: symbols may overlap, work must not multiply
@@ -61,8 +67,25 @@ _SCALAR_ARITH = frozenset({
     "blsr", "blsmsk", "bzhi", "shlx", "shrx", "sarx", "rorx", "mulx", "popcnt", "lzcnt", "tzcnt", "bsf", "bsr", "bt",
     "bts", "btr", "btc", "bswap", "adcx", "adox",
 })
-_NO_MEMORY_ACCESS = frozenset({"lea", "nop"})
-_LEGACY_PREFIXES = frozenset({0x26, 0x2E, 0x36, 0x3E, 0x64, 0x65, 0x66, 0x67, 0xF0, 0xF2, 0xF3})
+_NO_MEMORY_ACCESS = frozenset({"lea", "nop", "clflush", "clflushopt", "clwb", "cldemote"})  # and prefetch*
+# first operand only read, though first: compares and tests (a string compare reads both operands)
+_READS_FIRST = frozenset({
+    "cmp", "test", "bt", "cmpsb", "cmpsw", "cmpsd", "cmpsq", "ptest", "vptest", "vtestps", "vtestpd", "ktestb",
+    "ktestw", "ktestd", "ktestq", "kortestb", "kortestw", "kortestd", "kortestq", "bound",
+})
+# first operand read and written: the memory form of these is a read-modify-write
+_READ_MODIFY_WRITE = frozenset({
+    "add", "sub", "adc", "sbb", "inc", "dec", "neg", "not", "and", "or", "xor", "shl", "shr", "sar", "sal", "rol",
+    "ror", "rcl", "rcr", "shld", "shrd", "bts", "btr", "btc", "xadd", "cmpxchg",
+})
+# one-operand instructions whose memory operand is written (the others read it: push, mul, fld, call, jmp...)
+_STORES_ONLY_OPERAND = frozenset({
+    "pop", "fst", "fstp", "fist", "fistp", "fisttp", "fbstp", "fnstcw", "fstcw", "fnstsw", "fstsw", "fnstenv",
+    "fstenv", "fnsave", "fsave", "fxsave", "fxsave64", "xsave", "xsave64", "xsaveopt", "xsaveopt64", "xsavec",
+    "xsavec64", "xsaves", "xsaves64", "stmxcsr", "vstmxcsr", "sgdt", "sidt", "sldt", "str", "smsw",
+})
+_INSTRUCTION_PREFIXES = frozenset({"lock", "rep", "repe", "repz", "repne", "repnz", "notrack", "bnd", "xacquire",
+                                   "xrelease", "data16", "addr32"})
 _ISA_GROUP = re.compile(r"^(sse|ssse|avx|fma|f16c|bmi|adx|aes|pclmul|vpclmul|sha|mmx|gfni|vaes|amx|xop|tbm|vnni)")
 
 
@@ -142,39 +165,50 @@ def classify(insn: Decoded) -> str:
     return "other"
 
 
-def _vex_encoded(raw: bytes) -> bool:
-    i = 0
-    while i < len(raw) and raw[i] in _LEGACY_PREFIXES:
-        i += 1
-    return i < len(raw) and raw[i] in (0xC4, 0xC5, 0x62) and len(raw) - i > 2
+def memory_access(mnemonic: str, index: int, operand_count: int) -> tuple[bool, bool]:
+    """(read, written) for a memory operand at ``index`` of ``operand_count`` explicit operands, in Intel syntax
+    (destination first). Only the text decides, so identical code gets identical answers in every process."""
+    words = mnemonic.split()
+    while len(words) > 1 and words[0] in _INSTRUCTION_PREFIXES:  # "lock add", "rep stosq"
+        words = words[1:]
+    m = words[0] if words else mnemonic
+    if m in _NO_MEMORY_ACCESS or m.startswith("prefetch"):
+        return False, False
+    if m in ("xchg", "cmpxchg8b", "cmpxchg16b"):  # xchg may print its memory operand second; it writes it anyway
+        return True, True
+    if index > 0:
+        return True, False
+    if operand_count >= 2:
+        if m in _READS_FIRST:
+            return True, False
+        return m in _READ_MODIFY_WRITE, True
+    if m in _STORES_ONLY_OPERAND or m.startswith("set"):  # setcc
+        return False, True
+    if m in _READ_MODIFY_WRITE:  # inc, dec, neg, not
+        return True, True
+    return True, False
 
 
 def _decode(insn: Any, cs: _Capstone) -> Decoded:
-    """Capstone detail → :class:`Decoded`, with the VEX-store correction described in the module docstring."""
+    """Capstone detail → :class:`Decoded`; memory access by :func:`memory_access`, not capstone's (see the module
+    docstring: its access flags can be uninitialized stack bytes)."""
     mnemonic = sys.intern(insn.mnemonic)
     reads = writes = False
     bits = 0
     operands = insn.operands
-    vex = _vex_encoded(bytes(insn.bytes))
     for index, op in enumerate(operands):
         regs = []
         if op.type == cs.X86_OP_REG:
             regs.append(op.reg)
         elif op.type == cs.X86_OP_MEM:
             regs.append(op.mem.index)
-            access = op.access
-            if vex and index == 0 and len(operands) >= 2:
-                access = cs.CS_AC_WRITE
-            elif not access:
-                access = cs.CS_AC_WRITE if index == 0 and len(operands) >= 2 else cs.CS_AC_READ
-            reads |= bool(access & cs.CS_AC_READ)
-            writes |= bool(access & cs.CS_AC_WRITE)
+            read, written = memory_access(mnemonic, index, len(operands))
+            reads |= read
+            writes |= written
         for reg in regs:
             match = _VECTOR_REG.match(insn.reg_name(reg) or "") if reg else None
             if match:
                 bits = max(bits, _REG_BITS[match.group(1)])
-    if mnemonic in _NO_MEMORY_ACCESS or mnemonic.startswith("prefetch"):
-        reads = writes = False
     groups = set(insn.groups)
     branch = bool(groups & {cs.CS_GRP_JUMP, cs.CS_GRP_CALL, cs.CS_GRP_RET})
     return Decoded(mnemonic, bits, reads, writes, branch)
@@ -188,7 +222,6 @@ class _Capstone:
         from capstone import x86
 
         self.X86_OP_REG, self.X86_OP_MEM = x86.X86_OP_REG, x86.X86_OP_MEM
-        self.CS_AC_READ, self.CS_AC_WRITE = capstone.CS_AC_READ, capstone.CS_AC_WRITE
         self.CS_GRP_JUMP, self.CS_GRP_CALL, self.CS_GRP_RET = (capstone.CS_GRP_JUMP, capstone.CS_GRP_CALL,
                                                                capstone.CS_GRP_RET)
         self.CsError = capstone.CsError

@@ -441,3 +441,19 @@ def test_random_json_raises_only_the_typed_error(document: object) -> None:
         parse_bundle_util_json(json.dumps(document))
     except LloParseError:
         pass
+
+
+def test_records_do_not_depend_on_the_hash_seed() -> None:
+    """Fresh interpreters with different hash seeds read the same listings into the same records: nothing the
+    parser decides may follow the iteration order of a set or dict of strings."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("import json, sys\nfrom runners.parsers.by_kind import parse\n"
+              "print(json.dumps([parse('llo', open(p, 'rb').read(), p) for p in sys.argv[1:]], sort_keys=True))")
+    paths = [str(FIXTURES / "synthetic_form_a-final_bundles.txt"), str(FIXTURES / "synthetic_form_b-final_bundles.txt")]
+    outputs = {seed: subprocess.run([sys.executable, "-c", script, *paths], env=dict(os.environ, PYTHONHASHSEED=seed),
+                                    check=True, capture_output=True, text=True, timeout=60).stdout
+               for seed in ("0", "1", "2", "3")}
+    assert '"bundles"' in outputs["0"] and len(set(outputs.values())) == 1

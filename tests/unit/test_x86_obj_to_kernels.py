@@ -3,6 +3,8 @@ and hostile input: random bytes, truncations, mutations and hand-corrupted heade
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -23,6 +25,7 @@ from runners.parsers.x86_obj_to_kernels import (
     X86ObjectError,
     classify,
     disassemble_function,
+    memory_access,
     parse_x86_object,
     parse_x86_object_file,
     total_mix,
@@ -146,6 +149,111 @@ def test_capstone_vex_store_is_counted_as_a_store() -> None:
                      ("vmulps", "vector_mul"), ("mov", "store"), ("ret", "branch")]
     kernel = disassemble_function(code)
     assert kernel.memory_writes == 2 and kernel.memory_reads == 3 and kernel.width_counts[256] == 4
+
+
+# Each of these once got its class from capstone 5's operand access flags, which are wrong for legacy SSE stores
+# (movups, extractps: "read") and x87 stores, and for opcodes whose access list in capstone's table is short or
+# empty (test [mem], reg; vbroadcastf32x4) are bytes read past the list's end: uninitialized stack, whatever the
+# process left there, so one object's mix moved with PYTHONHASHSEED.
+MEMORY_FORMS = [
+    ("0f1100", "movups", "store", (False, True)),  # movups xmmword ptr [rax], xmm0
+    ("f20f1108", "movsd", "store", (False, True)),  # movsd qword ptr [rax], xmm1
+    ("660f3a170801", "extractps", "store", (False, True)),  # extractps dword ptr [rax], xmm1, 1
+    ("62f27d281a00", "vbroadcastf32x4", "load", (True, False)),  # vbroadcastf32x4 ymm0, xmmword ptr [rax]
+    ("8508", "test", "scalar_arith", (True, False)),  # test dword ptr [rax], ecx
+    ("833801", "cmp", "scalar_arith", (True, False)),  # cmp dword ptr [rax], 1
+    ("0f9400", "sete", "store", (False, True)),  # sete byte ptr [rax]
+    ("dd18", "fstp", "store", (False, True)),  # fstp qword ptr [rax]
+    ("ff30", "push", "store", (True, False)),  # push qword ptr [rax]: reads memory, pushes it
+    ("8f00", "pop", "store", (False, True)),  # pop qword ptr [rax]
+    ("0108", "add", "store", (True, True)),  # add dword ptr [rax], ecx
+    ("f0480fc108", "lock xadd", "store", (True, True)),
+    ("f348ab", "rep stosq", "store", (False, True)),  # rep stosq qword ptr [rdi], rax
+    ("488708", "xchg", "store", (True, True)),  # xchg qword ptr [rax], rcx
+    ("0f1808", "prefetcht0", "other", (False, False)),
+]
+
+
+@pytest.mark.parametrize(("code", "mnemonic", "kind", "access"), MEMORY_FORMS)
+def test_memory_forms_are_classed_by_operand_place(code: str, mnemonic: str, kind: str,
+                                                    access: tuple[bool, bool]) -> None:
+    kernel = disassemble_function(bytes.fromhex(code))
+    [insn] = kernel.instructions
+    assert (insn.mnemonic, insn.kind) == (mnemonic, kind)
+    assert (kernel.memory_reads, kernel.memory_writes) == access
+
+
+@pytest.mark.parametrize(("mnemonic", "index", "count", "access"), [
+    ("vmovups", 0, 2, (False, True)),
+    ("vmovups", 1, 2, (True, False)),
+    ("vmaskmovps", 0, 3, (False, True)),
+    ("vfmadd231ps", 2, 3, (True, False)),
+    ("cmp", 0, 2, (True, False)),
+    ("bt", 0, 2, (True, False)),
+    ("bts", 0, 2, (True, True)),
+    ("lock add", 0, 2, (True, True)),
+    ("inc", 0, 1, (True, True)),
+    ("not", 0, 1, (True, True)),
+    ("setne", 0, 1, (False, True)),
+    ("vstmxcsr", 0, 1, (False, True)),
+    ("ldmxcsr", 0, 1, (True, False)),
+    ("call", 0, 1, (True, False)),
+    ("fld", 0, 1, (True, False)),
+    ("xchg", 1, 2, (True, True)),
+    ("repe cmpsb", 0, 2, (True, False)),
+    ("lea", 1, 2, (False, False)),
+    ("nop", 0, 1, (False, False)),
+])
+def test_memory_access_rule(mnemonic: str, index: int, count: int, access: tuple[bool, bool]) -> None:
+    assert memory_access(mnemonic, index, count) == access
+
+
+PARSE_RECORDS = """
+import json, sys
+from runners.parsers.x86_obj_to_kernels import parse_x86_object_file
+print(json.dumps([[k.name, k.code_sha256, k.instruction_count, k.mix, k.memory_reads, k.memory_writes,
+                   "".join(i.kind[0] for i in k.instructions)]
+                  for path in sys.argv[1:] for k in parse_x86_object_file(path)]))
+"""
+
+
+def test_counts_and_mix_do_not_depend_on_the_hash_seed(generated: Path, default_flags: Path) -> None:
+    """The same objects in fresh interpreters with different hash seeds (and so different histories of their
+    heap and C stack) get the same counts, mix and per-instruction classes."""
+    paths = [str(p) for p in objects(generated) + objects(default_flags)]
+    seen = {}
+    for seed in ("0", "1", "2", "3", "5", "6"):
+        done = subprocess.run([sys.executable, "-c", PARSE_RECORDS, *paths], env=dict(os.environ, PYTHONHASHSEED=seed),
+                              check=True, capture_output=True, text=True, timeout=120)
+        seen[seed] = json.loads(done.stdout)
+    assert seen["0"] and sum(len(records[-1]) for records in seen["0"]) > 1000  # every object, real code
+    assert all(records == seen["0"] for records in seen.values()), {s: r == seen["0"] for s, r in seen.items()}
+
+
+def function_bytes(obj: Path, kernel: X86Kernel) -> bytes:
+    import io
+
+    section = ELFFile(io.BytesIO(obj.read_bytes())).get_section_by_name(kernel.section)
+    return bytes(section.data()[kernel.address:kernel.address + kernel.size_bytes])  # relocatable: offsets
+
+
+def counted(kernel: X86Kernel) -> tuple[object, ...]:
+    return (kernel.instruction_count, kernel.mix, kernel.memory_reads, kernel.memory_writes,
+            [i.kind for i in kernel.instructions])
+
+
+def test_identical_code_gets_identical_counts(generated: Path) -> None:
+    parsed = [(obj, k) for obj in objects(generated) for k in parse_x86_object_file(obj)]
+    by_code: dict[str, set[str]] = {}
+    for obj, kernel in parsed:
+        code = function_bytes(obj, kernel)
+        assert hashlib.sha256(code).hexdigest() == kernel.code_sha256
+        # the same bytes again after every other kernel was read, alone, and at another address (a listing
+        # that differs only in its addresses)
+        assert counted(disassemble_function(code, kernel.name, address=kernel.address)) == counted(kernel)
+        assert counted(disassemble_function(code, address=kernel.address + 0x10000)) == counted(kernel)
+        by_code.setdefault(kernel.code_sha256, set()).add(repr(counted(kernel)))
+    assert all(len(records) == 1 for records in by_code.values())  # the same bytes in two objects: one count
 
 
 def test_undecodable_bytes_are_listed_not_dropped() -> None:
