@@ -20,6 +20,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
 from service.detect.grouping import STATES
+from service.detect.static_diff import COUNT_UNITS
 from service.errors import InvalidInput, KernelWatchError, NotFound
 from service.pipeline.alerts import AlertFindingView, AlertView, alerts_page, triage
 from service.store.alert_context import AlertContext, alert_context, filter_choices
@@ -56,12 +57,12 @@ def format_duration(seconds: float | None) -> str:
 
 @bp.app_template_filter("finding_value")
 def format_finding_value(value: float, finding: FindingView) -> str:
-    """A finding's before or after level in its own terms: a time, a rate or error in its unit, or (for a code
-    diff) a count of instructions."""
-    if finding.kind == "static":
-        return f"{value:,.0f} instr"
+    """A finding's before or after level in the finding's unit: a time, a rate or error in its unit, or (for a
+    code diff, whose view carries its own unit) a whole count of instructions or bundles."""
     if finding.unit == "s":
         return format_duration(value)
+    if finding.unit in COUNT_UNITS:
+        return f"{value:,.0f} {finding.unit}"
     return f"{value:.4g} {finding.unit}" if finding.unit not in ("", "1") else f"{value:.4g}"
 
 
@@ -235,7 +236,9 @@ def triage_alert(alert_id: int) -> Response | tuple[str, int]:
 def commits() -> str:
     with _sessions()() as session:
         listed = recent_commits(session, limit=200)
-    flagged = sum(1 for c in listed if any(f.flags_commit for f in c.findings))
+    # Every regression the page lists counts, a code diff's included (its badge says "code regression" and its
+    # alert is a regression): only a regression refuted by re-running base and head does not.
+    flagged = sum(1 for c in listed if any(f.is_regression for f in c.findings))
     return render_template("commits.html", commits=listed, flagged=flagged)
 
 

@@ -13,6 +13,16 @@ side, and is not compared: "unknown" never reads as "everything was removed".
 Matching is by name: modules by module name, fusions by fusion name, kernels by (isa, symbol). XLA numbers
 fusions (``fusion.3``); an edit that renumbers them shows as one fusion removed and another added.
 
+A kernel changed only when what a finding reports of it changed: its instruction or bundle count, spills or mix.
+Where both sides have a digest of the code bytes (x86) and the digests are equal, the code is the same and it
+did not change, whatever the counts say (records parsed by two parser versions, or a parser that was not
+deterministic, may count the same bytes differently); a digest alone differing, with every count equal, is no
+finding either: there is no change to report.
+
+A finding measures code size, not the time series it sits on: ``StaticDiff.metric`` and ``unit`` say what its
+before and after count (``kernel_instructions``/``instructions``, ``kernel_bundles``/``bundles``,
+``hlo_instructions``/``instructions``), and are stored on the finding.
+
 Pure: plain records in, a typed record out (``StaticDiff.as_dict()`` is the JSON stored on findings; its
 schema is documented there).
 """
@@ -140,7 +150,7 @@ class KernelDiff:
     before: KernelInfo | None
     after: KernelInfo | None
     mix: Mapping[str, int]  # class or slot family → after - before, non-zero only
-    code_changed: bool  # counts or digest differ
+    code_changed: bool  # what is reported of it differs (see the module docstring); True for added and removed
 
     def as_dict(self) -> dict[str, Any]:
         b, a = self.before, self.after
@@ -155,6 +165,14 @@ class KernelDiff:
 
 
 Measure = Literal["bundles", "kernel_instructions", "hlo_instructions", "none"]
+# measure → (metric, unit) of a finding on it; "none" (nothing sized the code) keeps the metric it is named by
+MEASURE_METRICS: Mapping[str, tuple[str, str]] = {
+    "bundles": ("kernel_bundles", "bundles"),
+    "kernel_instructions": ("kernel_instructions", "instructions"),
+    "hlo_instructions": ("hlo_instructions", "instructions"),
+    "none": ("kernel_instructions", "instructions"),
+}
+COUNT_UNITS = frozenset(unit for _, unit in MEASURE_METRICS.values())  # units whose values are whole counts
 
 
 @dataclass(frozen=True)
@@ -189,6 +207,15 @@ class StaticDiff:
     @property
     def direction(self) -> Literal["regression", "improvement"]:
         return "regression" if self.grew else "improvement"
+
+    @property
+    def metric(self) -> str:
+        """What ``value_before`` and ``value_after`` count, as a finding's metric."""
+        return MEASURE_METRICS[self.measure][0]
+
+    @property
+    def unit(self) -> str:
+        return MEASURE_METRICS[self.measure][1]
 
     def kernel(self, name: str, isa: str | None = None) -> KernelDiff | None:
         return next((k for k in self.kernels if k.name == name and (isa is None or k.isa == isa)), None)
@@ -287,6 +314,22 @@ def diff_modules(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]
     return out
 
 
+def _same_code(before: KernelInfo, after: KernelInfo) -> bool:
+    """Both digests known and equal: the same bytes, so any difference in their counts is the parsers'."""
+    return before.digest is not None and before.digest == after.digest
+
+
+def _as_counted_before(before: Sequence[KernelInfo], after: Sequence[KernelInfo]) -> list[KernelInfo]:
+    """``after`` with each kernel whose bytes are those of its ``before`` counted as ``before`` counted them, so
+    that the totals, like the kernel list, move only with the code."""
+    old = {(k.isa, k.name): k for k in before}
+    out = []
+    for k in after:
+        b = old.get((k.isa, k.name))
+        out.append(b if b is not None and _same_code(b, k) else k)
+    return out
+
+
 def diff_kernels(before: Sequence[KernelInfo], after: Sequence[KernelInfo]) -> list[KernelDiff]:
     """Added, removed and changed kernels (by isa and name), in (isa, name) order."""
     old = {(k.isa, k.name): k for k in before}
@@ -298,9 +341,9 @@ def diff_kernels(before: Sequence[KernelInfo], after: Sequence[KernelInfo]) -> l
         if b is None or a is None:
             out.append(KernelDiff(key[1], key[0], "added" if b is None else "removed", b, a, mix, True))
             continue
-        code_changed = ((b.instructions, b.bundles, b.spills) != (a.instructions, a.bundles, a.spills) or bool(mix)
-                        or (b.digest is not None and a.digest is not None and b.digest != a.digest))
-        if code_changed:
+        if _same_code(b, a):
+            continue
+        if (b.instructions, b.bundles, b.spills) != (a.instructions, a.bundles, a.spills) or mix:
             out.append(KernelDiff(key[1], key[0], "changed", b, a, mix, True))
     return out
 
@@ -314,8 +357,9 @@ def diff_static(before: StaticRecords, after: StaticRecords) -> StaticDiff:
     """The exact difference of two results' static records; layers unknown on either side are not compared."""
     compared_hlo = before.modules is not None and after.modules is not None
     compared_kernels = before.kernels is not None and after.kernels is not None
+    after_kernels = _as_counted_before(before.kernels or (), after.kernels or ())
     modules = diff_modules(before.modules or (), after.modules or ()) if compared_hlo else []
-    kernels = diff_kernels(before.kernels or (), after.kernels or ()) if compared_kernels else []
+    kernels = diff_kernels(before.kernels or (), after_kernels) if compared_kernels else []
     hlo_b = sum(m.instructions for m in before.modules or ()) if compared_hlo else 0
     hlo_a = sum(m.instructions for m in after.modules or ()) if compared_hlo else 0
     measure: Measure = "none"
@@ -323,7 +367,7 @@ def diff_static(before: StaticRecords, after: StaticRecords) -> StaticDiff:
     spills_b = spills_a = 0
     if compared_kernels:
         ins_b, bun_b, spills_b, has_b = _totals(before.kernels or ())
-        ins_a, bun_a, spills_a, has_a = _totals(after.kernels or ())
+        ins_a, bun_a, spills_a, has_a = _totals(after_kernels)
         if has_b and has_a:
             measure, value_b, value_a = "bundles", float(bun_b), float(bun_a)
         elif ins_b or ins_a:

@@ -31,7 +31,7 @@ from service.detect.grouping import (
 )
 from service.errors import InvalidInput, NotFound
 from service.store.models import Alert, AlertNote, Benchmark, Commit, Finding, Repository, Series
-from service.store.queries import label_of
+from service.store.queries import finding_metric_columns, label_of
 from service.store.read_filters import Page, ReadFilters, environment_ids, time_window, utc
 
 SYSTEM_AUTHOR = "kernelwatch"  # the author of the notes grouping writes
@@ -375,7 +375,7 @@ def _add_findings(session: Session, findings: dict[int | None, list[AlertFinding
     # Columns, not entities: a Series entity brings its repository, benchmark and environment along.
     for f in session.execute(
         select(Finding.id, Finding.series_id, Finding.alert_id, Finding.direction, Finding.magnitude,
-               Finding.confidence, Finding.p_value, Finding.detector, Series.metric, Series.unit,
+               Finding.confidence, Finding.p_value, Finding.detector, *finding_metric_columns(),
                Benchmark.suite, Benchmark.name, Benchmark.params)
         .join(Series, Series.id == Finding.series_id)
         .join(Benchmark, Benchmark.id == Series.benchmark_id)

@@ -2,8 +2,10 @@
 of the HLO or of the generated kernels is a finding, exact (confidence 1.0), with no statistics.
 
 Only time series get them (their benchmark's code is what the time measures), and of a benchmark's time series
-only one, wall time where there is one (see ``_primary_time_series``); series are per environment
-fingerprint, so a toolchain or flags change starts a new series and never shows here as a code change.
+only one, wall time where there is one (see ``_primary_time_series``). Their values are code sizes, so each
+carries its own metric and unit (``kernel_instructions``/``instructions``...), which every view of findings
+shows instead of the series'. Series are per environment fingerprint, so a toolchain or flags change starts a
+new series and never shows here as a code change.
 Commits whose static records are unknown (not captured, not parsed yet, or broken) are skipped: the diff spans
 the nearest known commits on either side. Stored the way ``detection.detect_series`` stores its findings: this
 detector's findings on the series are made to match the new set, so running twice changes nothing.
@@ -25,7 +27,7 @@ from service.store.locks import lock_series
 from service.store.models import Finding, Result, Run, Series
 
 STATIC_DETECTOR = "static-diff"
-STATIC_DETECTOR_VERSION = 1
+STATIC_DETECTOR_VERSION = 2  # 2: equal code digests are no change; findings carry their metric and unit
 
 
 def detect_static_series(session: Session, series: Series,
@@ -59,6 +61,8 @@ def detect_static_series(session: Session, series: Series,
         finding.confidence = 1.0  # exact: the same toolchain makes the same code
         finding.value_before = diff.value_before
         finding.value_after = diff.value_after
+        # the values count code (instructions, bundles), not the time of the series the finding sits on
+        finding.metric, finding.unit = diff.metric, diff.unit
         keep.add(after.commit_id)
     stale = [cid for cid in existing if cid not in keep]
     if stale:

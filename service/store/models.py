@@ -209,6 +209,10 @@ class Finding(Base):
     confidence: Mapped[float] = mapped_column(Float)  # step size in units of the series' own noise
     value_before: Mapped[float] = mapped_column(Float)
     value_after: Mapped[float] = mapped_column(Float)
+    # What value_before and value_after measure, where that is not the series' own metric and unit: a static
+    # finding sits on a time series but counts instructions or bundles (0015). None: the series'.
+    metric: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    unit: Mapped[str | None] = mapped_column(String(32), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     attribution: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     p_value: Mapped[float | None] = mapped_column(Float, nullable=True)  # the change-point test's, where it has one

@@ -71,10 +71,16 @@ class FindingView:
         return {"confirmed": "confirmed", "refuted": "refuted by re-run"}.get(self.confirmation or "", "")
 
     @property
+    def is_regression(self) -> bool:
+        """A regression of any kind, a code diff's too, that re-running base and head did not refute: what a
+        commit's regressions are counted by (its alert calls a static regression a regression as well)."""
+        return self.direction == "regression" and self.confirmation != "refuted"
+
+    @property
     def flags_commit(self) -> bool:
-        """A regression a person should look at: measured (time or numerics, not a code diff, which explains
-        rather than flags) and not refuted by re-running base and head."""
-        return self.direction == "regression" and self.kind != "static" and self.confirmation != "refuted"
+        """A regression a person should look at first: measured (time or numerics, not a code diff, which
+        explains rather than flags) and not refuted by re-running base and head."""
+        return self.is_regression and self.kind != "static"
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,13 @@ def label_of(suite: str, name: str, params: dict[str, object]) -> str:
     return f"{suite}/{name}[{text}]" if text else f"{suite}/{name}"
 
 
+def finding_metric_columns() -> tuple[ColumnElement[str], ColumnElement[str]]:
+    """A finding's metric and unit, labelled ``metric`` and ``unit``: its own where it has them (a static finding
+    counts instructions or bundles on a time series), else its series'. Every view of findings reads these."""
+    return (func.coalesce(Finding.metric, Series.metric).label("metric"),
+            func.coalesce(Finding.unit, Series.unit).label("unit"))
+
+
 def _finding_views(session: Session, *conditions: ColumnElement[bool],
                    order_by: Sequence[ColumnElement[Any]] = (Finding.magnitude.desc(),),
                    limit: int | None = None) -> list[FindingView]:
@@ -129,7 +142,7 @@ def _finding_views(session: Session, *conditions: ColumnElement[bool],
     # The series' columns, not the Series entity: its eagerly joined repository, benchmark and environment
     # would cost three joins and three objects per finding.
     stmt = (
-        select(Finding, Series.metric, Series.unit, Benchmark.suite, Benchmark.name, Benchmark.params, Commit.sha,
+        select(Finding, *finding_metric_columns(), Benchmark.suite, Benchmark.name, Benchmark.params, Commit.sha,
                Commit.subject, prev.c.sha, Repository.name, Environment.device_kind)
         .join(Series, Series.id == Finding.series_id)
         .join(Benchmark, Benchmark.id == Series.benchmark_id)

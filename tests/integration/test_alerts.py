@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from alembic import command
@@ -13,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from runners.artifacts import ArtifactStore
 from service.contract import parse_manifest
 from service.detect.grouping import AlertGroup
 from service.detect.series_detector import EDivisiveDetector
@@ -30,8 +33,13 @@ from service.pipeline.alerts import (
 )
 from service.pipeline.detection import detect_many
 from service.pipeline.ingest import ingest_manifest
+from service.pipeline.queue import InProcessQueue
+from service.pipeline.submit import submit_manifest
+from service.report.alerts_text import alerts_to_json, alerts_to_text
+from service.report.slack_blocks import alert_message, slack_alert
 from service.store.db import alembic_config, make_engine, unit_of_work, upgrade
 from service.store.models import Alert, AlertNote, BisectJob, Commit, Finding, Repository, Series
+from service.store.queries import all_findings
 from tests import builders
 
 
@@ -308,3 +316,68 @@ def test_migration_0004_goes_down_and_up_again(database_url: str) -> None:
         assert {"p_value", "alert_id"} <= {c["name"] for c in inspect(engine).get_columns("finding")}
     finally:
         engine.dispose()
+
+
+def test_migration_0015_names_what_existing_static_findings_count(sessions: sessionmaker[Session],
+                                                                   database_url: str) -> None:
+    """Static findings stored before 0015 take the measure their attribution recorded; a time finding keeps None
+    (its series' metric), and so does a static one without a recorded measure until detection runs again."""
+    h = history(sessions, positions=5)
+    measured = {"bundles": "a", "kernel_instructions": "b", None: "c"}  # measure → benchmark
+    with unit_of_work(sessions) as s:
+        ids = {}
+        for position, (measure, name) in enumerate(measured.items(), 1):
+            ids[measure] = add_finding(s, h.series[name], h.commits[position], h.commits[position - 1])
+            finding = s.get(Finding, ids[measure])
+            assert finding is not None
+            finding.kind, finding.attribution = "static", {} if measure is None else {"static": {"measure": measure}}
+        timed = add_finding(s, h.series["a"], h.commits[4], h.commits[3])
+    command.downgrade(alembic_config(database_url), "0014")
+    upgrade(database_url)
+    with sessions() as s:
+        named = {f.id: (f.metric, f.unit) for f in s.scalars(select(Finding))}
+    assert named == {ids["bundles"]: ("kernel_bundles", "bundles"),
+                     ids["kernel_instructions"]: ("kernel_instructions", "instructions"),
+                     ids[None]: (None, None), timed: (None, None)}
+
+
+SASS = Path(__file__).parents[1] / "fixtures" / "sass" / "synthetic_sm80_sm90a.sass"
+
+
+def sass_with_one_more_instruction() -> bytes:
+    text = SASS.read_text()
+    line = "        /*0090*/                   LDGDEPBAR ;\n"
+    assert text.count(line) == 1
+    return text.replace(line, line + "        /*0098*/                   NOP ;\n").encode()
+
+
+def test_a_static_finding_carries_its_own_metric_and_unit_to_every_view(sessions: sessionmaker[Session],
+                                                                         tmp_path: Path) -> None:
+    """Through the real pipeline (submit, parse, detection, grouping): the same code at two commits is no finding,
+    one more instruction is one, and every view of it (alerts, findings, the CLI text, Slack) says it counts
+    kernel instructions, not the wall time of the series it sits on."""
+    store = ArtifactStore(tmp_path / "artifacts")
+    queue = InProcessQueue(sessions, EDivisiveDetector(), store)
+    listings = [SASS.read_bytes()] * 3 + [sass_with_one_more_instruction()]
+    for position, listing in enumerate(listings):
+        ref = store.put(listing, "sass", "k.sass")
+        result = builders.result(artifacts=[{"kind": "sass", "name": "k.sass", "sha256": ref.sha256,
+                                             "size": ref.size}])
+        submit_manifest(sessions, queue, builders.manifest(position, [result]), store)
+    with sessions() as s:
+        [finding] = s.scalars(select(Finding)).all()  # none at commits 1 and 2: the same bytes
+        assert s.get(Commit, finding.commit_id).position == 3  # type: ignore[union-attr]
+        assert (finding.kind, finding.direction, finding.metric, finding.unit) == (
+            "static", "regression", "kernel_instructions", "instructions")
+        assert finding.value_after - finding.value_before == 1
+        [view] = all_findings(s)
+        assert (view.metric, view.unit) == ("kernel_instructions", "instructions")
+        [alert] = list_alerts(s)
+        assert alert.kind == "regression"
+        assert [(f.metric, f.unit) for f in alert.findings] == [("kernel_instructions", "instructions")]
+        series_id = alert.findings[0].series_id
+        assert s.get(Series, series_id).metric == "wall_time"  # type: ignore[union-attr]
+    text = alerts_to_text([alert])
+    slack = alert_message(slack_alert(alert, {series_id: "cpu"})).as_json()
+    for shown in (text, json.dumps(slack), json.dumps(alerts_to_json([alert]))):
+        assert "kernel_instructions" in shown and "wall_time" not in shown

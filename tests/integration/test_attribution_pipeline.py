@@ -17,7 +17,7 @@ from runners.artifacts import ArtifactStore
 from service.pipeline.attribution import attribute_findings
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results
-from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
+from service.pipeline.static_detection import STATIC_DETECTOR, STATIC_DETECTOR_VERSION, detect_static
 from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Commit, Finding, Result, ResultArtifact, Run, Series
@@ -115,7 +115,8 @@ def test_attribution_names_the_changed_fusion_and_static_findings_mark_the_commi
                                                    Finding.series_id == wall_id)).all()
         assert (static.kind, static.direction, static.confidence) == ("static", "regression", 1.0)
         assert (static.commit_id, static.previous_commit_id) == (second_id, first_id)
-        assert static.value_after > static.value_before and static.detector_version == 1
+        assert static.value_after > static.value_before and static.detector_version == STATIC_DETECTOR_VERSION
+        assert (static.metric, static.unit) == ("kernel_instructions", "instructions")  # not the series' seconds
         assert static.magnitude == pytest.approx(static.value_after / static.value_before - 1)
         assert [k["name"] for k in static.attribution["static"]["kernels"]] == [CHANGED_FUSION]
         assert static.attribution["summary"].startswith(f"{CHANGED_FUSION} ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,6 +137,40 @@ def test_commit_list_moved_to_commits(api: Api) -> None:
     html = api.client.get("/commits").get_data(as_text=True)
     assert html.count("data-sha=") == len(docs)
     assert f'href="/commits/{docs[5]["commit"]["sha"]}?repo=demo"' in html
+
+
+SASS = Path(__file__).parents[1] / "fixtures" / "sass" / "synthetic_sm80_sm90a.sass"  # 52 instructions
+
+
+def test_a_code_regression_is_counted_and_shown_in_what_it_counts(api: Api) -> None:
+    """A static finding (the same SASS at commits 0 to 2, one instruction more at 3) through the real pipeline: the
+    commit list counts it as the regression its alert is, and every page and the API show its values as the
+    instructions they are, not as the seconds of the wall-time series it sits on."""
+    line = "        /*0090*/                   LDGDEPBAR ;\n"
+    grown = SASS.read_text().replace(line, line + "        /*0098*/                   NOP ;\n").encode()
+    for position, listing in enumerate([SASS.read_bytes()] * 3 + [grown]):
+        ref = api.ctx.artifacts.put(listing, "sass", "k.sass")
+        result = builders.result(artifacts=[{"kind": "sass", "name": "k.sass", "sha256": ref.sha256,
+                                             "size": ref.size}])
+        submit_manifest(api.ctx.sessions, api.ctx.queue, builders.manifest(position, [result]), api.ctx.artifacts)
+    with api.ctx.sessions() as s:
+        [alert] = list_alerts(s)
+        series_id = alert.findings[0].series_id
+    assert alert.kind == "regression"
+    commits = api.client.get("/commits").get_data(as_text=True)
+    assert "1 flagged with a regression" in commits and commits.count('class="flagged"') == 1
+    assert "code regression +1.9%" in commits and "52 instructions → 53 instructions" in commits
+    assert "kernel_instructions" in commits and "wall_time" not in commits
+    findings = api.client.get(f"/series/{series_id}").get_data(as_text=True)
+    findings = findings[findings.index('id="findings"'):]
+    assert "<td class=\"num\">52 instructions</td><td class=\"num\">53 instructions</td>" in findings
+    inbox = api.client.get("/").get_data(as_text=True)
+    assert "kernel_instructions · static-diff" in inbox and "wall_time ·" not in inbox
+    [found] = api.client.get("/api/v1/findings?kind=static", headers=api.auth("submit")).get_json()["findings"]
+    assert (found["metric"], found["unit"], found["value_before"], found["value_after"]) == (
+        "kernel_instructions", "instructions", 52, 53)
+    [listed] = api.client.get("/api/v1/alerts", headers=api.auth("submit")).get_json()["alerts"]
+    assert [(f["metric"], f["unit"]) for f in listed["findings"]] == [("kernel_instructions", "instructions")]
 
 
 # ---- login, CSRF and triage ----------------------------------------------------------------------------------

@@ -82,10 +82,51 @@ def test_kernel_count_mix_and_spill_deltas() -> None:
     assert diff.summary().startswith("fusion 66 → 70 instructions (+4)")
 
 
-def test_same_counts_other_code_is_a_change_by_digest() -> None:
+def test_same_bytes_counted_differently_are_no_change() -> None:
+    # One commit's listing, 158 lines unchanged, classed load 26 / store 20 in one run and load 10 / store 36 in
+    # another (a parser that followed the hash seed, or two parser versions): the same digest, so the same code.
+    once = kernel(instructions=158, mix={"load": 26, "store": 20, "other": 112})
+    again = kernel(instructions=158, mix={"load": 10, "store": 36, "other": 112})
+    diff = diff_static(records(kernels=(once, kernel(name="reduce_fusion"))),
+                       records(kernels=(again, kernel(name="reduce_fusion", instructions=70))))
+    assert not diff.changed and not diff.kernels and diff.summary() == "no static change"
+    assert (diff.value_before, diff.value_after) == (224.0, 224.0)  # the totals count the same code the same
+    # a real change beside it is sized by itself alone
+    grown = kernel(name="reduce_fusion", instructions=80, digest="d2")
+    diff = diff_static(records(kernels=(once, kernel(name="reduce_fusion"))), records(kernels=(again, grown)))
+    assert [k.name for k in diff.kernels] == ["reduce_fusion"] and not diff.kernels[0].mix
+    assert (diff.value_before, diff.value_after) == (224.0, 238.0) and diff.direction == "regression"
+
+
+def test_counts_unchanged_without_digests_are_no_change_and_any_count_change_is_one() -> None:
+    sass = KernelInfo(name="gemm", isa="sass", instructions=23, mix={"mma": 4, "load_global": 2}, spills=1)
+    same = StaticRecords(modules=None, kernels=(sass,))
+    assert not diff_static(same, StaticRecords(modules=None, kernels=(replace(sass),))).changed
+    for changed in (replace(sass, instructions=24), replace(sass, mix={"mma": 3, "load_global": 3}),
+                    replace(sass, spills=2)):
+        diff = diff_static(same, StaticRecords(modules=None, kernels=(changed,)))
+        assert diff.changed and diff.kernels[0].status == "changed", changed
+
+
+def test_other_bytes_with_every_count_equal_report_nothing_so_are_no_finding() -> None:
+    # The digest moved but nothing a finding reports did (counts, spills, mix): a "+0.0 %" finding with no
+    # change to show is what this rules out.
     diff = diff_static(records(), records(kernels=(kernel(digest="other"), kernel(name="reduce_fusion"))))
-    assert diff.changed and diff.kernels[0].code_changed and diff.magnitude == 0.0
-    assert diff.direction == "improvement"  # nothing grew
+    assert not diff.changed and not diff.kernels
+    mixed = kernel(digest="other", mix={"vector_fma": 15, "load": 23, "store": 17, "other": 11})
+    diff = diff_static(records(), records(kernels=(mixed, kernel(name="reduce_fusion"))))
+    assert diff.changed and dict(diff.kernels[0].mix) == {"vector_fma": -1, "load": 1}
+
+
+def test_a_diff_names_the_metric_and_unit_it_measures() -> None:
+    grown = kernel(instructions=70, digest="d2")
+    diff = diff_static(records(), records(kernels=(grown, kernel(name="reduce_fusion"))))
+    assert (diff.metric, diff.unit) == ("kernel_instructions", "instructions")
+    tpu = KernelInfo(name="fusion", isa="tpu-llo", instructions=400, bundles=120)
+    diff = diff_static(records(kernels=(tpu,)), records(kernels=(replace(tpu, bundles=121),)))
+    assert (diff.metric, diff.unit) == ("kernel_bundles", "bundles")
+    diff = diff_static(records(), StaticRecords(modules=(module(fingerprint="z" * 64),), kernels=None))
+    assert (diff.metric, diff.unit) == ("hlo_instructions", "instructions")
 
 
 def test_kernels_added_and_removed_and_shrinking_code_is_an_improvement() -> None:
