@@ -497,8 +497,8 @@ def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
         for doc in documents:
             send(doc)
         assert settings.service_url is not None
-        # The service pools every run of a commit: name this job's own run when the commit made only one.
-        refs = [run.run_ids[0] if len(run.run_ids) == 1 else run.sha for run in runs]
+        # Exactly this job's runs (a commit's other stored runs stay out): their ids, joined by commas.
+        refs = [",".join(run.run_ids) for run in runs]
         print(f"uploaded {len(documents)} run(s) to {send.api}", file=sys.stderr)
         found = compare_remote(settings.service_url, settings.service_token, settings.repos_dir, refs[0], refs[1],
                                None, args.alpha, _min_effect(args))

@@ -12,11 +12,12 @@ from service.api.auth import readable
 from service.api.blueprint import bp, context, int_arg, reply
 from service.api.paging import text_arg
 from service.errors import InvalidInput
-from service.pipeline.compare import compare_params, resolve
+from service.pipeline.compare import MAX_RUNS_NAMED, compare_params, resolve
 from service.pipeline.compare_page import API_SORTS, DEFAULT_LIMIT, MAX_LIMIT, compare_page_for, parse_verdicts
 from service.report.compare_table import to_json
 
 SORTS = API_SORTS
+REF_LIMIT = MAX_RUNS_NAMED * 65
 
 
 def _float_arg(name: str, default: float) -> float:
@@ -32,9 +33,11 @@ def _float_arg(name: str, default: float) -> float:
 @bp.get("/compare")
 @readable
 def get_compare() -> Response:
-    base, head = text_arg("base") or "", text_arg("head") or ""
+    # A side may list a job's runs: up to MAX_RUNS_NAMED ids of at most 64 characters, joined by commas.
+    base, head = text_arg("base", REF_LIMIT) or "", text_arg("head", REF_LIMIT) or ""
     if not base or not head:
-        raise InvalidInput("give base and head: each a run id, a commit sha or a unique sha prefix")
+        raise InvalidInput("give base and head: each a run id (or run ids joined by commas), a commit sha or a "
+                           "unique sha prefix")
     verdicts = parse_verdicts(request.args.get("verdict"))
     sort = request.args.get("sort") or "name"
     if sort not in SORTS:
@@ -44,8 +47,7 @@ def get_compare() -> Response:
     params = compare_params(_float_arg("alpha", 0.05), _float_arg("min_effect", 0.01))
     repository = text_arg("repo")
     with context().sessions() as session:
-        # A comparison stored on write is read a page at a time; any other is computed: every row's test and
-        # verdict, but the bootstrap intervals (the costly part) only for the page's rows.
+        # A comparison stored on write is read a page at a time; any other is computed whole.
         page = compare_page_for(session, resolve(session, base, repository), resolve(session, head, repository),
                                 params, verdicts, sort, offset, limit)
     outcome = page.outcome

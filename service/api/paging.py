@@ -33,10 +33,10 @@ def findings_limit_arg() -> int:
     return int_arg("findings_limit", 20, 0, MAX_FINDINGS_LIMIT)
 
 
-def text_arg(name: str) -> str | None:
+def text_arg(name: str, limit: int = MAX_NAME) -> str | None:
     value = request.args.get(name) or None
-    if value is not None and len(value) > MAX_NAME:
-        raise InvalidInput(f"{name} is at most {MAX_NAME} characters")
+    if value is not None and len(value) > limit:
+        raise InvalidInput(f"{name} is at most {limit} characters")
     return value
 
 

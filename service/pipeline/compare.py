@@ -4,6 +4,7 @@ and hand the pairs to the pure comparison."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -48,6 +49,7 @@ from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise
 
 MIN_PREFIX = 4
+MAX_RUNS_NAMED = 64  # run ids one reference may list
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _SHOWN_MATCHES = 5
 
@@ -90,11 +92,20 @@ def side_for_commit(session: Session, ref: str, commit: Commit, repository_name:
 
 def resolve(session: Session, ref: str, repository_name: str | None = None,
             refs: RefResolver | None = None) -> ResolvedSide:
-    """A run id names that run; a commit sha or a unique prefix of one names every run of that commit; with a
-    repository and ``refs``, a branch or tag name (anything git resolves) names every run of its commit."""
+    """A run id names that run, run ids joined by commas exactly those runs (of one commit); a commit sha or a
+    unique prefix of one names every run of that commit; with a repository and ``refs``, a branch or tag name
+    (anything git resolves) names every run of its commit."""
     ref = ref.strip()
     if not ref:
         raise InvalidInput("an empty reference: give a run id, a commit sha or a sha prefix")
+    if "," in ref:  # run ids joined by commas: exactly those runs (the rounds a `ci` job made)
+        ids = [part.strip() for part in ref.split(",")]
+        if not all(ids) or len(ids) > MAX_RUNS_NAMED:
+            raise InvalidInput(f"a list of runs is 1 to {MAX_RUNS_NAMED} run ids joined by commas")
+        side = runs_side(session, ids)
+        if repository_name is not None and side.label.repository != repository_name:
+            raise InvalidInput(f"those runs belong to repository {side.label.repository}, not {repository_name}")
+        return dataclasses.replace(side, label=dataclasses.replace(side.label, ref=ref))
     repository = _repository(session, repository_name)
     try:
         return _resolve_stored(session, ref, repository)

@@ -22,9 +22,8 @@ from tests.processes import kernelwatch as kernelwatch_ok
 
 SLOWER = ("    e = jnp.exp(x - row_max)\n"
           "    e = jax.lax.fori_loop(0, 4, lambda _, prev: jnp.exp(x - row_max + 0.0 * prev), e)\n")
-# One benchmark point, ten samples a side: ~10 s of JAX. Not 3: the exact Mann-Whitney p of 3 samples against 3
-# is at least 0.1, so nothing could be significant; 10 leave room for a noisy machine's overlap.
-SUITE = ["--suite", "softmax/softmax_rows", "--params", "rows=1024", "--samples", "10", "--warmup", "2",
+# One benchmark point, five samples a run, three rounds (ci's default): the runs are the replicates.
+SUITE = ["--suite", "softmax/softmax_rows", "--params", "rows=1024", "--samples", "5", "--warmup", "2",
          "--no-capture"]
 
 
@@ -64,9 +63,9 @@ def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, p
     proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--head", "main", *SUITE], env)
     assert proc.returncode == 1, proc.stderr[-3000:]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("softmax/softmax_rows"))
-    # The verdict (an "of roofline" column may follow it); p under alpha with 10 samples a side: its exact value
-    # moves with this shared machine's load (0.000 quiet, 0.002 once under load), the verdict does not.
-    p_value = re.search(r"\(p=(\d\.\d{3}) n=10\+10\)", row)
+    # The verdict (an "of roofline" column may follow it); p under alpha with 3 runs a side: its exact value
+    # moves with this shared machine's load, the verdict does not.
+    p_value = re.search(r"\(p=(\d\.\d{3}) runs=3\+3\)", row)
     assert re.search(r"\bregression\b", row) is not None and p_value is not None and float(p_value[1]) < 0.05, row
     written = summary.read_text()
     assert written.startswith("## an earlier step\n### KernelWatch comparison")  # appended, not replaced
@@ -79,6 +78,24 @@ def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, p
     quiet = kernelwatch(["compare", "main~1", "main", "--repo", "kernels", "--only-changed", "--format", "csv"],
                         env)
     assert quiet.returncode == 0 and quiet.stdout.count("\n") == 2  # the header and the regressed benchmark
+
+
+def test_ci_between_commits_with_the_same_kernels_gives_no_time_verdict(tmp_path: Path, planted: Path) -> None:
+    """A/A, as a CI job meets it on every docs-only pull request: the same kernel code on both sides, three
+    rounds each, twice over. No regression and no improvement may be called (undecided is honest), and the job
+    passes."""
+    git(planted, "checkout", "-q", "-b", "docs", "main~1")
+    (planted / "README.md").write_text("How to run the suite.\n")
+    git(planted, "add", "-A")
+    git(planted, "commit", "-q", "-m", "README: how to run the suite")
+    env = env_for(tmp_path, tmp_path / "summary.md")
+    for _ in range(2):
+        proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--head", "docs", *SUITE,
+                            "--format", "json"], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        [row] = json.loads(proc.stdout)["benchmarks"]
+        assert row["verdict"] in ("unchanged", "inconclusive"), row
+        assert row["base"]["runs"] == 3 and row["head"]["runs"] == 3 and row["method"] == "welch"
 
 
 def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
@@ -105,9 +122,9 @@ def test_ci_uploads_to_the_service_and_compares_there(tmp_path: Path, planted: P
         env = env_for(tmp_path, summary) | {"KERNELWATCH_URL": web.url, "KERNELWATCH_TOKEN": token}
         proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", *SUITE, "--format", "json"], env)
         assert proc.returncode == 1, proc.stderr[-3000:]
-        assert f"uploaded 2 run(s) to {web.url}/api/v1" in proc.stderr
+        assert f"uploaded 6 run(s) to {web.url}/api/v1" in proc.stderr
         document = json.loads(proc.stdout)
-        assert document["summary"]["regression"] == 1 and len(document["base"]["runs"]) == 1
-        assert document["base"]["ref"] == document["base"]["runs"][0]  # this job's run, by its id
+        assert document["summary"]["regression"] == 1 and len(document["base"]["runs"]) == 3
+        assert document["base"]["ref"] == ",".join(document["base"]["runs"])  # this job's runs, by their ids
         assert "🔴 regression" in summary.read_text()
     assert not (tmp_path / "home" / "kernelwatch.db").exists()  # nothing stored on the job's side
