@@ -303,7 +303,7 @@ def two_benchmark_docs(count: int = 8, step_at: int = 4) -> list[dict[str, Any]]
 
 def test_commit_page_compares_against_the_measured_parent(api: Api) -> None:
     docs = two_benchmark_docs()
-    store(api, docs)
+    store(api, [run for doc in docs for run in builders.replicated(doc)])  # three runs a commit
     head, parent = docs[4]["commit"], docs[3]["commit"]
     page = api.client.get(f"/commits/{head['sha']}")
     assert page.status_code == 200
@@ -357,7 +357,7 @@ def test_a_large_comparison_is_listed_a_page_at_a_time(api: Api) -> None:
 
 def test_compare_page_shows_table_chart_geomean(api: Api) -> None:
     docs = two_benchmark_docs()
-    store(api, docs)
+    store(api, [run for doc in docs for run in builders.replicated(doc)])  # three runs a commit
     base, head = docs[0]["commit"]["sha"], docs[7]["commit"]["sha"]
     page = api.client.get(f"/compare?base={base[:8]}&head={head}")
     assert page.status_code == 200
