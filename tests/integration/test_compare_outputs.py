@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -82,12 +83,19 @@ def stored(tmp_path: Path, sqlite_database: str) -> Stored:
                         message="XlaRuntimeError: RESOURCE_EXHAUSTED | out of memory"),
         builders.result(**error, samples=timings(2e-3, 25)),
     ], repository=repository, commit=builders.commit(1, sha=head_sha, parents=[base_sha]))
+    # A benchmark whose runs land far apart (as on a busy host): neither side can say where it is.
+    for doc, level in ((base, 5e-4), (head, 5e-4)):
+        doc["results"].append(builders.result(suite="jitter", name="wobbly", samples=timings(level, 6)))
+    runs = [*builders.replicated(base), *builders.replicated(head)]
+    for index, run in enumerate(runs):
+        [wobbly] = [r for r in run["results"] if r["suite"] == "jitter"]
+        wobbly["samples"] = [v * (0.6, 1.0, 1.5)[index % 3] for v in wobbly["samples"]]
     from service.store.db import upgrade
 
     upgrade(sqlite_database)
     ctx = Context.create(load_settings(env))
     try:
-        for doc in [*builders.replicated(base), *builders.replicated(head)]:
+        for doc in runs:
             ctx.submit(doc)
     finally:
         ctx.close()
@@ -142,7 +150,8 @@ def test_formats(stored: Stored) -> None:
     rows = list(csv.DictReader(io.StringIO(compare([*refs, "--format", "csv"], stored.env).stdout)))
     assert {(r["suite"], r["metric"], r["verdict"]) for r in rows} == {
         ("softmax", "wall_time", "regression"), ("matmul", "wall_time", "unchanged"), ("new", "wall_time", "new"),
-        ("norms", "wall_time", "failed"), ("quantized", "rel_error", "regression")}
+        ("norms", "wall_time", "failed"), ("quantized", "rel_error", "regression"),
+        ("jitter", "wall_time", "inconclusive")}
 
     document = json.loads(compare([*refs, "--format", "json", "--filter", "softmax|quantized"], stored.env).stdout)
     jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
@@ -207,5 +216,46 @@ def test_pages_are_joined_into_the_whole_comparison(stored: Stored, web: tuple[s
     url, token = web
     whole = CompareClient(url, token).compare(stored.base_sha, stored.head_sha)
     paged = CompareClient(url, token, page_limit=2).compare(stored.base_sha, stored.head_sha)
-    assert len(whole["benchmarks"]) == 5 and paged == whole
+    assert len(whole["benchmarks"]) == 6 and paged == whole
     assert "page" not in whole
+
+
+def test_every_face_shows_the_same_verdicts_the_undecided_one_included(stored: Stored, web: tuple[str, str]) -> None:
+    """The CLI (text, JSON, a service's JSON), the API, the compare page and the PR comment of one comparison:
+    one verdict per benchmark, everywhere, `inconclusive` too."""
+    from service.app import create_app
+    from service.report.compare_table import from_json, labels_from_json
+    from service.report.pr_comment import CommentContext, format_comment
+
+    url, token = web
+    refs = [stored.base_sha, stored.head_sha]
+    local = json.loads(compare([*refs, "--format", "json"], stored.env).stdout)
+    verdicts = {(b["suite"], b["name"]): b["verdict"] for b in local["benchmarks"] if b["metric"] == "wall_time"}
+    assert verdicts[("jitter", "wobbly")] == "inconclusive" and verdicts[("softmax", "softmax_rows")] == "regression"
+    assert local["summary"]["inconclusive"] == 1
+    wobbly = next(b for b in local["benchmarks"] if b["suite"] == "jitter")
+    assert wobbly["reason"] and wobbly["ratio_ci_low"] < 1 < wobbly["ratio_ci_high"]
+
+    remote = json.loads(compare([*refs, "--format", "json", "--url", url, "--token", token], stored.env).stdout)
+    assert remote == local
+    api = CompareClient(url, token).compare(*refs)
+    assert sorted((b["name"], b["metric"], b["verdict"]) for b in api["benchmarks"]) == sorted(
+        (b["name"], b["metric"], b["verdict"]) for b in local["benchmarks"])
+    text = compare(refs, stored.env).stdout
+    wobbly_line = next(line for line in text.splitlines() if line.startswith("jitter/wobbly"))
+    assert re.search(r"\? ⁴$", wobbly_line) and "⁴ not significant, but the ratio's interval" in text
+
+    app = create_app(load_settings(stored.env))
+    page = app.test_client().get(f"/compare?base={stored.base_sha}&head={stored.head_sha}&limit=100")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    shown = {name.strip().split(" ")[0]: verdict for verdict, name in
+             re.findall(r'<tr class="v-\w+" data-verdict="(\w+)">\s*<td>([^<]+)', html)}
+    assert shown["jitter/wobbly"] == "inconclusive" and shown["softmax/softmax_rows"] == "regression"
+    assert "more runs would decide" in html
+
+    report, notes = from_json(local)
+    base, head = labels_from_json(local)
+    comment = format_comment(report, CommentContext(base, head, notes=notes))
+    line = next(row for row in comment.splitlines() if "jitter/wobbly" in row)
+    assert "❔ inconclusive" in line and "| inconclusive |" in comment
