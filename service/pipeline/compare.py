@@ -371,7 +371,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     single = {pool.series_id for identity in identities
               for pool in (base_pools.get(identity), head_pools.get(identity))
               if pool is not None and len(pool.run_sizes) == 1}
-    noise = run_noise(session, single, [*base.run_ids, *head.run_ids]) if single else {}
+    noise = run_noise(session, single, common, [*base.run_ids, *head.run_ids]) if single else {}
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     pairs = []
     for identity in sorted(identities, key=_sort_key):

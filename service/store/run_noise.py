@@ -4,8 +4,8 @@ run is tested against (one run says nothing about how far the next process would
 The spread is learned where the code is known to be the same: the runs of one commit in one series (rounds of
 the demo or of `kernelwatch run --rounds`, confirmation runs, re-runs). Each run is reduced to the log of its
 median, and the squared deviations around each commit's own mean are pooled (service/detect/run_stats.py,
-``pooled_noise``). Only the newest commits that have two runs or more are read, so the figure follows the host
-as it is now and a long history costs no more than a short one.
+``pooled_noise``). Only the newest few commits that have two runs or more are read, so the figure follows the
+host as it is now, and a long history (or a suite of thousands of benchmarks) costs no more than a short one.
 """
 
 from __future__ import annotations
@@ -21,47 +21,44 @@ from sqlalchemy.orm import Session
 from service.detect.run_stats import RunNoise, pooled_noise
 from service.store.models import Result, Run
 
-HISTORY_COMMITS = 30  # the newest commits with replicated runs read per series
+HISTORY_COMMITS = 8  # the newest commits with replicated runs read: 8 commits of 2-3 runs give 8-16 df
 
 
-def _groups(session: Session, series_ids: Collection[int],
-            excluded_runs: Collection[int]) -> dict[int, list[int]]:
-    """Per series, its newest commits (ids) that have two runs or more with a measured result of it."""
-    stmt = (select(Result.series_id, Run.commit_id, func.max(Run.started_at).label("newest"))
-            .join(Run, Run.id == Result.run_id)
-            .where(Result.series_id.in_(list(series_ids)), Result.status == "ok")
-            .group_by(Result.series_id, Run.commit_id)
-            .having(func.count(func.distinct(Result.run_id)) >= 2))
-    if excluded_runs:
-        stmt = stmt.where(Result.run_id.not_in(list(excluded_runs)))
-    newest: dict[int, list[tuple[object, int]]] = defaultdict(list)
-    for series_id, commit_id, when in session.execute(stmt):
-        newest[series_id].append((when, commit_id))
-    return {series_id: [c for _, c in sorted(found, key=lambda w: (w[0] is not None, w[0]), reverse=True)
-                        [:HISTORY_COMMITS]]
-            for series_id, found in newest.items()}
+def _replicated_runs(session: Session, environments: Collection[int], excluded_runs: Collection[int]) -> list[int]:
+    """The runs of the newest commits that ran two times or more in one of these environments (the runs table is
+    small: this is what keeps a comparison of 5,000 benchmarks from scanning every result of their series)."""
+    runs = (select(Run.commit_id, Run.environment_id)
+            .where(Run.environment_id.in_(list(environments)), Run.id.not_in(list(excluded_runs) or [-1]))
+            .group_by(Run.commit_id, Run.environment_id)
+            .having(func.count(Run.id) >= 2)
+            .order_by(func.max(Run.started_at).desc())
+            .limit(HISTORY_COMMITS))
+    pairs = {(c, e) for c, e in session.execute(runs)}
+    if not pairs:
+        return []
+    commits = {c for c, _ in pairs}
+    found = session.execute(select(Run.id, Run.commit_id, Run.environment_id)
+                            .where(Run.commit_id.in_(commits), Run.id.not_in(list(excluded_runs) or [-1])))
+    return [run_id for run_id, commit_id, environment_id in found if (commit_id, environment_id) in pairs]
 
 
-def run_noise(session: Session, series_ids: Collection[int],
+def run_noise(session: Session, series_ids: Collection[int], environments: Collection[int],
               excluded_runs: Collection[int] = ()) -> dict[int, RunNoise]:
-    """Each series' spread between runs of one commit (those with any), leaving out the runs compared (they count
-    already; the other runs of the same commits are replicates like any)."""
-    if not series_ids:
+    """Each series' spread between runs of one commit (where it has any) in these environments, leaving out the
+    runs compared (they count already; the other runs of the same commits are replicates like any)."""
+    if not series_ids or not environments:
         return {}
-    groups = _groups(session, series_ids, excluded_runs)
-    wanted = {(s, c) for s, commits in groups.items() for c in commits}
-    if not wanted:
+    runs = _replicated_runs(session, environments, excluded_runs)
+    if not runs:
         return {}
     rows = session.execute(
         select(Result.series_id, Run.commit_id, Result.run_id, Result.samples)
         .join(Run, Run.id == Result.run_id)
-        .where(Result.series_id.in_(list(groups)), Run.commit_id.in_({c for _, c in wanted}),
-               Result.status == "ok", Result.run_id.not_in(list(excluded_runs) or [-1]))
+        .where(Result.series_id.in_(list(series_ids)), Result.run_id.in_(runs), Result.status == "ok")
     ).all()
     per_run: dict[tuple[int, int, int], list[float]] = defaultdict(list)
     for series_id, commit_id, run_id, samples in rows:
-        if (series_id, commit_id) in wanted:
-            per_run[(series_id, commit_id, run_id)].extend(float(v) for v in samples or ())
+        per_run[(series_id, commit_id, run_id)].extend(float(v) for v in samples or ())
     logs: dict[tuple[int, int], list[float]] = defaultdict(list)
     for (series_id, commit_id, _), values in per_run.items():
         median = float(np.median(values)) if values else 0.0
