@@ -12,6 +12,8 @@ The decisions themselves are pure (``service.detect.confirmation``).
 
 from __future__ import annotations
 
+import uuid
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,8 +26,12 @@ from sqlalchemy.orm import Session
 from runners.gitrepo import GitError, ensure_repository, git
 from service.detect.confirmation import ConfirmParams, decide, next_to_measure
 from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
+from service.store.run_noise import run_noise
 
 OPEN_STATES = ("pending", "running")
+# A job the follow-up stopped because its change point moved or went: no verdict on that change, so a change
+# detection finds there again is followed anew (a finished job's verdict, done or failed, stands).
+CANCELLED = "cancelled"
 MAX_FOLLOW_UP_SAMPLES = 30
 BISECT, CONFIRM = "bisect", "confirm"
 
@@ -45,6 +51,9 @@ class RunOrder:
     hardware: str
     quick: bool = False
     extra: dict[str, str] = field(default_factory=dict)
+    # The queue's task id, from which the runner derives the run ids it stores (runners/worker.py: the id without
+    # dashes, "-c1" for the second commit): a confirmation names its rounds' tasks, so it knows its own runs.
+    task_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
 class CommitLister(Protocol):
@@ -81,20 +90,51 @@ def _params_filter(params: dict[str, object]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
-def _measured_samples(session: Session, series_id: int, commit_id: int, trigger: str | None = None) -> list[float]:
-    query = (select(Result.samples).join(Run, Run.id == Result.run_id)
-             .where(Result.series_id == series_id, Run.commit_id == commit_id, Result.status == "ok"))
-    if trigger is not None:
-        query = query.where(Run.trigger == trigger)
-    return [float(x) for samples in session.scalars(query) for x in samples]
+def _samples_per_run(session: Session, series_id: int, commit_id: int) -> int:
+    """The most samples one run at this commit took of the series (0: none measured it)."""
+    rows = session.scalars(select(Result.samples).join(Run, Run.id == Result.run_id)
+                           .where(Result.series_id == series_id, Run.commit_id == commit_id, Result.status == "ok"))
+    return max((len(samples or ()) for samples in rows), default=0)
+
+
+def confirm_task_id(job_id: int, round_index: int) -> str:
+    """The task id of a confirmation's round: no dashes (the runner strips them to make run ids, and appends
+    "-c1" and "-r..." after one), unique per job and round, the same again for a redelivered task."""
+    return f"confirm_{job_id}_{round_index}"
+
+
+def _job_runs(session: Session, series_id: int, job: BisectJob, rounds: int,
+              commit_ids: Sequence[int]) -> dict[int, tuple[int, list[list[float]]]]:
+    """Per commit of the job: how many of its rounds' runs landed there, and the samples of this series each of
+    those runs measured (one list per run: the run is the unit of replication). A run that landed without a
+    measurement of the series (its benchmark failed) counts as landed: it is not on its way any more."""
+    tasks = {confirm_task_id(job.id, r) for r in range(rounds)}
+    runs = session.execute(select(Run.id, Run.run_uid, Run.commit_id).where(
+        Run.trigger == CONFIRM, Run.commit_id.in_(list(commit_ids)))).all()
+    # Only this job's runs: those of a cancelled confirmation of the same commits, or of another change that
+    # shares one of them, were neither asked for nor interleaved with this job's other side.
+    mine = {run_id: (uid.split("-", 1)[0], commit_id) for run_id, uid, commit_id in runs
+            if uid.split("-", 1)[0] in tasks}
+    landed: dict[int, set[str]] = defaultdict(set)
+    for task, commit_id in mine.values():
+        landed[commit_id].add(task)
+    samples: dict[int, list[list[float]]] = defaultdict(list)
+    if mine:
+        for run_id, values in session.execute(select(Result.run_id, Result.samples).where(
+                Result.run_id.in_(list(mine)), Result.series_id == series_id, Result.status == "ok")
+                .order_by(Result.run_id)):
+            if values:
+                samples[mine[run_id][1]].append([float(v) for v in values])
+    return {c: (len(landed[c]), samples[c]) for c in commit_ids}
 
 
 def _order(job: BisectJob, series: Series, shas: list[str], trigger: str, samples: int,
-           policy: FollowUpPolicy) -> RunOrder:
+           policy: FollowUpPolicy, task_id: str | None = None) -> RunOrder:
     benchmark = series.benchmark
     return RunOrder(job_id=job.id, repo=series.repository.url, shas=shas, suite=f"{benchmark.suite}/{benchmark.name}",
                     params=_params_filter(benchmark.params), samples=samples,
-                    branch=series.repository.default_branch, trigger=trigger, hardware=policy.hardware)
+                    branch=series.repository.default_branch, trigger=trigger, hardware=policy.hardware,
+                    task_id=task_id or uuid.uuid4().hex)
 
 
 def _open_job(session: Session, series_id: int, purpose: str) -> BisectJob | None:
@@ -134,13 +174,14 @@ def _advance_series(session: Session, series: Series, finding: Finding | None, l
     if finding is None:
         for job in (bisect_job, confirm_job):
             if job is not None:
-                _finish(job, "cancelled", "the change point no longer stands")
+                _finish(job, CANCELLED, "the change point no longer stands")
         return []
     good = session.get(Commit, finding.previous_commit_id)
     bad = session.get(Commit, finding.commit_id)
     assert good is not None and bad is not None
-    # As many samples as one run at the head took (pooled runs hold several), within reason.
-    samples = min(MAX_FOLLOW_UP_SAMPLES, max(10, len(_measured_samples(session, series.id, bad.id))))
+    # As many samples as one run at the head took, within reason: not the head's samples pooled over its runs,
+    # which grew with every confirmation round landed there.
+    samples = min(MAX_FOLLOW_UP_SAMPLES, max(10, _samples_per_run(session, series.id, bad.id)))
     if policy.bisect:
         between = lister.between(series.repository.url, good.sha, bad.sha)
         if between or bisect_job is not None:
@@ -193,33 +234,39 @@ def _bisect_step(session: Session, series: Series, finding: Finding, good: Commi
 def _confirm_step(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit,
                   job: BisectJob | None, samples: int, policy: FollowUpPolicy) -> RunOrder | None:
     now = datetime.now(UTC)
+    # A cancelled confirmation of this same change gave no verdict: a change point that went and came back (a
+    # finding detection re-created, under the same id or another) is confirmed anew.
     done = session.scalars(select(BisectJob).where(
         BisectJob.series_id == series.id, BisectJob.purpose == CONFIRM, BisectJob.good_commit_sha == good.sha,
-        BisectJob.bad_commit_sha == bad.sha, BisectJob.state.not_in(OPEN_STATES))).first()
+        BisectJob.bad_commit_sha == bad.sha, BisectJob.state.not_in((*OPEN_STATES, CANCELLED)))).first()
     if done is not None:
         return None  # this exact change was already confirmed or refuted
     if job is not None and (job.good_commit_sha, job.bad_commit_sha) != (good.sha, bad.sha):
-        _finish(job, "cancelled", "the change point moved; a new confirmation follows")
+        _finish(job, CANCELLED, "the change point moved; a new confirmation follows")
         job = None
     if job is None:
         job = _new_job(session, series, finding, good, bad, CONFIRM, policy)
         job.runs_requested = [good.sha, bad.sha]
-        return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy)
+        return _order(job, series, [good.sha, bad.sha], CONFIRM, samples, policy, confirm_task_id(job.id, 0))
     job.finding_id, job.updated_at = finding.id, now
-    rounds = len(job.runs_requested) // 2
-    base = _measured_samples(session, series.id, good.id, CONFIRM)
-    head = _measured_samples(session, series.id, bad.id, CONFIRM)
-    if not base or not head or len(head) < rounds * samples // 2:
-        return None  # the round's runs are still on their way
+    requested = len(job.runs_requested) // 2
+    runs = _job_runs(session, series.id, job, requested, (good.id, bad.id))
+    (base_landed, base), (head_landed, head) = runs[good.id], runs[bad.id]
+    if min(base_landed, head_landed) < requested:
+        # The round's runs are still on their way: its two runs are uploaded one after the other, and each
+        # upload is detected and followed up on its own; deciding on the first would test a round's head against
+        # the rounds before (and order the next round while this one is still running).
+        return None
     expect_increase = finding.value_after > finding.value_before
-    decision = decide(base, head, expect_increase, rounds, policy.confirm_params)
+    noise = run_noise(session, [series.id], (good.id, bad.id)).get(series.id)
+    decision = decide(base, head, expect_increase, requested, noise, policy.confirm_params)
     if decision.verdict == "undecided":
         # The next round runs the two the other way round (ABBA): a confirmation runs one benchmark, so the
         # runner's per-benchmark alternation never swaps them, and whatever favours the side that runs first (a
         # warmer cache, a quieter minute) would otherwise land on the same side every round and read as a change.
-        shas = [good.sha, bad.sha] if rounds % 2 == 0 else [bad.sha, good.sha]
+        shas = [good.sha, bad.sha] if requested % 2 == 0 else [bad.sha, good.sha]
         job.runs_requested = [*job.runs_requested, *shas]
-        return _order(job, series, shas, CONFIRM, samples, policy)
+        return _order(job, series, shas, CONFIRM, samples, policy, confirm_task_id(job.id, requested))
     # The verdict lives on the job (a confirmed change names its culprit; a refuted one none), where the pages
     # read it: a finding's attribution is recomputed as results arrive, the job is not.
     _finish(job, "done", decision.describe(), culprit=bad.sha if decision.verdict == "confirmed" else None)

@@ -125,7 +125,9 @@ class InProcessQueue:
         assert self.home is not None
         for order in orders:
             try:
-                execute(SuiteTask.from_kwargs(run_task_kwargs(order)), uuid.uuid4().hex, self.home, upload)
+                # The order's task id: the runs it stores are named after it, which is how a confirmation
+                # tells its own runs from any other run of the same commits (service/pipeline/bisect.py).
+                execute(SuiteTask.from_kwargs(run_task_kwargs(order)), order.task_id, self.home, upload)
             except Exception as exc:  # noqa: BLE001 - a run that cannot happen ends its job, not the ingest
                 with unit_of_work(self.sessions) as session:
                     fail_job(session, order.job_id, f"the {order.trigger} run could not be made: {exc}")
@@ -198,7 +200,9 @@ class CeleryQueue:
 
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
         for order in orders:
-            self._send(self.RUN_TASK, queue=f"runner.{order.hardware}", kwargs=run_task_kwargs(order))
+            # The order's task id, which names the runs it stores (see InProcessQueue.enqueue_runs).
+            self._send(self.RUN_TASK, queue=f"runner.{order.hardware}", kwargs=run_task_kwargs(order),
+                       task_id=order.task_id)
 
     GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"
     PR_REPORT_TASK = "kernelwatch.report_pull_request"

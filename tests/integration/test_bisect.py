@@ -5,16 +5,27 @@ confirms it. Embedded form (SQLite, in-process queue, local CPU runner): the cod
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select
+import numpy as np
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from runners.local import RunRequest, run_commits
 from service.context import Context
+from service.detect.confirmation import ConfirmParams
+from service.detect.series_detector import EDivisiveDetector
+from service.pipeline.bisect import FollowUpPolicy, RunOrder, confirm_task_id
+from service.pipeline.queue import detect_and_follow_up, follow_up
+from service.pipeline.submit import submit_manifest
 from service.settings import load_settings
-from service.store.db import upgrade
-from service.store.models import BisectJob, Commit, Finding, Result, Run
+from service.store.db import unit_of_work, upgrade
+from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
 from service.store.queries import all_findings
+from tests import builders
 from tests.gitrepo import commit_all, suite_repo
 
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
@@ -98,5 +109,168 @@ def test_bisection_isolates_the_planted_commit_and_confirmation_agrees(tmp_path:
         assert view.confirmation == "confirmed" and view.flags_commit and view.confidence_label == "confirmed"
         triggers = [t for _, t, *_ in history]
         assert triggers.count("bisect") == 2 and triggers.count("confirm") >= 2
+        # The verdict counts runs, one per round a side, every round landed whole before it was decided.
+        rounds = [i for i, t, *_ in history if t == "confirm"].count(PLANTED)
+        assert [i for i, t, *_ in history if t == "confirm"].count(4) == rounds, evidence
+        assert confirm.message.endswith(f"runs={rounds}+{rounds}"), evidence
+        assert len(confirm.runs_requested) == 2 * rounds, evidence
     finally:
         ctx.close()
+
+
+# --- The confirmation's bookkeeping, with the runner played by the test (fast, both database backends) ---------
+
+FAKE_POSITIONS = 12
+FAKE_STEP = 6  # the commit at this position is twice as slow as those before it
+
+
+class PlayedQueue:
+    """Detection and its follow-ups as the in-process queue runs them (queue.detect_and_follow_up), with the run
+    orders kept for the test to play the runner with."""
+
+    def __init__(self, sessions: sessionmaker[Session], repos_dir: Path) -> None:
+        self.sessions, self.repos_dir = sessions, repos_dir
+        self.policy = FollowUpPolicy(bisect=False, confirm=True)
+        self.orders: list[RunOrder] = []
+        self.detecting = True
+
+    def enqueue_detect(self, series_ids: Sequence[int]) -> None:
+        if self.detecting:
+            detect_and_follow_up(self.sessions, self, series_ids, EDivisiveDetector(), None, self.policy,
+                                 self.repos_dir)
+
+    def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
+        self.orders += orders
+
+    def enqueue_parse(self, result_ids: Sequence[int]) -> None:
+        pass
+
+    def enqueue_compare(self, run_ids: Sequence[int]) -> None:
+        pass
+
+    def enqueue_github_delivery(self, delivery_id: int) -> None:
+        pass
+
+    def enqueue_suite_runs(self, runs: Sequence[Any]) -> None:
+        pass
+
+    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
+        pass
+
+
+def _run_samples(level: float, rng: np.random.Generator) -> list[float]:
+    """One run's 15 samples: the run's own offset (10 % between runs) shared by samples that agree to 1 %."""
+    return list(level * 1e-3 * math.exp(0.1 * rng.standard_normal()) * np.exp(0.01 * rng.standard_normal(15)))
+
+
+def _level(position: int) -> float:
+    return 2.0 if position >= FAKE_STEP else 1.0
+
+
+def _submit(sessions: sessionmaker[Session], queue: PlayedQueue, position: int, rng: np.random.Generator,
+            run_id: str, trigger: str = "push") -> None:
+    submit_manifest(sessions, queue, builders.manifest(
+        position, [builders.result(samples=_run_samples(_level(position), rng))], run_id=run_id, trigger=trigger))
+
+
+def _play(sessions: sessionmaker[Session], queue: PlayedQueue, order: RunOrder, rng: np.random.Generator,
+          runs: slice = slice(None)) -> None:
+    """What a runner does with an order (its ``runs``): a run per commit, named after the task id
+    (runners/worker.py), each uploaded (and detected, and followed up) as it comes."""
+    positions = {builders.sha_for(f"demo-{p}"): p for p in range(FAKE_POSITIONS)}
+    uid = order.task_id.replace("-", "")
+    for index, sha in list(enumerate(order.shas))[runs]:
+        _submit(sessions, queue, positions[sha], rng, uid if index == 0 else f"{uid}-c{index}", "confirm")
+
+
+def _history(sessions: sessionmaker[Session], queue: PlayedQueue, rng: np.random.Generator) -> int:
+    """One push run per commit (no commit run twice: no stored spread between runs), detected once."""
+    queue.detecting = False
+    for position in range(FAKE_POSITIONS):
+        _submit(sessions, queue, position, rng, f"push{position:04d}")
+    queue.detecting = True
+    with sessions() as s:
+        (series_id,) = s.scalars(select(Series.id).where(Series.metric == "wall_time")).all()
+    queue.enqueue_detect([series_id])
+    return series_id
+
+
+def _confirm_jobs(sessions: sessionmaker[Session]) -> list[tuple[int, str, str | None, list[str]]]:
+    with sessions() as s:
+        return [(j.id, j.state, j.message, list(j.runs_requested)) for j in
+                s.scalars(select(BisectJob).where(BisectJob.purpose == "confirm").order_by(BisectJob.id))]
+
+
+def _play_to_the_end(sessions: sessionmaker[Session], queue: PlayedQueue, rng: np.random.Generator,
+                     job_id: int) -> int:
+    """Play the job's orders until it asks for none; each time its round's first run alone lands, the job must
+    wait for the second (no decision, no order). Returns the rounds played."""
+    good, bad = builders.sha_for(f"demo-{FAKE_STEP - 1}"), builders.sha_for(f"demo-{FAKE_STEP}")
+    played = 0
+    while queue.orders:
+        (order,) = queue.orders
+        queue.orders = []
+        assert order.job_id == job_id and order.trigger == "confirm"
+        assert order.task_id == confirm_task_id(job_id, played)
+        # ABBA: base first in even rounds, head first in odd ones.
+        assert order.shas == ([good, bad] if played % 2 == 0 else [bad, good]), (played, order.shas)
+        _play(sessions, queue, order, rng, slice(0, 1))
+        assert queue.orders == [] and _confirm_jobs(sessions)[-1][1] == "running", "decided on half a round"
+        _play(sessions, queue, order, rng, slice(1, None))
+        played += 1
+    return played
+
+
+def test_confirmation_groups_its_own_runs_and_waits_for_each_round(sessions: sessionmaker[Session],
+                                                                    tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    queue = PlayedQueue(sessions, tmp_path / "repos")
+    _history(sessions, queue, rng)
+    ((job_id, state, _, _),) = _confirm_jobs(sessions)
+    assert state == "running" and len(queue.orders) == 1
+    # A confirmation run at the base commit that is not this job's (another job's task): never one of its runs.
+    queue.detecting = False
+    _submit(sessions, queue, FAKE_STEP - 1, rng, "confirm_999999_0", "confirm")
+    queue.detecting = True
+    rounds = _play_to_the_end(sessions, queue, rng, job_id)
+    ((_, state, message, requested),) = _confirm_jobs(sessions)
+    assert state == "done" and message is not None, message
+    # One run a side and no stored spread cannot decide; a 2x change under 10 % noise takes a few rounds.
+    assert 2 <= rounds <= ConfirmParams().max_rounds and message.startswith("confirmed"), message
+    assert message.endswith(f"runs={rounds}+{rounds}") and "n=" not in message, message
+    assert len(requested) == 2 * rounds
+
+
+def test_a_finding_recreated_after_its_confirmation_was_cancelled_is_confirmed(sessions: sessionmaker[Session],
+                                                                              tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    queue = PlayedQueue(sessions, tmp_path / "repos")
+    series_id = _history(sessions, queue, rng)
+    ((first, _, _, _),) = _confirm_jobs(sessions)
+    (round_one,) = queue.orders
+    queue.orders = []
+    _play(sessions, queue, round_one, rng)  # one run a side, no spread known: a second round is ordered
+    (in_flight,) = queue.orders
+    queue.orders = []
+    # The change point goes (what detection does when a change no longer stands: its finding is deleted), the
+    # follow-up cancels the confirmation, and detection finds the change again.
+    with unit_of_work(sessions) as s:
+        s.execute(delete(Finding).where(Finding.series_id == series_id))
+    follow_up(sessions, queue, [series_id], queue.policy, queue.repos_dir)
+    assert [(j, state) for j, state, *_ in _confirm_jobs(sessions)] == [(first, "cancelled")] and not queue.orders
+    queue.enqueue_detect([series_id])
+    with sessions() as s:
+        assert s.scalars(select(Finding).where(Finding.series_id == series_id, Finding.kind == "time")).all()
+    jobs = _confirm_jobs(sessions)
+    assert [state for _, state, *_ in jobs] == ["cancelled", "running"], jobs
+    second = jobs[-1][0]
+    assert [o.task_id for o in queue.orders] == [confirm_task_id(second, 0)]
+    # The cancelled job's round still in flight lands now: those runs are not the new job's.
+    pending, queue.orders = queue.orders, []
+    _play(sessions, queue, in_flight, rng)
+    assert queue.orders == [] and _confirm_jobs(sessions)[-1][1] == "running"
+    queue.orders = pending
+    rounds = _play_to_the_end(sessions, queue, rng, second)
+    (_, state, message, _) = _confirm_jobs(sessions)[-1]
+    assert state == "done" and message is not None and message.startswith("confirmed"), message
+    assert message.endswith(f"runs={rounds}+{rounds}"), message
