@@ -258,7 +258,10 @@ def _confirm_step(session: Session, series: Series, finding: Finding, good: Comm
         # the rounds before (and order the next round while this one is still running).
         return None
     expect_increase = finding.value_after > finding.value_before
-    noise = run_noise(session, [series.id], (good.id, bad.id)).get(series.id)
+    # The spread between runs from the series' other replicated commits: the two compared commits' own runs
+    # (this job's and any other) are what is being tested, not history.
+    compared = session.scalars(select(Run.id).where(Run.commit_id.in_((good.id, bad.id)))).all()
+    noise = run_noise(session, [series.id], [series.environment_id], compared).get(series.id)
     decision = decide(base, head, expect_increase, requested, noise, policy.confirm_params)
     if decision.verdict == "undecided":
         # The next round runs the two the other way round (ABBA): a confirmation runs one benchmark, so the
