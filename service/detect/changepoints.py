@@ -17,6 +17,11 @@ One pass, for one series or ten thousand:
 series shows nothing; only series with a change continue one by one. Its answers equal ``detect_levels`` row by
 row (a test checks it).
 
+Commits measured by several runs (benchmark processes): each commit's value is the mean of its runs' log
+medians and the split test counts runs, not commits, where a commit's runs behave as independent replicates
+(``edivisive``'s docstring says why and when). Placement, damping, the minimum effect and the windows stay per
+commit. A series whose commits have one run each is analysed exactly as without runs.
+
 Incremental use: each window is judged on its own values only, so a window read in full never changes its answer;
 ``analyse(longer, resume=earlier)`` re-reads only from the last window's start and equals a full analysis.
 """
@@ -45,6 +50,9 @@ class ChangePointParams:
     hampel_k: float = 3.5
     noise_floor: float = 0.001  # log-scale noise is never assumed below 0.1 %: timers and caches are not exact
     chunk: int = 512  # series per vectorised block (memory: chunk x window^2 floats)
+    # Runs of a commit count as replicates when an F-test of the commits' spread against their runs' spread gives
+    # at least this p ("sometimes pool" at the pre-test level Paull and Bancroft advise; see ``edivisive``).
+    pool_runs_p: float = 0.25
 
     @property
     def margin(self) -> int:
@@ -66,12 +74,56 @@ class Change:
 class _Prepared:
     y: np.ndarray  # log values, (B, n)
     ok: np.ndarray  # rows usable at all (every value finite and > 0)
+    runs: np.ndarray | None = None  # (B, n) runs behind each value; None: one each
+    within: np.ndarray | None = None  # (B, n) squared deviations of each commit's log run medians, summed
 
 
-def _prepare(values: np.ndarray) -> _Prepared:
+def _prepare(values: np.ndarray, runs: np.ndarray | None = None, within: np.ndarray | None = None) -> _Prepared:
     values = np.atleast_2d(np.asarray(values, dtype=float))
     ok = np.all(np.isfinite(values) & (values > 0), axis=1)
-    return _Prepared(np.log(np.where(ok[:, None], values, 1.0)), ok)
+    y = np.log(np.where(ok[:, None], values, 1.0))
+    if runs is None:
+        return _Prepared(y, ok)
+    runs = np.atleast_2d(np.asarray(runs, dtype=float))
+    within = np.zeros_like(runs) if within is None else np.atleast_2d(np.asarray(within, dtype=float))
+    if runs.shape != values.shape or within.shape != values.shape:
+        raise ValueError(f"runs {runs.shape} and within {within.shape} must be shaped as the values {values.shape}")
+    ok &= np.all(np.isfinite(runs) & (runs >= 1) & np.isfinite(within) & (within >= 0), axis=1)
+    if np.all(runs[ok] == 1):  # one run a commit: the commit test, exactly (and at its cost)
+        return _Prepared(y, ok)
+    return _Prepared(y, ok, np.where(ok[:, None], runs, 1.0), np.where(ok[:, None], within, 0.0))
+
+
+@dataclass(frozen=True)
+class CommitRuns:
+    """Per commit, what the engine reads of its runs: the level (geometric mean of the runs' medians), how many
+    runs, and the squared deviations of their log medians around its log, summed."""
+
+    levels: np.ndarray
+    runs: np.ndarray
+    within: np.ndarray
+
+
+def commit_runs(run_medians: Sequence[Sequence[float]]) -> CommitRuns:
+    """``CommitRuns`` of commits given as their runs' medians. Each run is one vote: a pooled median of every
+    sample would be the median of whichever run happened to take the most samples, a process like any other.
+    A commit with a run median that is not finite and > 0 gets the level nan (the series is then not analysed,
+    as one with such a value is)."""
+    levels, runs, within = [], [], []
+    for medians in run_medians:
+        values = np.asarray(medians, dtype=float)
+        if values.size == 0:
+            raise ValueError("a commit needs at least one run")
+        if np.all(np.isfinite(values) & (values > 0)):
+            logs = np.log(values)
+            centre = float(logs.mean())
+            levels.append(math.exp(centre) if values.size > 1 else float(values[0]))  # one run: its median, exactly
+            within.append(float(((logs - centre) ** 2).sum()))
+        else:
+            levels.append(math.nan)
+            within.append(0.0)
+        runs.append(float(values.size))
+    return CommitRuns(np.array(levels), np.array(runs), np.array(within))
 
 
 def _damped_window(y: np.ndarray, params: ChangePointParams) -> tuple[np.ndarray, np.ndarray]:
@@ -85,9 +137,11 @@ def _min_shift(sigma: float, params: ChangePointParams) -> float:
     return max(math.log1p(params.min_effect), params.k_noise * sigma)
 
 
-def _test_split(y: np.ndarray, k: int, sigma: float, candidates: int, params: ChangePointParams) -> float | None:
+def _test_split(y: np.ndarray, k: int, sigma: float, candidates: int, params: ChangePointParams,
+                runs: np.ndarray | None = None, within: np.ndarray | None = None) -> float | None:
     """p-value of splitting ``y`` at ``k`` if the split is big and significant enough, else None."""
-    delta, p = split_test(y[None, :], np.array([k]), np.array([sigma]), np.array([float(candidates)]))
+    delta, p = split_test(y[None, :], np.array([k]), np.array([sigma]), np.array([float(candidates)]),
+                          *_rows(runs, within), params.pool_runs_p)
     if abs(float(delta[0])) >= _min_shift(sigma, params) and float(p[0]) <= params.alpha:
         return float(p[0])
     return None
@@ -97,12 +151,27 @@ def _candidates(length: int, min_side: int) -> int:
     return max(1, length - 2 * min_side + 1)
 
 
-def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, first: int | None = None) -> list[int]:
+def _rows(runs: np.ndarray | None, within: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """One segment's runs and spreads as the one-row arrays ``split_test`` takes (None stays None)."""
+    if runs is None or within is None:
+        return None, None
+    return runs[None, :], within[None, :]
+
+
+def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, first: int | None = None,
+                    runs: np.ndarray | None = None, within: np.ndarray | None = None) -> list[int]:
     """Change indices in one window ``y`` by binary segmentation, then pruning between final neighbours.
 
     ``first``: the split of the whole window, when the caller has already placed it and seen it pass (the bulk
-    path tests every series' first split at once)."""
+    path tests every series' first split at once). ``runs``, ``within``: the window's, or None."""
     side = params.min_side
+
+    def test(lo: int, k: int, hi: int) -> float | None:
+        segment_runs = None if runs is None else runs[lo:hi]
+        segment_within = None if within is None else within[lo:hi]
+        return _test_split(y[lo:hi], k - lo, sigma, _candidates(hi - lo, side), params, segment_runs,
+                           segment_within)
+
     found: list[int] = []
     stack = [(0, y.size)]
     while stack:
@@ -115,15 +184,13 @@ def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, firs
             continue
         k, _ = energy_split(y[None, lo:hi], side)
         split = lo + int(k[0])
-        if _test_split(y[lo:hi], split - lo, sigma, _candidates(hi - lo, side), params) is not None:
+        if test(lo, split, hi) is not None:
             found.append(split)
             stack += [(lo, split), (split, hi)]
     found.sort()
     while True:  # drop the weakest change that no longer stands between its neighbours, until all stand
         bounds = [0, *found, y.size]
-        weak = [(i, c) for i, c in enumerate(found)
-                if _test_split(y[bounds[i] : bounds[i + 2]], c - bounds[i], sigma,
-                               _candidates(bounds[i + 2] - bounds[i], side), params) is None]
+        weak = [(i, c) for i, c in enumerate(found) if test(bounds[i], c, bounds[i + 2]) is None]
         if not weak:
             return found
         found.remove(weak[0][1])
@@ -139,7 +206,8 @@ def _next_start(start: int, end: int, accepted: list[int], params: ChangePointPa
     return accepted[-1] if accepted else max(start + 1, end - 2 * params.margin)
 
 
-def _walk_row(y: np.ndarray, start: int, params: ChangePointParams) -> tuple[list[int], int]:
+def _walk_row(y: np.ndarray, start: int, params: ChangePointParams, runs: np.ndarray | None = None,
+              within: np.ndarray | None = None) -> tuple[list[int], int]:
     """All change indices of one series of log values at or after ``start``, reading windows from ``start`` on;
     and where the last window started (the changes before it are final)."""
     n = y.size
@@ -147,7 +215,10 @@ def _walk_row(y: np.ndarray, start: int, params: ChangePointParams) -> tuple[lis
     while True:
         end = _window_end(start, n, params)
         damped, sigma = _damped_window(y[None, start:end], params)
-        changes = [start + c for c in _segment_window(damped[0], float(sigma[0]), params)]
+        window_runs = None if runs is None else runs[start:end]
+        window_within = None if within is None else within[start:end]
+        changes = [start + c for c in _segment_window(damped[0], float(sigma[0]), params, None, window_runs,
+                                                      window_within)]
         if end == n:
             return found + changes, start
         accepted = [c for c in changes if c <= end - params.margin]
@@ -155,7 +226,8 @@ def _walk_row(y: np.ndarray, start: int, params: ChangePointParams) -> tuple[lis
         start = _next_start(start, end, accepted, params)
 
 
-def _describe(y: np.ndarray, indices: list[int], params: ChangePointParams) -> list[Change]:
+def _describe(y: np.ndarray, indices: list[int], params: ChangePointParams, runs: np.ndarray | None = None,
+              within: np.ndarray | None = None) -> list[Change]:
     """Levels, magnitudes and p-values of the final changes, each against its neighbouring segments (which may
     span windows: these figures describe a change, they did not decide it)."""
     raw = y
@@ -167,7 +239,9 @@ def _describe(y: np.ndarray, indices: list[int], params: ChangePointParams) -> l
         window_lo = max(lo, c - params.window)
         sigma = float(robust_noise(y[None, window_lo : min(hi, c + params.window)], params.noise_floor)[0])
         _, p = split_test(y[None, lo:hi], np.array([c - lo]), np.array([sigma]),
-                          np.array([float(_candidates(hi - lo, params.min_side))]))
+                          np.array([float(_candidates(hi - lo, params.min_side))]),
+                          *_rows(None if runs is None else runs[lo:hi], None if within is None else within[lo:hi]),
+                          params.pool_runs_p)
         before = math.exp(float(np.median(raw[lo:c])))
         after = math.exp(float(np.median(raw[c:hi])))
         out.append(Change(index=c, before=before, after=after, magnitude=after / before - 1,
@@ -181,44 +255,61 @@ class Analysis:
     resume_at: int  # changes up to this index are final; a longer series need only be re-read from here
 
 
+def _row(array: np.ndarray | None, row: int) -> np.ndarray | None:
+    return None if array is None else array[row]
+
+
 def analyse(levels: Sequence[float] | np.ndarray, params: ChangePointParams | None = None,
-            resume: Analysis | None = None) -> Analysis:
+            resume: Analysis | None = None, *, runs: Sequence[float] | np.ndarray | None = None,
+            within: Sequence[float] | np.ndarray | None = None) -> Analysis:
     """The changes of one series of per-commit values (all > 0), in order.
 
     ``resume``: the analysis of an earlier, shorter prefix of the same series. Only its tail is read again and the
     answer is the same as a full analysis: every window read before ``resume.resume_at`` was read in full.
+    ``runs``, ``within``: per commit, how many runs its value is the geometric mean of, and their log medians'
+    squared deviations around its log, summed (``commit_runs``); absent, every value is one run.
     """
     params = params or ChangePointParams()
     values = np.asarray(levels, dtype=float)
     if values.ndim != 1:
         raise ValueError("analyse takes one series; use detect_many for several")
-    prepared = _prepare(values)
+    prepared = _prepare(values, None if runs is None else np.asarray(runs, dtype=float),
+                        None if within is None else np.asarray(within, dtype=float))
     if values.size < 2 * params.min_side or not prepared.ok[0]:
         return Analysis([], 0)
-    y = prepared.y[0]
+    y, row_runs, row_within = prepared.y[0], _row(prepared.runs, 0), _row(prepared.within, 0)
     start = resume.resume_at if resume is not None else 0
     kept = [c.index for c in resume.changes if c.index <= start] if resume is not None else []
-    indices, resume_at = _walk_row(y, start, params)
-    return Analysis(_describe(y, kept + indices, params), resume_at)
+    indices, resume_at = _walk_row(y, start, params, row_runs, row_within)
+    return Analysis(_describe(y, kept + indices, params, row_runs, row_within), resume_at)
 
 
-def detect_levels(levels: Sequence[float] | np.ndarray, params: ChangePointParams | None = None) -> list[Change]:
-    """The changes of one series of per-commit values (all > 0), in order."""
-    return analyse(levels, params).changes
+def detect_levels(levels: Sequence[float] | np.ndarray, params: ChangePointParams | None = None, *,
+                  runs: Sequence[float] | np.ndarray | None = None,
+                  within: Sequence[float] | np.ndarray | None = None) -> list[Change]:
+    """The changes of one series of per-commit values (all > 0), in order (``runs``, ``within``: see ``analyse``)."""
+    return analyse(levels, params, runs=runs, within=within).changes
 
 
-def detect_many(matrix: np.ndarray, params: ChangePointParams | None = None) -> list[list[Change]]:
-    """``detect_levels`` for every row of ``matrix`` (n_series, n_commits), vectorised where series are quiet."""
+def detect_many(matrix: np.ndarray, params: ChangePointParams | None = None, *, runs: np.ndarray | None = None,
+                within: np.ndarray | None = None) -> list[list[Change]]:
+    """``detect_levels`` for every row of ``matrix`` (n_series, n_commits), vectorised where series are quiet;
+    ``runs`` and ``within``, if given, of the same shape."""
     params = params or ChangePointParams()
     values = np.atleast_2d(np.asarray(matrix, dtype=float))
     out: list[list[Change]] = [[] for _ in range(values.shape[0])]
     if values.shape[1] < 2 * params.min_side:
         return out
+    if runs is not None:
+        runs = np.atleast_2d(np.asarray(runs, dtype=float))
+        within = np.zeros_like(runs) if within is None else np.atleast_2d(np.asarray(within, dtype=float))
     for first in range(0, values.shape[0], params.chunk):
-        block = values[first : first + params.chunk]
-        prepared = _prepare(block)
+        block = slice(first, first + params.chunk)
+        prepared = _prepare(values[block], None if runs is None else runs[block],
+                            None if within is None else within[block])
         for row, indices in _bulk_walk(prepared, params).items():
-            out[first + row] = _describe(prepared.y[row], indices, params)
+            out[first + row] = _describe(prepared.y[row], indices, params, _row(prepared.runs, row),
+                                         _row(prepared.within, row))
     return out
 
 
@@ -239,14 +330,19 @@ def _bulk_walk(prepared: _Prepared, params: ChangePointParams) -> dict[int, list
         following: dict[int, int] = {}
         for length, rows in by_length.items():
             begin = np.array([starts[r] for r in rows])
-            window, sigma = _damped_window(y[np.array(rows)[:, None], begin[:, None] + np.arange(length)], params)
+            cells = (np.array(rows)[:, None], begin[:, None] + np.arange(length))
+            window, sigma = _damped_window(y[cells], params)
+            runs = None if prepared.runs is None else prepared.runs[cells]
+            within = None if prepared.within is None else prepared.within[cells]
             k, _ = energy_split(window, side)
-            delta, p = split_test(window, k, sigma, np.full(len(rows), float(_candidates(length, side))))
+            delta, p = split_test(window, k, sigma, np.full(len(rows), float(_candidates(length, side))), runs,
+                                  within, params.pool_runs_p)
             shift = np.maximum(math.log1p(params.min_effect), params.k_noise * sigma)
             passed = (np.abs(delta) >= shift) & (p <= params.alpha) & (length >= 2 * side)
             for i, row in enumerate(rows):
                 start, end = starts[row], starts[row] + length
-                changes = [start + c for c in _segment_window(window[i], float(sigma[i]), params, int(k[i]))
+                changes = [start + c for c in _segment_window(window[i], float(sigma[i]), params, int(k[i]),
+                                                              _row(runs, i), _row(within, i))
                            ] if passed[i] else []
                 if end == n:
                     found[row] += changes

@@ -1,29 +1,32 @@
-"""The detector the service runs on every series: per-commit medians through the change-point engine."""
+"""The detector the service runs on every series: per-commit levels of run medians through the change-point
+engine."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from service.detect.changepoints import ChangePointParams, detect_levels
+from service.detect.changepoints import ChangePointParams, commit_runs, detect_levels
 from service.detect.types import ChangePoint, Direction, SeriesPoint
 
 
 class EDivisiveDetector:
-    """E-divisive means with a t-test on Hampel-damped log medians (see ``changepoints``)."""
+    """E-divisive means with a t-test on Hampel-damped log levels (see ``changepoints``). A commit's level is
+    the geometric mean of its runs' medians, and the test counts runs (``edivisive``): a pooled median of every
+    sample would let whichever run took the most samples speak for the commit."""
 
     name = "edivisive"
-    version = 1
+    version = 2  # 1: the median of every sample of a commit, pooled across runs; the test counted commits
 
     def __init__(self, params: ChangePointParams | None = None) -> None:
         self.params = params or ChangePointParams()
 
     def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
         usable = [p for p in sorted(points, key=lambda p: p.position) if len(p.samples) > 0]
-        medians = np.array([float(np.median(np.asarray(p.samples, dtype=float))) for p in usable])
+        if not usable:
+            return []
+        runs = commit_runs([p.run_medians() for p in usable])
         changes = []
-        for change in detect_levels(medians, self.params):
+        for change in detect_levels(runs.levels, self.params, runs=runs.runs, within=runs.within):
             worse = change.after > change.before if direction == "lower_is_better" else change.after < change.before
             changes.append(ChangePoint(
                 index=change.index,

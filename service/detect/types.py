@@ -6,16 +6,34 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+import numpy as np
+
 Direction = Literal["lower_is_better", "higher_is_better"]
 
 
 @dataclass(frozen=True)
 class SeriesPoint:
-    """One commit of a series: its first-parent position, an opaque id to map back, and every sample."""
+    """One commit of a series: its first-parent position, an opaque id to map back, and every sample.
+
+    ``run_sizes``: how many of the samples, in order, each run (benchmark process) that measured the commit holds;
+    empty: all of them are one run. A detector that knows the runs treats each as one observation (on a shared
+    host processes disagree far more than the samples of one process do).
+    """
 
     position: int
     commit_id: int
     samples: Sequence[float]
+    run_sizes: Sequence[int] = ()
+
+    def run_medians(self) -> list[float]:
+        """The median of each run's samples (one value when the runs are not known)."""
+        if not self.run_sizes:
+            return [float(np.median(np.asarray(self.samples, dtype=float)))] if len(self.samples) else []
+        if sum(self.run_sizes) != len(self.samples) or min(self.run_sizes) < 1:
+            raise ValueError(f"run sizes {list(self.run_sizes)} do not split {len(self.samples)} samples")
+        bounds = np.cumsum([0, *self.run_sizes])
+        values = np.asarray(self.samples, dtype=float)
+        return [float(np.median(values[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 @dataclass(frozen=True)

@@ -50,10 +50,12 @@ SETTLED = 100
 
 def default_branch_points(session: Session, series: Series,
                           limit: int | None = None) -> tuple[list[SeriesPoint], bool]:
-    """Per commit on the repository's default branch, every ok sample of the series, pooled across runs: the
-    newest ``limit`` measured commits, or all of them; and whether older ones were left out."""
+    """Per commit on the repository's default branch, every ok sample of the series with the runs that measured
+    them kept apart (``run_sizes``, runs in id order): the newest ``limit`` measured commits, or all of them; and
+    whether older ones were left out. The detector needs the runs: on a shared host one process's median moves
+    20-100 % from the next one's, so a pool of every sample is the median of whichever run took the most."""
     measured = (Result.series_id == series.id, Result.status == "ok", Run.branch == Repository.default_branch)
-    query = (select(Commit.id, Commit.position, Result.samples)
+    query = (select(Commit.id, Commit.position, Run.id, Result.samples)
              .join(Run, Run.id == Result.run_id)
              .join(Commit, Commit.id == Run.commit_id)
              .join(Repository, Repository.id == Commit.repository_id)
@@ -67,10 +69,16 @@ def default_branch_points(session: Session, series: Series,
         if older is not None:
             query, cut = query.where(Commit.position > older), True
     rows = session.execute(query).all()
-    pooled: dict[tuple[int, int], list[float]] = defaultdict(list)
-    for commit_id, position, samples in rows:
-        pooled[(position, commit_id)].extend(samples)
-    points = [SeriesPoint(position=pos, commit_id=cid, samples=s) for (pos, cid), s in sorted(pooled.items())]
+    by_run: dict[tuple[int, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for commit_id, position, run_id, samples in rows:
+        if samples:  # a run with no sample of the series did not measure it
+            by_run[(position, commit_id)][run_id].extend(samples)
+    points = []
+    for (position, commit_id), runs in sorted(by_run.items()):
+        ordered = [runs[run_id] for run_id in sorted(runs)]
+        points.append(SeriesPoint(position=position, commit_id=commit_id,
+                                  samples=[v for run in ordered for v in run],
+                                  run_sizes=tuple(len(run) for run in ordered)))
     return points, cut
 
 
