@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-import numpy as np
+from service.detect.run_stats import run_medians
 
 Direction = Literal["lower_is_better", "higher_is_better"]
 
@@ -27,13 +27,7 @@ class SeriesPoint:
 
     def run_medians(self) -> list[float]:
         """The median of each run's samples (one value when the runs are not known)."""
-        if not self.run_sizes:
-            return [float(np.median(np.asarray(self.samples, dtype=float)))] if len(self.samples) else []
-        if sum(self.run_sizes) != len(self.samples) or min(self.run_sizes) < 1:
-            raise ValueError(f"run sizes {list(self.run_sizes)} do not split {len(self.samples)} samples")
-        bounds = np.cumsum([0, *self.run_sizes])
-        values = np.asarray(self.samples, dtype=float)
-        return [float(np.median(values[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
+        return run_medians(self.samples, self.run_sizes)
 
 
 @dataclass(frozen=True)
