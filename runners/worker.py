@@ -36,6 +36,7 @@ class SuiteTask:
     # runs: base and head must see the same machine state, or their difference is the machine's).
     also: tuple[str, ...] = ()
     pr_number: int | None = None  # the pull request these runs are for (trigger "pr")
+    rounds: int = 1  # runs per commit, each a fresh process (runners.local.run_commits): the replicates
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SuiteTask:
@@ -64,7 +65,9 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
                 for sha in commits]
     # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.
     run_ids = [run_id] + [f"{run_id}-c{i}" for i in range(1, len(commits))]
-    manifests = [m for per_commit in run_commits(requests, home / "worktrees", run_ids=run_ids) for m in per_commit]
+    manifests = [m for per_commit in run_commits(requests, home / "worktrees", run_ids=run_ids,
+                                                 rounds=max(1, task.rounds))
+                 for m in per_commit]
     for manifest in manifests:
         upload(manifest)
     return [m["run_id"] for m in manifests]

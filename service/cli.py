@@ -90,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--quick", action="store_true")
     submit.add_argument("--no-capture", action="store_true")
     submit.add_argument("--samples", type=int, default=20)
+    submit.add_argument("--rounds", type=int, default=1, help="runs of the commit, each a fresh process")
     submit.add_argument("--trigger", default="push", choices=["push", "pr", "manual", "bisect", "confirm"])
     submit.add_argument("--branch", default=None)
 
@@ -373,7 +374,8 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     if Path(args.repo).expanduser().is_dir():
         commit = resolve(Path(args.repo).expanduser(), args.commit)  # pin: a branch moves, the run must not
     task = {"repo": args.repo, "commit": commit, "suite": args.suite, "params": args.params, "quick": args.quick,
-            "samples": args.samples, "trigger": args.trigger, "branch": args.branch, "capture": not args.no_capture}
+            "samples": args.samples, "trigger": args.trigger, "branch": args.branch, "capture": not args.no_capture,
+            "rounds": args.rounds}
     if settings.redis_url:
         from service.tasks import make_celery
 

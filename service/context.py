@@ -72,7 +72,7 @@ def _pull_request_hooks(settings: Settings, sessions: sessionmaker[Session]) -> 
     from service.integrations.github import ClientFactory
 
     gh = settings.github
-    config = HookConfig(hardware=gh.pr_hardware, label=gh.pr_label, samples=gh.pr_samples,
+    config = HookConfig(hardware=gh.pr_hardware, label=gh.pr_label, samples=gh.pr_samples, rounds=gh.pr_rounds,
                         public_url=settings.public_url or "", check_runs=gh.uses_app)
     github = ClientFactory(gh.api_url, gh.app_id, gh.app_private_key, gh.token) if gh.can_post else None
     return PullRequestHooks(sessions, github, config)

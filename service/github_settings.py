@@ -32,6 +32,7 @@ class GitHubSettings:
     # A pull request from a fork runs nothing until a maintainer adds this label (or comments /kernelwatch run).
     pr_label: str = DEFAULT_LABEL
     pr_samples: int = 20
+    pr_rounds: int = 3
 
     @property
     def uses_app(self) -> bool:
@@ -87,6 +88,10 @@ def load_github_settings(env: Mapping[str, str]) -> GitHubSettings:
     if not raw_samples.isdigit() or not 1 <= int(raw_samples) <= 10000:
         raise ConfigurationError(f"{_PREFIX}PR_SAMPLES is a whole number of samples from 1 to 10000, "
                                  f"got {raw_samples!r}")
+    raw_rounds = env.get(f"{_PREFIX}PR_ROUNDS", "").strip() or "3"
+    if not raw_rounds.isdigit() or not 1 <= int(raw_rounds) <= 50:
+        raise ConfigurationError(f"{_PREFIX}PR_ROUNDS is a whole number of runs per side from 1 to 50, "
+                                 f"got {raw_rounds[:40]!r}")
     return GitHubSettings(
         webhook_secret=env.get(f"{_PREFIX}GITHUB_WEBHOOK_SECRET", "").strip(),
         api_url=_url(env, "GITHUB_API_URL", DEFAULT_API_URL, DEFAULT_API_URL),
@@ -96,4 +101,5 @@ def load_github_settings(env: Mapping[str, str]) -> GitHubSettings:
         pr_hardware=hardware,
         pr_label=env.get(f"{_PREFIX}PR_LABEL", "").strip() or DEFAULT_LABEL,
         pr_samples=int(raw_samples),
+        pr_rounds=int(raw_rounds),
     )

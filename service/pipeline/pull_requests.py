@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -56,6 +56,8 @@ class HookConfig:
     hardware: tuple[str, ...] = ("cpu",)
     label: str = "kernelwatch:run"
     samples: int = 20
+    # Runs per side, interleaved: a verdict counts runs, and three a side is the fewest whose t-test can decide.
+    rounds: int = 3
     public_url: str = ""
     check_runs: bool = True  # a GitHub App posts check runs; a plain token posts commit statuses
 
@@ -321,7 +323,7 @@ class PullRequestHooks:
         # branch (it is on it) and the head with none, so the head never enters the branch's history.
         return {"repo": clone_url, "commit": merge_base, "also": [head], "suite": "*", "params": "",
                 "samples": self.config.samples, "trigger": "pr", "branch": None, "quick": False, "capture": True,
-                "pr_number": number}
+                "pr_number": number, "rounds": self.config.rounds}
 
     # -- step 3 ---------------------------------------------------------------------------------------------------
 
@@ -336,6 +338,10 @@ class PullRequestHooks:
             base, head, repository = _sides(session, pr.merge_base_sha, pr.head_sha)
             if head is None:
                 return "the head has no runs yet"
+            if _rounds_landed(session, head) < self.config.rounds:
+                # Each of a task's runs is uploaded, and reported, on its own: a verdict on the first of three
+                # runs would be posted only to be replaced twice (and is the least decided of them).
+                return "the head's rounds are still landing"
             report, base_label, missing = None, _bare_label(repository, pr.merge_base_sha), ""
             notes: tuple[str, ...] = ()
             if base is None:
@@ -410,6 +416,14 @@ class PullRequestHooks:
         else:
             comment_id = client.create_comment(pr.repository, pr.number, body)
         pr.comment_id = comment_id
+
+
+def _rounds_landed(session: Session, head: ResolvedSide) -> int:
+    """How many runs the head has in the environment that has the fewest (a suite that needs several
+    environments makes a run of each per round)."""
+    rows = session.execute(select(Run.environment_id, func.count(Run.id)).where(Run.id.in_(head.run_ids))
+                           .group_by(Run.environment_id)).all()
+    return min((n for _, n in rows), default=0)
 
 
 def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:

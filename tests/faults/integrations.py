@@ -180,7 +180,7 @@ def github_500_429(plan: Plan) -> Outcome:
         engine = make_engine(db)
         sessions = make_session_factory(engine)
         hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, private, timeout_s=5),
-                                 HookConfig(public_url="http://kw.test", check_runs=True))
+                                 HookConfig(public_url="http://kw.test", check_runs=True, rounds=1))
         pr_ids = measured_pull_requests(sessions, plan.runs)
         due = {pr_id: time.monotonic() for pr_id in pr_ids}
         retries = dict.fromkeys(pr_ids, 0)

@@ -40,7 +40,7 @@ def test_a_lost_answer_is_retried_into_an_edit_not_a_second_post(sqlite_database
         sessions = make_session_factory(engine)
         [pr_id] = measured_pull_requests(sessions, 1)
         hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
-                                 HookConfig(public_url="http://kw.test", check_runs=True))
+                                 HookConfig(public_url="http://kw.test", check_runs=True, rounds=1))
         # The answer to the first creating call of that kind is lost after GitHub acted on it.
         fake.lost_answers.append(("POST", f".*/{lost}", 500))
         with pytest.raises(Transient, match="500"):
@@ -74,7 +74,7 @@ def test_each_scheduling_shows_a_check_run_in_progress_that_its_report_completes
                 ingest_manifest(s, parse_manifest(builders.manifest(position, [builders.result()], repo="kernels")))
         pull_request = pull("file:///tmp/kernels", builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
         hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
-                                 HookConfig(public_url="http://kw.test", check_runs=True))
+                                 HookConfig(public_url="http://kw.test", check_runs=True, rounds=1))
 
         def deliver(action: str, **extra: object) -> None:
             delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request",

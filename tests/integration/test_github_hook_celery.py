@@ -62,7 +62,9 @@ def test_a_pull_request_is_run_and_reported_and_a_push_updates_the_same_comment(
                           180, "the first check run and comment")
             [check] = fake.check_runs.values()
             assert check["head_sha"] == shas["head"] and check["status"] == "completed"
-            assert check["conclusion"] in ("success", "failure")
+            # A microsecond kernel whose head fuses two tanh into it: decided either way, or undecided (neutral)
+            # when its three runs a side cannot tell; completed, whichever.
+            assert check["conclusion"] in ("success", "failure", "neutral")
             assert "tiny/scale n=1024" in check["output"]["summary"]
             assert check["details_url"].startswith(f"http://kw.test/compare?base={shas['fork_point']}")
             [comment] = fake.comments.values()

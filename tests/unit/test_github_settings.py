@@ -14,8 +14,8 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\\nMIIB\\n-----END RSA PRIVATE KEY-----"
 
 def test_defaults_post_nothing_and_run_on_cpu(tmp_path: Path) -> None:
     gh = load_settings({"KERNELWATCH_HOME": str(tmp_path)}).github
-    assert (gh.api_url, gh.pr_hardware, gh.pr_label, gh.pr_samples) == (
-        "https://api.github.com", ("cpu",), "kernelwatch:run", 20)
+    assert (gh.api_url, gh.pr_hardware, gh.pr_label, gh.pr_samples, gh.pr_rounds) == (
+        "https://api.github.com", ("cpu",), "kernelwatch:run", 20, 3)
     assert not gh.can_post and not gh.webhook_secret
 
 
@@ -36,6 +36,8 @@ def test_an_app_key_from_a_file_or_inline_with_escaped_newlines(tmp_path: Path) 
     ({"KERNELWATCH_GITHUB_APP_ID": "1", "KERNELWATCH_GITHUB_APP_PRIVATE_KEY": "hunter2"}, "PEM"),
     ({"KERNELWATCH_PR_HARDWARE": "cpu,H200!"}, "PR_HARDWARE"),
     ({"KERNELWATCH_PR_SAMPLES": "0"}, "PR_SAMPLES"),
+    ({"KERNELWATCH_PR_ROUNDS": "0"}, "PR_ROUNDS"),
+    ({"KERNELWATCH_PR_ROUNDS": "three"}, "PR_ROUNDS"),
     ({"KERNELWATCH_GITHUB_API_URL": "api.github.com"}, "GITHUB_API_URL"),
 ])
 def test_mistakes_name_the_variable(tmp_path: Path, env: dict[str, str], says: str) -> None:
