@@ -48,7 +48,7 @@ def test_index_and_series_show_the_finding(sessions: sessionmaker[Session], data
     with ctx.sessions() as s:
         series_id = s.scalars(select(Series.id)).one()
     page = client.get(f"/series/{series_id}").get_data(as_text=True)
-    assert culprit[:10] in page and "edivisive v1" in page
+    assert culprit[:10] in page and "edivisive v2" in page
     assert "/static/plotly.min.js" in page and "cdn" not in page.lower()
     js = client.get("/static/plotly.min.js")
     assert js.status_code == 200 and len(js.data) > 1_000_000
