@@ -12,17 +12,17 @@ Every commit is run ``--rounds`` times; each round starts fresh benchmark proces
 each other commit) is drawn ``--trials`` times at each round budget R: R runs of each side, chosen at random
 among the rounds, and judged by:
 
-- **runs** (KernelWatch, service/detect/compare.py): Welch's t-test on log run medians with two or more runs a
-  side; with one run a side, a pooled t-test against the spread between runs of the rounds *not* drawn (what
-  the service learns from stored history), else inconclusive;
+- **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): the runs of one round are paired
+  (a paired t-test on per-round differences of log run medians) from 3 rounds on, Welch's t-test with 2; with
+  one run a side, a pooled t-test against the spread between runs of the rounds *not* drawn (what the service
+  learns from stored history), else inconclusive;
+- **welch**: the same without pairing (what a comparison of runs from separate sessions gets);
 - **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side
-  pooled, significant when p < alpha and the medians differ by the minimum effect;
-- **paired** (for the record): a paired t-test on the log run medians of the same rounds (run i of each side
-  were made back to back), the design that removes a drift both sides share.
+  pooled, significant when p < alpha and the medians differ by the minimum effect.
 
 It prints, per method and round budget, the false-verdict rate on A/A (a regression or improvement called
 where the code is the same) and the power at each planted effect (a regression called), and whether the
-targets hold: A/A false verdicts <= 5 % at alpha 0.05 for the run-level method, and its power no worse than the
+targets hold: A/A false verdicts <= 5 % at alpha 0.05 for KernelWatch's method, and its power no worse than the
 pooled method's wherever the pooled method's own A/A rate is within 5 %.
 
     python bench/verdict_calibration.py                 # 8 rounds of 7 commits: about 5 minutes here
@@ -142,10 +142,14 @@ def measure(workdir: Path, commits: list[tuple[str, str, float]], rounds: int, s
     return out
 
 
-def runs_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
-    """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history)."""
+def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]],
+                        rounds: list[int] | None) -> str:
+    """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history);
+    ``rounds``: the round each drawn run was made in (None: as if from separate sessions, never paired)."""
     noise = pooled_noise(held_out) if min(len(base), len(head)) == 1 else None
-    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base), Side.of_runs(head), noise)
+    keys = tuple(f"bench:{r}" for r in rounds) if rounds is not None else ()
+    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base, run_rounds=keys),
+                Side.of_runs(head, run_rounds=keys), noise)
     return compare([pair], CompareParams(alpha=ALPHA, min_effect=MIN_EFFECT)).rows[0].verdict
 
 
@@ -160,27 +164,12 @@ def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
     return "unchanged"
 
 
-def paired_verdict(base: list[list[float]], head: list[list[float]]) -> str:
-    from scipy import stats
-
-    if len(base) < 2:
-        return "inconclusive"
-    diffs = np.log([np.median(h) for h in head]) - np.log([np.median(b) for b in base])
-    if np.all(diffs == diffs[0]):
-        return "unchanged"
-    p = float(stats.ttest_1samp(diffs, 0.0).pvalue)
-    ratio = math.exp(float(diffs.mean()))
-    if p < ALPHA and abs(ratio - 1) >= MIN_EFFECT:
-        return "regression" if ratio > 1 else "improvement"
-    return "unchanged"
-
-
-METHODS = ("runs", "pooled", "paired")
+METHODS = ("kernelwatch", "welch", "pooled")
 
 
 def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator) -> dict[str, list[str]]:
-    """Each method's verdicts over random draws of ``budget`` rounds of each side (the same rounds for both,
-    so that the paired test pairs runs made back to back)."""
+    """Each method's verdicts over random draws of ``budget`` rounds of each side (the same rounds for both, as
+    a session of interleaved rounds makes them)."""
     rounds = min(len(base.rounds), len(head.rounds))
     out: dict[str, list[str]] = {m: [] for m in METHODS}
     for _ in range(trials):
@@ -188,9 +177,9 @@ def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Gener
         rest = [i for i in range(rounds) if i not in chosen]
         b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
         held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
-        out["runs"].append(runs_verdict(b, h, held_out))
+        out["kernelwatch"].append(kernelwatch_verdict(b, h, held_out, chosen))
+        out["welch"].append(kernelwatch_verdict(b, h, held_out, None))
         out["pooled"].append(pooled_verdict(b, h))
-        out["paired"].append(paired_verdict(b, h))
     return out
 
 
@@ -243,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
                     cell[1] += len(found)
                 if effect == 0:
                     undecided = inconclusive.setdefault(budget, [0, 0])
-                    undecided[0] += sum(v == "inconclusive" for v in verdicts["runs"])
-                    undecided[1] += len(verdicts["runs"])
+                    undecided[0] += sum(v == "inconclusive" for v in verdicts["kernelwatch"])
+                    undecided[1] += len(verdicts["kernelwatch"])
 
     measured_effects = {}
     for sha, name, effect in commits[1:]:
@@ -269,21 +258,22 @@ def main(argv: list[str] | None = None) -> int:
                 text.append(f"{(hits / total if total else float('nan')):>20.1%}")
             print(f"{method:<8} {budget:>9}  " + "  ".join(text))
     print()
-    print("runs method, A/A comparisons called inconclusive: "
+    print("kernelwatch, A/A comparisons called inconclusive: "
           + ", ".join(f"{b} run{'s' if b > 1 else ''}/side {v[0] / v[1]:.0%}" for b, v in sorted(inconclusive.items())))
 
     ok = True
     for budget in budgets:
-        aa = rates[("runs", budget)]["A/A"]
+        aa = rates[("kernelwatch", budget)]["A/A"]
         rate = aa[0] / aa[1]
         holds = rate <= ALPHA
         ok &= holds
-        print(f"target: runs method A/A false verdicts at {budget} run(s)/side {rate:.1%} <= {ALPHA:.0%}: "
+        print(f"target: kernelwatch A/A false verdicts at {budget} run(s)/side {rate:.1%} <= {ALPHA:.0%}: "
               f"{'met' if holds else 'NOT met'}")
         pooled = rates[("pooled", budget)]
         if pooled["A/A"][0] / pooled["A/A"][1] <= ALPHA:
             for c in columns[1:]:
-                mine, theirs = rates[("runs", budget)][c], pooled[c]
+                mine, theirs = rates[("kernelwatch", budget)][c], pooled[c]
+                # 5 points of slack: the sampling error of the draws
                 no_worse = mine[0] / mine[1] >= theirs[0] / theirs[1] - 0.05
                 ok &= no_worse
                 print(f"target: power at {c} with {budget} run(s)/side {mine[0] / mine[1]:.0%} vs pooled "

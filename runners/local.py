@@ -201,7 +201,9 @@ def build_manifest(
     repository: dict[str, Any],
     branch: str | None,
     run_id: str,
+    round_of: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``round_of``: the session and round index of interleaved runs (``run_commits``), which pairs them."""
     # Absent optional fields stay absent rather than null: the contract has defaults for them.
     results = [{k: _storable(m[k]) if k == "message" else m[k] for k in _RESULT_FIELDS
                 if m.get(k) is not None or k == "message"} for m in run.measurements]
@@ -221,6 +223,7 @@ def build_manifest(
         "status": _manifest_status(len(run.planned), [r for r in results if r["metric"] == "wall_time"]),
         "results": results,
         **({"host_health": health} if health is not None else {}),
+        **({"round": round_of} if round_of is not None else {}),
     }
 
 
@@ -255,12 +258,14 @@ def _prepare(request: RunRequest, cache_dir: Path) -> _Prepared:
     return _Prepared(request, facts.as_manifest(), repository, branch, worktree, is_dirty(worktree))
 
 
-def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str) -> list[dict[str, Any]]:
+def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
+               round_of: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     out = []
     for group, run in sorted(runner.runs.items()):
         # A stable id per environment: a redelivered task re-running the same commit maps to the same runs.
         rid = run_id if group == 0 else f"{run_id}-d{group}"
-        out.append(build_manifest(prepared.request, run, prepared.commit, prepared.repository, prepared.branch, rid))
+        out.append(build_manifest(prepared.request, run, prepared.commit, prepared.repository, prepared.branch, rid,
+                                  round_of))
     return out
 
 
@@ -293,7 +298,10 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
             for i in order:
                 # A stable id per round: a redelivered task re-running the same commits maps to the same runs.
                 rid = ids[i] if round_index == 0 else f"{ids[i]}-r{round_index}"
-                out[i] += _manifests(prepared[i], runners[i], rid)
+                # The session is named after its first run (stable too); runs of one session and round were
+                # made back to back, and a comparison pairs them.
+                round_of = {"session": ids[0], "index": round_index} if len(prepared) > 1 or rounds > 1 else None
+                out[i] += _manifests(prepared[i], runners[i], rid, round_of)
         finally:
             for runner in runners.values():
                 runner.close()

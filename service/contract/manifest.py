@@ -247,6 +247,15 @@ class BenchmarkResult(_Strict):
         return json.dumps(self.params, sort_keys=True, separators=(",", ":"))
 
 
+class RoundInfo(_StrictTypes):
+    """Which round of which interleaved session made the run (runners/local.run_commits): runs of different
+    commits with the same session and index were made back to back, so a drift of the host during the session
+    lands on both alike, and a comparison pairs them."""
+
+    session: str = Field(pattern=r"^[A-Za-z0-9_\-]{8,64}$")
+    index: int = Field(ge=0, le=10_000)
+
+
 class Manifest(_Strict):
     format_version: Literal[1]
     run_id: str = Field(pattern=r"^[A-Za-z0-9_\-]{8,64}$")
@@ -261,6 +270,7 @@ class Manifest(_Strict):
     status: RunStatus
     results: list[BenchmarkResult] = Field(max_length=MAX_RESULTS)
     host_health: HostHealthInfo | None = None
+    round: RoundInfo | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:

@@ -176,8 +176,9 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     for name in UNSET_IDENTITY:
         if payload["environment"][name] in (None, ""):
             del payload["environment"][name]
-    if payload["host_health"] is None:
-        del payload["host_health"]
+    for optional in ("host_health", "round"):
+        if payload[optional] is None:
+            del payload[optional]
     digest = manifest_digest(payload)
     existing = session.scalars(select(Run).filter_by(run_uid=manifest.run_id)).first()
     if existing is not None:
@@ -209,6 +210,8 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         started_at=manifest.started_at, finished_at=manifest.finished_at, host_details=dict(env.extra),
         calibration=env.calibration.model_dump() if env.calibration is not None else None,
         host_health=manifest.host_health.model_dump() if manifest.host_health is not None else None,
+        round_session=manifest.round.session if manifest.round is not None else None,
+        round_index=manifest.round.index if manifest.round is not None else None,
     )
     session.add(run)
     session.flush()

@@ -92,6 +92,10 @@ class Run(Base):
     # How healthy the host was while the run measured (steal, load, GPU clocks and throttling) as the manifest's
     # host_health reported it; null for runners that could not read it and runs stored before (migration 0014).
     host_health: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The interleaved session and round that made the run (the manifest's round): a comparison pairs runs of one
+    # session and round; null for runs made alone and runs stored before (migration 0016).
+    round_session: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    round_index: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class Benchmark(Base):

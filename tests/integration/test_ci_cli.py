@@ -95,7 +95,8 @@ def test_ci_between_commits_with_the_same_kernels_gives_no_time_verdict(tmp_path
         assert proc.returncode == 0, proc.stderr[-3000:]
         [row] = json.loads(proc.stdout)["benchmarks"]
         assert row["verdict"] in ("unchanged", "inconclusive"), row
-        assert row["base"]["runs"] == 3 and row["head"]["runs"] == 3 and row["method"] == "welch"
+        # ci's rounds were made back to back: the runs of each round are compared as a pair.
+        assert row["base"]["runs"] == 3 and row["head"]["runs"] == 3 and row["method"] == "paired"
 
 
 def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
