@@ -32,7 +32,7 @@ class GitHubSettings:
     # A pull request from a fork runs nothing until a maintainer adds this label (or comments /kernelwatch run).
     pr_label: str = DEFAULT_LABEL
     pr_samples: int = 20
-    pr_rounds: int = 3
+    pr_rounds: int = 4
 
     @property
     def uses_app(self) -> bool:
@@ -88,7 +88,7 @@ def load_github_settings(env: Mapping[str, str]) -> GitHubSettings:
     if not raw_samples.isdigit() or not 1 <= int(raw_samples) <= 10000:
         raise ConfigurationError(f"{_PREFIX}PR_SAMPLES is a whole number of samples from 1 to 10000, "
                                  f"got {raw_samples!r}")
-    raw_rounds = env.get(f"{_PREFIX}PR_ROUNDS", "").strip() or "3"
+    raw_rounds = env.get(f"{_PREFIX}PR_ROUNDS", "").strip() or "4"
     if not raw_rounds.isdigit() or not 1 <= int(raw_rounds) <= 50:
         raise ConfigurationError(f"{_PREFIX}PR_ROUNDS is a whole number of runs per side from 1 to 50, "
                                  f"got {raw_rounds[:40]!r}")

@@ -56,8 +56,9 @@ class HookConfig:
     hardware: tuple[str, ...] = ("cpu",)
     label: str = "kernelwatch:run"
     samples: int = 20
-    # Runs per side, interleaved: a verdict counts runs, and three a side is the fewest whose t-test can decide.
-    rounds: int = 3
+    # Runs per side, interleaved round by round: a verdict counts runs (and pairs those of one round); even, so
+    # that each side goes first as often (service/cli.py CI_ROUNDS).
+    rounds: int = 4
     public_url: str = ""
     check_runs: bool = True  # a GitHub App posts check runs; a plain token posts commit statuses
 

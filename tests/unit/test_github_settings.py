@@ -15,7 +15,7 @@ PEM = "-----BEGIN RSA PRIVATE KEY-----\\nMIIB\\n-----END RSA PRIVATE KEY-----"
 def test_defaults_post_nothing_and_run_on_cpu(tmp_path: Path) -> None:
     gh = load_settings({"KERNELWATCH_HOME": str(tmp_path)}).github
     assert (gh.api_url, gh.pr_hardware, gh.pr_label, gh.pr_samples, gh.pr_rounds) == (
-        "https://api.github.com", ("cpu",), "kernelwatch:run", 20, 3)
+        "https://api.github.com", ("cpu",), "kernelwatch:run", 20, 4)
     assert not gh.can_post and not gh.webhook_secret
 
 
