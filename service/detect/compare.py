@@ -46,6 +46,8 @@ from service.detect.run_stats import (
     paired_log_ratio_test,
     run_medians,
     t_quantile,
+    t_quantiles,
+    with_p_values,
 )
 from service.detect.types import Direction
 
@@ -305,8 +307,8 @@ def _test(base: _Measured, head: _Measured, noise: RunNoise | None) -> RunTest |
     assert base.logs is not None and head.logs is not None
     pairs = matched_rounds(base.rounds, head.rounds)
     if len(pairs) >= MIN_PAIRS:
-        return paired_log_ratio_test(np.array([head.logs[h] - base.logs[b] for b, h in pairs]))
-    return log_ratio_test(base.logs, head.logs, noise)
+        return paired_log_ratio_test(np.array([head.logs[h] - base.logs[b] for b, h in pairs]), defer_p=True)
+    return log_ratio_test(base.logs, head.logs, noise, defer_p=True)
 
 
 def _result(side: _Measured | SideResult | None) -> SideResult | None:
@@ -352,6 +354,9 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> Compa
         elif test is not None:
             tests[index] = test
     tested = sorted(tests)
+    tests = dict(zip(tested, with_p_values([tests[i] for i in tested]), strict=True))
+    quantiles = dict(zip(tested, t_quantiles(0.5 + params.confidence / 2, [tests[i].df for i in tested]),
+                         strict=True))
     q_by_index = dict(zip(tested, benjamini_hochberg([tests[i].p_value for i in tested]), strict=True))
     rows: list[Comparison] = []
     for index, (pair, (base, head)) in enumerate(zip(pairs, sides, strict=True)):
@@ -362,7 +367,7 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> Compa
         else:
             assert isinstance(base, _Measured) and isinstance(head, _Measured)
             rows.append(_tested_row(pair.key, base, head, tests.get(index), q_by_index.get(index),
-                                    reasons.get(index), params))
+                                    quantiles.get(index), reasons.get(index), params))
     rows = [_with_fractions(row, pair) for row, pair in zip(rows, pairs, strict=True)]
     return ComparisonReport(params=params, rows=tuple(rows), geomeans=_geomeans(rows, tests, params),
                             tests=len(tested))
@@ -375,7 +380,7 @@ def _with_fractions(row: Comparison, pair: Pair) -> Comparison:
 
 
 def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTest | None, q: float | None,
-                reason: str | None, params: CompareParams) -> Comparison:
+                quantile: float | None, reason: str | None, params: CompareParams) -> Comparison:
     b, h = _median(base.result), _median(head.result)
     ratio = h / b if b > 0 else None
     if test is None:
@@ -383,7 +388,7 @@ def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTe
         verdict: Verdict = "unchanged" if reason is None else "inconclusive"
         return Comparison(key, verdict, base.result, head.result, ratio=ratio, reason=reason)
     assert q is not None
-    low, high = test.interval(params.confidence)
+    low, high = test.interval(params.confidence, quantile)
     ratio = math.exp(test.diff)
     significant = q < params.alpha and not low <= 1.0 <= high and test.diff != 0
     large = abs(ratio - 1) >= params.min_effect

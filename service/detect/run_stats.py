@@ -29,8 +29,10 @@ difference of logs), and two sides are compared on those values:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -64,24 +66,28 @@ class RunTest:
     p_value: float
     method: Method
 
-    def interval(self, confidence: float) -> tuple[float, float]:
-        """The ratio's interval at this level, from the test's own t distribution."""
+    def interval(self, confidence: float, quantile: float | None = None) -> tuple[float, float]:
+        """The ratio's interval at this level, from the test's own t distribution (``quantile``: its
+        ``0.5 + confidence / 2`` quantile, when the caller computed many at once)."""
         if self.se == 0:
             return math.exp(self.diff), math.exp(self.diff)
-        half = t_quantile(0.5 + confidence / 2, self.df) * self.se
+        half = (quantile if quantile is not None else t_quantile(0.5 + confidence / 2, self.df)) * self.se
         return math.exp(self.diff - half), math.exp(self.diff + half)
 
 
 def run_medians(samples: Sequence[float], run_sizes: Sequence[int]) -> list[float]:
     """The median of each run's samples; ``run_sizes``: how many of the samples, in order, each run holds
     (empty: all of them are one run)."""
+    # statistics.median, not numpy's: a run holds tens of samples, where numpy's call overhead is most of the cost
+    # (a comparison of 5,000 benchmarks takes 30,000 of these).
+    values = [float(v) for v in samples]
     if not run_sizes:
-        return [float(np.median(samples))] if len(samples) else []
-    if sum(run_sizes) != len(samples) or min(run_sizes) < 1:
-        raise ValueError(f"run sizes {list(run_sizes)} do not split {len(samples)} samples")
+        return [statistics.median(values)] if values else []
+    if sum(run_sizes) != len(values) or min(run_sizes) < 1:
+        raise ValueError(f"run sizes {list(run_sizes)} do not split {len(values)} samples")
     out, start = [], 0
     for size in run_sizes:
-        out.append(float(np.median(samples[start:start + size])))
+        out.append(statistics.median(values[start:start + size]))
         start += size
     return out
 
@@ -94,10 +100,18 @@ def log_values(values: Sequence[float]) -> np.ndarray | None:
     return np.log(array)
 
 
+@lru_cache(maxsize=1024)
 def t_quantile(q: float, df: float) -> float:
     from scipy import stats  # here, not at the top: the CLI's other commands never need scipy
 
     return float(stats.t.ppf(q, df))
+
+
+def t_quantiles(q: float, dfs: Sequence[float]) -> list[float]:
+    """``t_quantile`` of many degrees of freedom in one call (a comparison has thousands)."""
+    from scipy import stats
+
+    return [float(v) for v in np.atleast_1d(stats.t.ppf(q, np.asarray(dfs, dtype=float)))] if len(dfs) else []
 
 
 def _two_sided_p(t: float, df: float) -> float:
@@ -106,14 +120,29 @@ def _two_sided_p(t: float, df: float) -> float:
     return float(min(1.0, 2 * stats.t.sf(abs(t), df)))
 
 
+def with_p_values(tests: Sequence[RunTest]) -> list[RunTest]:
+    """The tests with their p-values computed in one call (those made with ``p_value`` NaN by ``defer_p``)."""
+    from scipy import stats
+
+    if not tests:
+        return []
+    t = np.array([abs(x.diff) / x.se if x.se > 0 else 0.0 for x in tests])
+    p = np.minimum(1.0, 2 * stats.t.sf(t, np.array([x.df for x in tests])))
+    return [x if not math.isnan(x.p_value) else
+            replace(x, p_value=float(p[i]) if x.se > 0 else (1.0 if x.diff == 0 else 0.0))
+            for i, x in enumerate(tests)]
+
+
 def _ss(logs: np.ndarray) -> float:
     return float(np.sum((logs - logs.mean()) ** 2))
 
 
-def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = None) -> RunTest | None:
+def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = None,
+                   defer_p: bool = False) -> RunTest | None:
     """Compare two sides' log run medians; None when no spread between runs is known (one run a side and no
     history). Identical values on both sides are no change (p = 1); a difference with no spread at all is a
-    certain one (p = 0: counts and other exact figures repeat to the last bit)."""
+    certain one (p = 0: counts and other exact figures repeat to the last bit). ``defer_p``: leave the p-value
+    NaN, for ``with_p_values`` to compute many at once."""
     kb, kh = base.size, head.size
     if kb == 0 or kh == 0:
         raise ValueError("a side without runs cannot be compared")
@@ -137,10 +166,10 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
     se = math.sqrt(se2)
     if se == 0:
         return RunTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0, method)
-    return RunTest(diff, se, df, _two_sided_p(diff / se, df), method)
+    return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), method)
 
 
-def paired_log_ratio_test(diffs: np.ndarray) -> RunTest:
+def paired_log_ratio_test(diffs: np.ndarray, defer_p: bool = False) -> RunTest:
     """The paired t-test on per-round differences of log run medians (head minus base), two or more rounds."""
     n = diffs.size
     if n < 2:
@@ -150,7 +179,7 @@ def paired_log_ratio_test(diffs: np.ndarray) -> RunTest:
     df = float(n - 1)
     if se == 0:
         return RunTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0, "paired")
-    return RunTest(diff, se, df, _two_sided_p(diff / se, df), "paired")
+    return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "paired")
 
 
 def matched_rounds(base_keys: Sequence[str | None], head_keys: Sequence[str | None]) -> list[tuple[int, int]]:
