@@ -13,11 +13,10 @@ each other commit) is drawn ``--trials`` times at each round budget R: R runs of
 among the rounds, and judged by:
 
 - **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): the runs of one round are paired
-  (a paired t-test on per-round differences of log run medians) from 3 rounds on; below that, a pooled t-test
-  of the drawn runs together with the spread between runs of the rounds *not* drawn (what the service learns
-  from stored history);
-- **unpaired**: the same without pairing (what a comparison of runs from separate sessions gets: the pooled
-  t-test with the history's spread at every budget);
+  (a paired t-test on per-round differences of log run medians) from 3 rounds on, Welch's t-test with 2; with
+  one run a side, a pooled t-test against the spread between runs of the rounds *not* drawn (what the service
+  learns from stored history), else inconclusive;
+- **welch**: the same without pairing (what a comparison of runs from separate sessions gets);
 - **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side
   pooled, significant when p < alpha and the medians differ by the minimum effect.
 
@@ -147,7 +146,7 @@ def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_o
                         rounds: list[int] | None) -> str:
     """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history);
     ``rounds``: the round each drawn run was made in (None: as if from separate sessions, never paired)."""
-    noise = pooled_noise(held_out)
+    noise = pooled_noise(held_out) if min(len(base), len(head)) == 1 else None
     keys = tuple(f"bench:{r}" for r in rounds) if rounds is not None else ()
     pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base, run_rounds=keys),
                 Side.of_runs(head, run_rounds=keys), noise)
@@ -165,7 +164,7 @@ def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
     return "unchanged"
 
 
-METHODS = ("kernelwatch", "unpaired", "pooled")
+METHODS = ("kernelwatch", "welch", "pooled")
 
 
 def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator) -> dict[str, list[str]]:
@@ -179,7 +178,7 @@ def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Gener
         b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
         held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
         out["kernelwatch"].append(kernelwatch_verdict(b, h, held_out, chosen))
-        out["unpaired"].append(kernelwatch_verdict(b, h, held_out, None))
+        out["welch"].append(kernelwatch_verdict(b, h, held_out, None))
         out["pooled"].append(pooled_verdict(b, h))
     return out
 

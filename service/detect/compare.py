@@ -9,10 +9,9 @@ Per benchmark present on both sides (the statistics are in :mod:`service.detect.
   runs). Samples inside a run agree far better than runs do, so an interval from pooled samples would claim a
   precision the next process does not keep.
 - **The ratio head/base of the centres, tested on the log run medians**: a paired t-test over the rounds where
-  both sides' runs were made back to back (three rounds or more), else a pooled t-test whose spread comes from
-  the runs there are and the series' stored history, else Welch's t-test with two or more runs a side
-  (service/detect/run_stats.py says why, in that order). The ratio and its interval come from the same t
-  distribution as the p-value.
+  both sides' runs were made back to back (three rounds or more), else Welch's t-test with two or more runs a
+  side, else a pooled t-test whose spread comes from the runs there are and the series' history. The ratio and
+  its interval come from the same t distribution as the p-value.
 - **Benjamini-Hochberg q-values** over every benchmark tested in the one comparison.
 - **A verdict**: a change counts only when ``q < alpha``, the interval does not hold 1, and
   ``|ratio - 1| >= min_effect``; the benchmark's direction says whether it is a regression or an improvement.
@@ -304,7 +303,7 @@ def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Meas
 
 
 def _test(base: _Measured, head: _Measured, noise: RunNoise | None) -> RunTest | None:
-    """Paired by round where enough rounds match, else pooled with the stored spread, else Welch."""
+    """Paired by round where enough rounds match, else Welch (or the pooled test for a side of one run)."""
     assert base.logs is not None and head.logs is not None
     pairs = matched_rounds(base.rounds, head.rounds)
     if len(pairs) >= MIN_PAIRS:
