@@ -13,9 +13,9 @@ each other commit) is drawn ``--trials`` times at each round budget R: R runs of
 among the rounds, and judged by:
 
 - **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): the runs of one round are paired
-  (a paired t-test on per-round differences of log run medians) from 3 rounds on, Welch's t-test with 2; with
-  one run a side, a pooled t-test against the spread between runs of the rounds *not* drawn (what the service
-  learns from stored history), else inconclusive;
+  (a paired t-test on per-round differences of log run medians) from 3 rounds on, Welch's t-test with 2, the
+  spread between runs of the rounds *not* drawn (what the service learns from stored history) a floor under
+  each side's own; with one run a side, a pooled t-test against that spread;
 - **welch**: the same without pairing (what a comparison of runs from separate sessions gets);
 - **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side
   pooled, significant when p < alpha and the medians differ by the minimum effect.
@@ -146,7 +146,7 @@ def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_o
                         rounds: list[int] | None) -> str:
     """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history);
     ``rounds``: the round each drawn run was made in (None: as if from separate sessions, never paired)."""
-    noise = pooled_noise(held_out) if min(len(base), len(head)) == 1 else None
+    noise = pooled_noise(held_out)
     keys = tuple(f"bench:{r}" for r in rounds) if rounds is not None else ()
     pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base, run_rounds=keys),
                 Side.of_runs(head, run_rounds=keys), noise)

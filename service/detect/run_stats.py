@@ -22,8 +22,15 @@ difference of logs), and two sides are compared on those values:
   of each commit back to back: `kernelwatch run --rounds`, `ci`, the pull-request task), the host's state
   during a round lands on both sides alike. Measured here (bench/verdict_calibration.py) that shared part is
   most of the spread between runs, and the paired t-test on the per-round differences of log medians found a
-  +20 % slowdown in 98 % of draws with 3 rounds a side where Welch found 62 %, at A/A false-verdict rates of
-  4.5 % and 0.8 %. It costs half the degrees of freedom, so it is used from ``MIN_PAIRS`` matched rounds on.
+  +20 % slowdown in 88 % of draws of 3 rounds a side where Welch found 66 %, at A/A false-verdict rates of
+  1.6 % and 0.8 %. It costs half the degrees of freedom, so it is used from ``MIN_PAIRS`` matched rounds on.
+- **Processes here are bimodal** (a run lands in a fast or a slow state, 1.7x apart for the demo's matmul), so
+  three runs a side that happen to share a state have almost no spread of their own, and any t-test then reads
+  the two states as a change. Pooling the series' stored spread into every test made that worse, not better
+  (its larger degrees of freedom lowered the bar: the demo's A/A check failed twice in two), so the history's
+  spread enters Welch's test as a floor under each side's own variance, its degrees of freedom unchanged: three
+  runs that share a state can no longer claim a spread the series has never shown. A side of one run, which
+  has no spread of its own, is tested with the pooled spread. More rounds remain the cure.
 """
 
 from __future__ import annotations
@@ -148,7 +155,10 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
         raise ValueError("a side without runs cannot be compared")
     diff = float(head.mean() - base.mean())
     if kb >= 2 and kh >= 2:
-        vb, vh = float(base.var(ddof=1)) / kb, float(head.var(ddof=1)) / kh
+        # The series' stored spread is a floor under each side's own (not pooled into it: see the module's note
+        # on bimodal processes), and the degrees of freedom stay the sides' own.
+        floor = noise.sd ** 2 if noise is not None else 0.0
+        vb, vh = max(float(base.var(ddof=1)), floor) / kb, max(float(head.var(ddof=1)), floor) / kh
         se2 = vb + vh
         # Welch-Satterthwaite; with both variances zero any df will do (the p-value is 0 or 1 then).
         df = se2 ** 2 / (vb ** 2 / (kb - 1) + vh ** 2 / (kh - 1)) if se2 > 0 else float(kb + kh - 2)

@@ -368,11 +368,12 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
     identities = base_pools.keys() | head_pools.keys()
     identities -= _folded(identities, (base_pools, head_pools))
-    # A side of one run is tested against the series' stored spread between runs (service/store/run_noise.py).
-    single = {pool.series_id for identity in identities
-              for pool in (base_pools.get(identity), head_pools.get(identity))
-              if pool is not None and len(pool.run_sizes) == 1}
-    noise = run_noise(session, single, common, [*base.run_ids, *head.run_ids]) if single else {}
+    # The series' stored spread between runs (service/store/run_noise.py): what a side of one run is tested
+    # against, and a floor under the spread of a side of a few (service/detect/run_stats.py says why).
+    measured = {pool.series_id for identity in identities
+                for pool in (base_pools.get(identity), head_pools.get(identity))
+                if pool is not None and pool.run_sizes}
+    noise = run_noise(session, measured, common, [*base.run_ids, *head.run_ids]) if measured else {}
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     rounds = _round_keys(session, [*base.run_ids, *head.run_ids])
     pairs = []
