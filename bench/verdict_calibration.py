@@ -12,11 +12,11 @@ Every commit is run ``--rounds`` times; each round starts fresh benchmark proces
 each other commit) is drawn ``--trials`` times at each round budget R: R runs of each side, chosen at random
 among the rounds, and judged by:
 
-- **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): the runs of one round are paired
-  (a paired t-test on per-round differences of log run medians) from 3 rounds on, Welch's t-test with 2, the
-  spread between runs of the rounds *not* drawn (what the service learns from stored history) a floor under
-  each side's own; with one run a side, a pooled t-test against that spread;
-- **welch**: the same without pairing (what a comparison of runs from separate sessions gets);
+- **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): Welch's t-test on log run medians,
+  the spread between runs of the rounds *not* drawn (what the service learns from stored history) a floor
+  under each side's own; with one run a side, a pooled t-test against that spread;
+- **paired** (for the record, not what KernelWatch decides with): a paired t-test on the per-round differences
+  of log run medians (run i of each side made in the same round);
 - **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side
   pooled, significant when p < alpha and the medians differ by the minimum effect.
 
@@ -142,15 +142,25 @@ def measure(workdir: Path, commits: list[tuple[str, str, float]], rounds: int, s
     return out
 
 
-def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]],
-                        rounds: list[int] | None) -> str:
-    """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history);
-    ``rounds``: the round each drawn run was made in (None: as if from separate sessions, never paired)."""
-    noise = pooled_noise(held_out)
-    keys = tuple(f"bench:{r}" for r in rounds) if rounds is not None else ()
-    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base, run_rounds=keys),
-                Side.of_runs(head, run_rounds=keys), noise)
+def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
+    """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history)."""
+    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base), Side.of_runs(head), pooled_noise(held_out))
     return compare([pair], CompareParams(alpha=ALPHA, min_effect=MIN_EFFECT)).rows[0].verdict
+
+
+def paired_verdict(base: list[list[float]], head: list[list[float]]) -> str:
+    from scipy import stats
+
+    if len(base) < 2:
+        return "inconclusive"
+    diffs = np.log([np.median(h) for h in head]) - np.log([np.median(b) for b in base])
+    if np.all(diffs == diffs[0]):
+        return "unchanged"
+    p = float(stats.ttest_1samp(diffs, 0.0).pvalue)
+    ratio = math.exp(float(diffs.mean()))
+    if p < ALPHA and abs(ratio - 1) >= MIN_EFFECT:
+        return "regression" if ratio > 1 else "improvement"
+    return "unchanged"
 
 
 def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
@@ -164,7 +174,7 @@ def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
     return "unchanged"
 
 
-METHODS = ("kernelwatch", "welch", "pooled")
+METHODS = ("kernelwatch", "paired", "pooled")
 
 
 def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator) -> dict[str, list[str]]:
@@ -177,8 +187,8 @@ def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Gener
         rest = [i for i in range(rounds) if i not in chosen]
         b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
         held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
-        out["kernelwatch"].append(kernelwatch_verdict(b, h, held_out, chosen))
-        out["welch"].append(kernelwatch_verdict(b, h, held_out, None))
+        out["kernelwatch"].append(kernelwatch_verdict(b, h, held_out))
+        out["paired"].append(paired_verdict(b, h))
         out["pooled"].append(pooled_verdict(b, h))
     return out
 

@@ -8,10 +8,10 @@ Per benchmark present on both sides (the statistics are in :mod:`service.detect.
   interval over the runs when there are two or more (or, with one run, from the series' stored noise between
   runs). Samples inside a run agree far better than runs do, so an interval from pooled samples would claim a
   precision the next process does not keep.
-- **The ratio head/base of the centres, tested on the log run medians**: a paired t-test over the rounds where
-  both sides' runs were made back to back (three rounds or more), else Welch's t-test with two or more runs a
-  side, else a pooled t-test whose spread comes from the runs there are and the series' history. The ratio and
-  its interval come from the same t distribution as the p-value.
+- **The ratio head/base of the centres, tested on the log run medians**: Welch's t-test with two or more runs a
+  side (the series' stored spread between runs a floor under each side's own), else a pooled t-test whose
+  spread comes from the runs there are and the series' history. The ratio and its interval come from the same
+  t distribution as the p-value.
 - **Benjamini-Hochberg q-values** over every benchmark tested in the one comparison.
 - **A verdict**: a change counts only when ``q < alpha``, the interval does not hold 1, and
   ``|ratio - 1| >= min_effect``; the benchmark's direction says whether it is a regression or an improvement.
@@ -36,14 +36,11 @@ from typing import Literal
 import numpy as np
 
 from service.detect.run_stats import (
-    MIN_PAIRS,
     Method,
     RunNoise,
     RunTest,
     log_ratio_test,
     log_values,
-    matched_rounds,
-    paired_log_ratio_test,
     run_medians,
     t_quantile,
     t_quantiles,
@@ -89,8 +86,8 @@ class Side:
     fraction: float | None = None
     run_sizes: tuple[int, ...] = ()  # samples per run, in order; () means one run
     noisy_runs: int = 0  # of its runs, those taken under heavy CPU steal (the host was busy elsewhere)
-    # Per run, the interleaved session and round that made it ("session:index"; None: made alone): runs of the
-    # two sides with one key were made back to back, and are compared pairwise.
+    # Per run, the interleaved session and round that made it ("session:index"; None: made alone): recorded, not
+    # used by the test (service/detect/run_stats.py: pairing by round was not calibrated on this host).
     run_rounds: tuple[str | None, ...] = ()
 
     @classmethod
@@ -276,7 +273,6 @@ class _Measured:
     result: SideResult
     medians: list[float]
     logs: np.ndarray | None  # None when a median is not positive
-    rounds: tuple[str | None, ...]
 
 
 def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Measured | SideResult | None:
@@ -298,16 +294,13 @@ def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Meas
             half = t_quantile(0.5 + confidence / 2, df) * sd / math.sqrt(logs.size)
             low, high = math.exp(mean - half), math.exp(mean + half)
     estimate = MedianEstimate(len(side.samples), centre, low, high, runs=len(medians))
-    rounds = side.run_rounds if len(side.run_rounds) == len(medians) else (None,) * len(medians)
-    return _Measured(SideResult("ok", side.message, estimate, side.noisy_runs), medians, logs, rounds)
+    return _Measured(SideResult("ok", side.message, estimate, side.noisy_runs), medians, logs)
 
 
 def _test(base: _Measured, head: _Measured, noise: RunNoise | None) -> RunTest | None:
-    """Paired by round where enough rounds match, else Welch (or the pooled test for a side of one run)."""
+    """Welch with the stored spread as a floor, or the pooled test for a side of one run (run_stats says why runs
+    are not paired by round)."""
     assert base.logs is not None and head.logs is not None
-    pairs = matched_rounds(base.rounds, head.rounds)
-    if len(pairs) >= MIN_PAIRS:
-        return paired_log_ratio_test(np.array([head.logs[h] - base.logs[b] for b, h in pairs]), defer_p=True)
     return log_ratio_test(base.logs, head.logs, noise, defer_p=True)
 
 

@@ -6,7 +6,6 @@ must be found; one run a side must not decide without a stored spread between ru
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ from service.detect.compare import (
     median_estimate,
     min_samples_for_interval,
 )
-from service.detect.run_stats import RunNoise, log_ratio_test, matched_rounds, pooled_noise, run_medians
+from service.detect.run_stats import RunNoise, log_ratio_test, pooled_noise, run_medians
 
 RUN_NOISE = 0.25  # the spread of log run medians between processes: 20-100 % moves are common on this host
 SAMPLE_NOISE = 0.01  # inside one process samples agree
@@ -155,40 +154,6 @@ def test_exact_figures_repeat_and_any_difference_in_them_is_certain() -> None:
     assert grown.verdict == "regression" and grown.p_value == 0.0
     single = one(Side((1234.0,)), Side((1234.0,)))
     assert single.verdict == "unchanged" and single.reason is None  # equal and exact: nothing to decide
-
-
-def rounds_of(level: float, shared: np.ndarray, rng: np.random.Generator, own: float = 0.05) -> Side:
-    """A side whose run r shares the round's ``shared[r]`` (the host's state during that round) with the other
-    side's run r, plus a little of its own."""
-    runs = [level * math.exp(s + own * rng.standard_normal()) * np.exp(SAMPLE_NOISE * rng.standard_normal(10))
-            for s in shared]
-    return Side.of_runs(runs, run_rounds=tuple(f"session:{r}" for r in range(len(shared))))
-
-
-def test_runs_made_in_the_same_rounds_are_compared_in_pairs() -> None:
-    """A host whose state moves from round to round (25 %) and both sides' runs of a round share it: pairing by
-    round finds a 20 % slowdown in three rounds where the unpaired test cannot, and stays within alpha on A/A."""
-    rng = np.random.default_rng(15)
-    found = found_unpaired = flagged = 0
-    trials = 300
-    for _ in range(trials):
-        shared = RUN_NOISE * rng.standard_normal(3)
-        base, head = rounds_of(1e-3, shared, rng), rounds_of(1.2e-3, shared, rng)
-        row = one(base, head)
-        assert row.method == "paired" and row.df == 2
-        found += row.verdict == "regression"
-        found_unpaired += one(replace(base, run_rounds=()), replace(head, run_rounds=())).verdict == "regression"
-    assert found / trials > 0.5 and found_unpaired / trials < 0.25 and found > 2 * found_unpaired
-    for _ in range(1000):
-        same = RUN_NOISE * rng.standard_normal(3)
-        flagged += one(rounds_of(1e-3, same, rng), rounds_of(1e-3, same, rng)).verdict in ("regression",
-                                                                                           "improvement")
-    assert flagged / 1000 <= 0.065  # 4.8 % over 4,000 draws; the sampling error of 1,000 is 0.7 %
-    # Two matched rounds are too few to pair (one degree of freedom): Welch; a repeated key is no pairing at all.
-    shared = RUN_NOISE * rng.standard_normal(2)
-    assert one(rounds_of(1e-3, shared, rng), rounds_of(1e-3, shared, rng)).method == "welch"
-    twice = replace(rounds_of(1e-3, shared, rng), run_rounds=("s:0", "s:0"))
-    assert matched_rounds(twice.run_rounds, ("s:0", "s:1")) == []
 
 
 def test_run_medians_and_pooled_noise() -> None:
