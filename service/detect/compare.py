@@ -86,9 +86,6 @@ class Side:
     fraction: float | None = None
     run_sizes: tuple[int, ...] = ()  # samples per run, in order; () means one run
     noisy_runs: int = 0  # of its runs, those taken under heavy CPU steal (the host was busy elsewhere)
-    # Per run, the interleaved session and round that made it ("session:index"; None: made alone): recorded, not
-    # used by the test (service/detect/run_stats.py: pairing by round was not calibrated on this host).
-    run_rounds: tuple[str | None, ...] = ()
 
     @classmethod
     def of_runs(cls, runs: Sequence[Sequence[float]], **fields: object) -> Side:

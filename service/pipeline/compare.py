@@ -67,8 +67,7 @@ class CompareOutcome:
     head: SideLabel
     report: ComparisonReport
     notes: tuple[str, ...]  # what was left out of the comparison, and why
-    pairs: tuple[Pair, ...] = ()  # what was compared, row for row (to fill in intervals a page skipped); none
-    # for a stored comparison, whose rows have every interval
+    pairs: tuple[Pair, ...] = ()  # what was compared, row for row; none for a stored comparison (read, not made)
 
 
 def _repository(session: Session, name: str | None) -> Repository | None:
@@ -188,13 +187,12 @@ class _Pool:
     failures: list[str] = field(default_factory=list)
     fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
 
-    def side(self, noisy: Collection[int] = (), rounds: dict[int, str] | None = None) -> Side:
+    def side(self, noisy: Collection[int] = ()) -> Side:
         # A benchmark that failed in one run of a side and not in another is measured by the runs that worked.
         if self.run_sizes:
             fraction = float(statistics.median(self.fractions)) if self.fractions else None
-            keys = tuple((rounds or {}).get(r) for r in self.run_ids)
             return Side(tuple(self.samples), "ok", fraction=fraction, run_sizes=tuple(self.run_sizes),
-                        noisy_runs=sum(1 for r in self.run_ids if r in noisy), run_rounds=keys)
+                        noisy_runs=sum(1 for r in self.run_ids if r in noisy))
         return Side((), "failed", "; ".join(dict.fromkeys(self.failures)) or None)
 
 
@@ -375,22 +373,14 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
                 if pool is not None and pool.run_sizes}
     noise = run_noise(session, measured, common, [*base.run_ids, *head.run_ids]) if measured else {}
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
-    rounds = _round_keys(session, [*base.run_ids, *head.run_ids])
     pairs = []
     for identity in sorted(identities, key=_sort_key):
         b, h = base_pools.get(identity), head_pools.get(identity)
         key = (b or h).key  # type: ignore[union-attr]
         spread = noise.get((b or h).series_id)  # type: ignore[union-attr]
-        pairs.append(Pair(key, b.side(noisy, rounds) if b else None, h.side(noisy, rounds) if h else None, spread))
+        pairs.append(Pair(key, b.side(noisy) if b else None, h.side(noisy) if h else None, spread))
     report = compare(pairs, params)
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
-
-
-def _round_keys(session: Session, run_ids: Sequence[int]) -> dict[int, str]:
-    """Each run's interleaved session and round ("session:index"), for the runs that have one."""
-    rows = session.execute(select(Run.id, Run.round_session, Run.round_index).where(
-        Run.id.in_(list(run_ids)), Run.round_session.is_not(None)))
-    return {run_id: f"{session_id}:{index}" for run_id, session_id, index in rows}
 
 
 def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> CompareParams:

@@ -92,7 +92,7 @@ def test_compare_of_adjacent_commits_flags_the_planted_one_and_no_unchanged_kern
     This machine's processes are bimodal (fast or slow, up to 1.7x apart), and with three runs a commit, three
     slow against three fast once passed Welch's test here (p = 0.003, two benchmarks of one run at once: they
     share the process). The series' stored spread between runs is now a floor under each side's own, and the
-    unchanged pairs come out inconclusive (their ratios range 0.7-1.4), which is the honest answer."""
+    unchanged pairs come out inconclusive (their ratios ran 0.7-1.4 in one demo here): the honest answer."""
     import json
 
     commits, planted = demo["commits"], demo["planted"]
