@@ -32,6 +32,7 @@ pooled method's wherever the pooled method's own A/A rate is within 5 %.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import subprocess
 import sys
@@ -120,10 +121,11 @@ class Runs:
     rounds: list[list[float]]
 
 
-def measure(workdir: Path, commits: list[tuple[str, str, float]], rounds: int, samples: int
-            ) -> dict[tuple[str, str], Runs]:
+def measure(workdir: Path, commits: list[tuple[str, str, float]], rounds: int, samples: int,
+            xla_single_thread: bool = False) -> dict[tuple[str, str], Runs]:
     """Per (commit sha, benchmark label), the samples of each round."""
-    requests = [RunRequest(repo=workdir / "calib", rev=sha, samples=samples, warmup=3) for sha, _, _ in commits]
+    requests = [RunRequest(repo=workdir / "calib", rev=sha, samples=samples, warmup=3,
+                           xla_single_thread=xla_single_thread) for sha, _, _ in commits]
     started = time.perf_counter()
 
     def progress(done: int, planned: int, key: str) -> None:
@@ -140,6 +142,22 @@ def measure(workdir: Path, commits: list[tuple[str, str, float]], rounds: int, s
                 label = f"{r['name']} n={r['params']['n']}"
                 out.setdefault((sha, label), Runs([])).rounds.append([float(v) for v in r["samples"]])
     return out
+
+
+def save_runs(path: Path, commits: list[tuple[str, str, float]], measured: dict[tuple[str, str], Runs],
+              elapsed: float) -> None:
+    """The measured runs as JSON, so the methods can be judged again on the same runs (``--load``)."""
+    path.write_text(json.dumps({
+        "commits": commits, "elapsed": elapsed,
+        "runs": [{"sha": sha, "label": label, "rounds": runs.rounds} for (sha, label), runs in measured.items()],
+    }))
+
+
+def load_runs(path: Path) -> tuple[list[tuple[str, str, float]], dict[tuple[str, str], Runs], float]:
+    data = json.loads(path.read_text())
+    commits = [(sha, name, float(effect)) for sha, name, effect in data["commits"]]
+    measured = {(r["sha"], r["label"]): Runs(r["rounds"]) for r in data["runs"]}
+    return commits, measured, float(data["elapsed"])
 
 
 def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
@@ -199,15 +217,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=10, help="samples per run (default 10)")
     parser.add_argument("--trials", type=int, default=200, help="draws per comparison and budget (default 200)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--xla-single-thread", action="store_true",
+                        help="measure with XLA's CPU thread pool held to one thread (run --xla-single-thread)")
+    parser.add_argument("--save", type=Path, help="also write the measured runs to this JSON file")
+    parser.add_argument("--load", type=Path, help="judge the runs a --save wrote instead of measuring")
     args = parser.parse_args(argv)
     budgets = [b for b in BUDGETS if b <= args.rounds - (1 if b == 1 else 0)]
 
-    with tempfile.TemporaryDirectory(prefix="kw-calibration-") as tmp:
-        workdir = Path(tmp)
-        commits = make_repository(workdir)
-        started = time.perf_counter()
-        measured = measure(workdir, commits, args.rounds, args.samples)
-        elapsed = time.perf_counter() - started
+    if args.load:
+        commits, measured, elapsed = load_runs(args.load)
+        args.rounds = min(len(runs.rounds) for runs in measured.values())
+        budgets = [b for b in BUDGETS if b <= args.rounds - (1 if b == 1 else 0)]
+    else:
+        with tempfile.TemporaryDirectory(prefix="kw-calibration-") as tmp:
+            workdir = Path(tmp)
+            commits = make_repository(workdir)
+            started = time.perf_counter()
+            measured = measure(workdir, commits, args.rounds, args.samples, args.xla_single_thread)
+            elapsed = time.perf_counter() - started
+    if args.save:
+        save_runs(args.save, commits, measured, elapsed)
     labels = sorted({label for _, label in measured})
     base_sha = commits[0][0]
     print(f"{len(commits)} commits x {args.rounds} rounds x {len(labels)} benchmarks, {args.samples} samples a run, "

@@ -9,8 +9,8 @@ Per benchmark present on both sides (the statistics are in :mod:`service.detect.
   runs). Samples inside a run agree far better than runs do, so an interval from pooled samples would claim a
   precision the next process does not keep.
 - **The ratio head/base of the centres, tested on the log run medians**: Welch's t-test with two or more runs a
-  side (the series' stored spread between runs a floor under each side's own), else a pooled t-test whose
-  spread comes from the runs there are and the series' history. The ratio and its interval come from the same
+  side (each side's variance bounded by the series' stored spread between runs), else a pooled t-test
+  whose spread comes from the runs there are and the series' history. The ratio and its interval come from the same
   t distribution as the p-value.
 - **Benjamini-Hochberg q-values** over every benchmark tested in the one comparison.
 - **A verdict**: a change counts only when ``q < alpha``, the interval does not hold 1, and
@@ -295,7 +295,7 @@ def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Meas
 
 
 def _test(base: _Measured, head: _Measured, noise: RunNoise | None) -> RunTest | None:
-    """Welch with the stored spread as a floor, or the pooled test for a side of one run (run_stats says why runs
+    """Welch with the stored spread as a prior, or the pooled test for a side of one run (run_stats says why runs
     are not paired by round)."""
     assert base.logs is not None and head.logs is not None
     return log_ratio_test(base.logs, head.logs, noise, defer_p=True)

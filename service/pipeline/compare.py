@@ -367,7 +367,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     identities = base_pools.keys() | head_pools.keys()
     identities -= _folded(identities, (base_pools, head_pools))
     # The series' stored spread between runs (service/store/run_noise.py): what a side of one run is tested
-    # against, and a floor under the spread of a side of a few (service/detect/run_stats.py says why).
+    # against, and the prior that moderates the spread of a side of a few (service/detect/run_stats.py says why).
     measured = {pool.series_id for identity in identities
                 for pool in (base_pools.get(identity), head_pools.get(identity))
                 if pool is not None and pool.run_sizes}

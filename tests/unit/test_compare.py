@@ -23,7 +23,7 @@ from service.detect.compare import (
     median_estimate,
     min_samples_for_interval,
 )
-from service.detect.run_stats import RunNoise, log_ratio_test, pooled_noise, run_medians
+from service.detect.run_stats import PRIOR_DF, RunNoise, log_ratio_test, pooled_noise, run_medians
 
 RUN_NOISE = 0.25  # the spread of log run medians between processes: 20-100 % moves are common on this host
 SAMPLE_NOISE = 0.01  # inside one process samples agree
@@ -126,7 +126,7 @@ def test_one_run_a_side_does_not_decide_without_a_stored_spread() -> None:
     assert row.base is not None and row.base.estimate is not None and row.base.estimate.low is None
     # With the series' stored spread between runs, the same two runs are decided by a pooled t-test.
     decided = one(base, head, noise=RunNoise(0.1, 40))
-    assert decided.verdict == "regression" and decided.method == "pooled" and decided.df == 40
+    assert decided.verdict == "regression" and decided.method == "pooled" and decided.df == PRIOR_DF
     assert one(base, head, noise=RunNoise(1.0, 40)).verdict == "inconclusive"
 
 
@@ -145,6 +145,61 @@ def test_one_run_a_side_with_history_stays_within_alpha() -> None:
         flagged += one(nested(1e-3, 1, rng), nested(1e-3, 1, rng), noise=noise).verdict in ("regression",
                                                                                            "improvement")
     assert flagged / trials <= 0.07
+
+
+STATES = math.log(1.7)  # this host's processes land fast or slow, 1.7x apart (the demo's matmul)
+
+
+def bimodal(level: float, slow: list[bool], rng: np.random.Generator) -> Side:
+    """Runs each in the fast or the slow state, with a little noise of their own."""
+    return Side.of_runs([level * math.exp(STATES * s + 0.02 * rng.standard_normal())
+                         * np.exp(SAMPLE_NOISE * rng.standard_normal(15)) for s in slow])
+
+
+def history(states: list[list[bool]], rng: np.random.Generator) -> RunNoise:
+    """The stored spread of commits whose runs landed in these states."""
+    noise = pooled_noise([[STATES * s + 0.02 * rng.standard_normal() for s in commit] for commit in states])
+    assert noise is not None
+    return noise
+
+
+def test_few_runs_that_share_opposite_states_are_no_change_when_the_history_shows_both() -> None:
+    """Three fast runs against three slow of the same code: their own spreads are nil, and only the history knows
+    the two states. The stored spread is a floor under a side of 2-3 runs: no verdict."""
+    rng = np.random.default_rng(11)
+    noise = history([[False, True, False], [True, True, False], [False, False, True], [True, False, True]], rng)
+    for runs in (2, 3):
+        row = one(bimodal(1e-3, [False] * runs, rng), bimodal(1e-3, [True] * runs, rng), noise=noise)
+        assert row.verdict == "inconclusive" and row.method == "welch", (runs, row)
+        assert row.ratio_low is not None and row.ratio_low < 1 < row.ratio_high
+
+
+def test_one_slow_run_in_the_history_does_not_hide_a_real_change_at_five_runs() -> None:
+    """The history had one slow run among quiet ones, so its spread is wide; five runs a side that agree with each
+    other moderate it (a prior of PRIOR_DF degrees of freedom) rather than sit under it, and a +20 % change
+    stands. Under the floor the same runs were inconclusive."""
+    rng = np.random.default_rng(12)
+    noise = history([[False, False, True], [False, False, False], [False, False, False], [False, False, False]], rng)
+    base, head = bimodal(1e-3, [False] * 5, rng), bimodal(1.2e-3, [False] * 5, rng)
+    row = one(base, head, noise=noise)
+    assert row.verdict == "regression" and row.method == "welch" and row.ratio_low > 1
+    assert noise.df > PRIOR_DF and row.df > 2 * 4  # the prior's capped df are added to the sides' own
+    # with 3 runs a side the floor holds, and the same change is not decided
+    assert one(bimodal(1e-3, [False] * 3, rng), bimodal(1.2e-3, [False] * 3, rng), noise=noise).verdict != "regression"
+
+
+def test_runs_in_both_states_on_both_sides_stay_within_alpha() -> None:
+    """A/A with each run fast or slow at random (even odds), 2-6 runs a side, the history from the same process."""
+    rng = np.random.default_rng(13)
+    flagged, trials = 0, 0
+    for runs in (2, 3, 4, 5, 6):
+        for _ in range(120):
+            noise = history([list(rng.random(3) < 0.5) for _ in range(4)], rng)
+            base = bimodal(1e-3, list(rng.random(runs) < 0.5), rng)
+            head = bimodal(1e-3, list(rng.random(runs) < 0.5), rng)
+            flagged += one(base, head, noise=noise).verdict in ("regression", "improvement")
+            trials += 1
+    assert flagged / trials <= 0.06, flagged / trials  # alpha 5 %; 600 trials
 
 
 def test_exact_figures_repeat_and_any_difference_in_them_is_certain() -> None:

@@ -81,7 +81,7 @@ def test_history_lets_one_run_a_side_decide_a_change_far_beyond_the_spread() -> 
     noise = RunNoise(sd=0.25, df=16)
     rng = np.random.default_rng(4)
     base = runs(1.0, 1, rng, between=0.0)
-    far = decide(base, runs(8.0, 1, rng, between=0.0), True, rounds=1, noise=noise)
+    far = decide(base, runs(12.0, 1, rng, between=0.0), True, rounds=1, noise=noise)
     assert far.verdict == "confirmed" and far.method == "pooled" and far.describe().endswith("runs=1+1")
     # 1.3x is within what one process does to the next: the first round cannot tell.
     near = decide(base, runs(1.3, 1, rng, between=0.0), True, rounds=1, noise=noise)
