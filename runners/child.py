@@ -21,9 +21,11 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from runners import project_imports
 from runners.artifacts import ArtifactStore
 from runners.calibrate import calibration_enabled, host_calibration
 from runners.capture import Capturer
@@ -97,7 +99,10 @@ def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) ->
     return environment
 
 
-def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
+def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
+          origin_problem: Callable[[], str | None] = lambda: None) -> int:
+    """Announce the suite, then run what the parent asks for; ``origin_problem`` says before each benchmark is
+    timed whether the code under test came from somewhere other than the checkout (it then fails untimed)."""
     instances: dict[str, BenchmarkInstance] = {
         i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
                                  quick=args.quick)
@@ -128,7 +133,8 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str]) -> int:
             allow_cpu(int(command["cpu_s"]))
         measurements = [dataclasses.replace(m, message=explain_failure(m.message, args.memory_limit_mb,
                                                                        str(environment["backend"])))
-                        if m.status == "failed" and m.message else m for m in measure(instance, plan, capturer)]
+                        if m.status == "failed" and m.message else m
+                        for m in measure(instance, plan, capturer, origin_problem)]
         _send(outbox, {"measurements": [dataclasses.asdict(m) for m in measurements]})
     return 0
 
@@ -141,11 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         pin(args.cpu_affinity)
     if args.start_cpu_s is not None:
         allow_cpu(args.start_cpu_s)
-    # The checkout last on the path: a module of the suite may import a helper beside its package, but can
-    # shadow neither the standard library, nor what is installed, nor this runner (imported by now).
-    sys.path.append(str(args.root.resolve()))
+    # The project's own packages from the checkout, ahead of any installed copy (an editable install of the
+    # project would otherwise be measured at every commit); anything else in the checkout only after what is
+    # installed, so that it can shadow neither the standard library nor this runner (runners/project_imports.py).
+    names = project_imports.install(args.root.resolve())
     outbox = _protocol_stream()
-    return serve(args, sys.stdin, outbox)
+    return serve(args, sys.stdin, outbox, lambda: project_imports.origin_problem(names, args.root.resolve()))
 
 
 if __name__ == "__main__":

@@ -168,10 +168,12 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
     return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality, traced=traced)
 
 
-def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | None = None) -> list[Measurement]:
+def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | None = None,
+            untimeable: Callable[[], str | None] = lambda: None) -> list[Measurement]:
     """Run one benchmark instance: its time first, then any quality and bandwidth metrics.
 
-    Any exception becomes one failed measurement that says why; the suite goes on.
+    Any exception becomes one failed measurement that says why; the suite goes on. ``untimeable``, asked once
+    the case is built (its imports made) and before any timing, may give a reason not to time it at all.
     """
     spec = instance.spec
 
@@ -182,6 +184,9 @@ def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | 
 
     try:
         case = instance.make_case()
+        problem = untimeable()
+        if problem is not None:
+            return [result("failed", [], message=problem[:5000])]
         timing = time_case(case, plan, capturer=capturer)
     except Exception as exc:  # a broken kernel is a result, not a crash of the suite
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()

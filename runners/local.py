@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor, is_dirty
+from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor, is_dirty, private_clone
 from runners.host_health import HostSampler, Snapshot, figures
 from runners.pinning import checked_affinity
 from runners.session import Announced, BenchmarkProcess, ChildConfig, ProcessFailed
@@ -242,14 +242,15 @@ class _Prepared:
     dirty: bool
 
 
-def _prepare(request: RunRequest, cache_dir: Path) -> _Prepared:
+def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path) -> _Prepared:
     repo = request.repo.resolve()
     facts = commit_facts(repo, request.rev)
     head_branch = current_branch(repo)
     branch = request.branch
     if branch is None and head_branch and is_ancestor(repo, facts.sha, head_branch):
         branch = head_branch
-    worktree = checkout(repo, facts.sha, cache_dir / repository_name(repo))
+    # Checked out from KernelWatch's own clone: nothing is registered in, or run from, the user's repository.
+    worktree = checkout(private_clone(repo, repos_dir, facts.sha), facts.sha, cache_dir / repository_name(repo))
     name, url = repository_name(repo), repo.as_uri()
     if request.origin is not None and not Path(request.origin).expanduser().is_dir():
         url = request.origin
@@ -270,17 +271,22 @@ def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
 
 
 def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: ProgressFn | None = None,
-                run_ids: Sequence[str] | None = None, rounds: int = 1) -> list[list[dict[str, Any]]]:
+                run_ids: Sequence[str] | None = None, rounds: int = 1,
+                repos_dir: Path | None = None) -> list[list[dict[str, Any]]]:
     """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, ``rounds``
     times, and return each commit's manifests (one per environment and round).
 
     Each round starts fresh benchmark processes, so that each round of a commit is a run of its own: the run is
     the unit of replication (a process's own luck, its memory layout and the host's minute, is shared by every
     sample in it and by no other run). The commits take turns starting a round (AB, BA, AB...), as they take
-    turns per benchmark inside one. Only the first round captures artifacts; the others only time."""
+    turns per benchmark inside one. Only the first round captures artifacts; the others only time.
+
+    ``cache_dir`` holds the checkouts; ``repos_dir`` KernelWatch's clones of local repositories they are made
+    from (default: ``repos`` beside ``cache_dir``, as under KERNELWATCH_HOME)."""
     if rounds < 1:
         raise ValueError(f"at least one round, not {rounds}")
-    prepared = [_prepare(r, cache_dir) for r in requests]
+    repos = repos_dir if repos_dir is not None else cache_dir.parent / "repos"
+    prepared = [_prepare(r, cache_dir, repos) for r in requests]
     ids = list(run_ids) if run_ids is not None else [uuid.uuid4().hex for _ in requests]
     out: list[list[dict[str, Any]]] = [[] for _ in requests]
     for round_index in range(rounds):

@@ -108,8 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     prune = sub.add_parser("prune", help="retention: delete the raw artifacts of runs older than a duration; "
                            "results, summaries, parsed records, findings and what open alerts need stay")
-    prune.add_argument("--older-than", required=True, metavar="DURATION",
-                       help="e.g. 90d, 12h, 30m, 2w (or parts together: 1w3d)")
+    prune.add_argument("--older-than", metavar="DURATION",
+                       help="e.g. 90d, 12h, 30m, 2w (or parts together: 1w3d); with --checkouts: unused for that "
+                       "long (default 1h)")
+    prune.add_argument("--checkouts", action="store_true",
+                       help="delete KernelWatch's checkouts of measured commits (KERNELWATCH_HOME/worktrees) "
+                       "instead; a run makes them again when it needs them")
     prune.add_argument("--dry-run", action="store_true", help="print what would go and change nothing")
 
     compare = sub.add_parser("compare", help="compare two runs or commits benchmark by benchmark (benchstat style)",
@@ -419,6 +423,22 @@ def cmd_reparse(settings: Settings) -> int:
         with unit_of_work(ctx.sessions) as session:
             stored += parse_results(session, ctx.artifacts, [result_id])
     print(f"reparsed {len(stale)} result(s), {stored} record(s) stored")
+    return EXIT_OK
+
+
+def cmd_prune_checkouts(settings: Settings, unused_for: str, dry_run: bool) -> int:
+    import time
+
+    from runners.gitrepo import prune_checkouts
+    from service.pipeline.prune import parse_duration
+
+    try:
+        age = parse_duration(unused_for).total_seconds()
+    except ValueError as exc:
+        raise InvalidInput(f"--older-than: {exc}") from None
+    gone = prune_checkouts(settings.worktree_dir, age, time.time(), dry_run)
+    print(f"{'would delete' if dry_run else 'deleted'} {len(gone)} checkout(s) unused for {unused_for} under "
+          f"{settings.worktree_dir}")
     return EXIT_OK
 
 
@@ -749,6 +769,10 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "reparse":
         return cmd_reparse(settings)
     if args.command == "prune":
+        if args.checkouts:
+            return cmd_prune_checkouts(settings, args.older_than or "1h", args.dry_run)
+        if args.older_than is None:
+            raise InvalidInput("prune needs --older-than DURATION (or --checkouts)")
         return cmd_prune(settings, args.older_than, args.dry_run)
     if args.command == "compare":
         return cmd_compare(settings, args)

@@ -23,7 +23,7 @@ from typing import Protocol
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from runners.gitrepo import GitError, ensure_repository, git
+from runners.gitrepo import GitError, ensure_repository, first_parent_range
 from service.detect.confirmation import ConfirmParams, decide, next_to_measure
 from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
 from service.store.run_noise import run_noise
@@ -71,7 +71,7 @@ class GitCommitLister:
     def between(self, repo: str, good: str, bad: str) -> list[str]:
         try:
             path = ensure_repository(repo, self.cache_dir, bad)
-            listed = git(path, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").split()
+            listed = first_parent_range(path, good, bad)
         except GitError:
             return []  # the repository is gone or rewritten: nothing can be bisected, nothing is guessed
         return listed[:-1] if listed and listed[-1] == bad else []
