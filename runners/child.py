@@ -40,6 +40,8 @@ from runners.suite import BenchmarkInstance, discover, parse_param_filter, selec
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="runners.child")
     parser.add_argument("--root", type=Path, required=True, help="checkout holding kernels_under_test/")
+    parser.add_argument("--suite-dir", type=Path, default=None,
+                        help="the benchmarks, kept apart from the checkout (default: ROOT/kernels_under_test)")
     parser.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'softmax/*' (comma: several)")
     parser.add_argument("--params", default="", help="NAME=VALUE[,NAME=VALUE]")
     parser.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
@@ -104,7 +106,7 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
     """Announce the suite, then run what the parent asks for; ``origin_problem`` says before each benchmark is
     timed whether the code under test came from somewhere other than the checkout (it then fails untimed)."""
     instances: dict[str, BenchmarkInstance] = {
-        i.key: i for i in select(discover(args.root.resolve()), args.suite, parse_param_filter(args.params),
+        i.key: i for i in select(discover(args.root.resolve(), args.suite_dir), args.suite, parse_param_filter(args.params),
                                  quick=args.quick)
     }
     environment = announced_environment(args.dirty, calibration_enabled(), pinned=args.cpu_affinity is not None)
@@ -151,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     # project would otherwise be measured at every commit); anything else in the checkout only after what is
     # installed, so that it can shadow neither the standard library nor this runner (runners/project_imports.py).
     names = project_imports.install(args.root.resolve())
+    if args.suite_dir is not None:  # helpers beside the benchmark modules, as for a suite inside the checkout
+        sys.path.append(str(args.suite_dir.resolve()))
     outbox = _protocol_stream()
     return serve(args, sys.stdin, outbox, lambda: project_imports.origin_problem(names, args.root.resolve()))
 

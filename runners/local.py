@@ -35,6 +35,9 @@ class RunRequest:
     samples: int = 20
     warmup: int = 3
     suite: str = "*"
+    # The benchmarks kept apart from the measured code (run --benchmarks): a directory applied to every commit,
+    # whose results are stored under the commit's own sha. None: the commit's own kernels_under_test/.
+    benchmarks: Path | None = None
     params: str = ""
     quick: bool = False
     branch: str | None = None  # None: the repository's checked-out branch when the commit is on it
@@ -79,7 +82,8 @@ class SuiteRunner:
         extra_env = {"XLA_FLAGS": _with_flag(CPU_ISA_FLAG, request.cpu_isa)} if request.cpu_isa else {}
         if request.xla_single_thread:
             extra_env[SINGLE_THREAD_ENV] = "1"
-        self._config = ChildConfig(root=root, suite=request.suite, params=request.params, quick=request.quick,
+        self._config = ChildConfig(root=root, suite=request.suite, suite_dir=request.benchmarks,
+                                   params=request.params, quick=request.quick,
                                    dirty=dirty, capture_dir=request.capture_dir, extra_env=extra_env,
                                    cpu_affinity=checked_affinity(request.cpu_affinity))
         self._sampler = HostSampler.for_this_host()

@@ -60,6 +60,7 @@ class Announced:
 class ChildConfig:
     root: Path
     suite: str = "*"
+    suite_dir: Path | None = None  # the benchmarks kept apart from the checkout; None: root/kernels_under_test
     params: str = ""
     quick: bool = False
     dirty: bool = False
@@ -92,6 +93,8 @@ class BenchmarkProcess:
         cmd = [sys.executable, "-P", "-m", "runners.child", "--root", str(config.root.resolve()),
                "--suite", config.suite, *self.limits.as_args(),
                "--start-cpu-s", str(self.limits.cpu_budget(config.start_timeout_s))]
+        if config.suite_dir is not None:
+            cmd += ["--suite-dir", str(config.suite_dir.resolve())]
         if config.params:
             cmd += ["--params", config.params]
         if config.quick:

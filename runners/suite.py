@@ -201,14 +201,42 @@ def load_suite_package(root: Path) -> ModuleType:
     return package
 
 
-def discover(root: Path) -> list[BenchmarkSpec]:
-    """Every benchmark declared in the suite at ``root``, in module then declaration order."""
-    package = load_suite_package(root)
+# The name a suite kept apart from the measured code is imported under: one no project defines, so that the
+# suite's directory name (``benchmarks``, ``bench``) can never collide with a package of the project's.
+DETACHED_SUITE = "kernelwatch_suite"
+
+
+def load_suite_dir(directory: Path) -> ModuleType:
+    """Import the benchmark modules of ``directory`` (any directory, with or without ``__init__.py``) as one
+    package named ``DETACHED_SUITE``: the suite kept apart from the code it measures (``run --benchmarks``)."""
+    if not directory.is_dir():
+        raise SuiteNotFound(f"no benchmark directory {directory}")
+    for loaded in [m for m in sys.modules if m == DETACHED_SUITE or m.startswith(DETACHED_SUITE + ".")]:
+        del sys.modules[loaded]
+    init = directory / "__init__.py"
+    if init.is_file():
+        spec = importlib.util.spec_from_file_location(DETACHED_SUITE, init,
+                                                      submodule_search_locations=[str(directory)])
+        assert spec is not None and spec.loader is not None
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[DETACHED_SUITE] = package
+        spec.loader.exec_module(package)
+    else:
+        package = ModuleType(DETACHED_SUITE)
+        package.__path__ = [str(directory)]
+        sys.modules[DETACHED_SUITE] = package
+    return package
+
+
+def discover(root: Path, suite_dir: Path | None = None) -> list[BenchmarkSpec]:
+    """Every benchmark declared in the suite, in module then declaration order: the one in ``suite_dir`` when
+    given (kept apart from the checkout ``root``), else ``kernels_under_test`` at ``root``."""
+    package = load_suite_dir(suite_dir) if suite_dir is not None else load_suite_package(root)
     specs: list[BenchmarkSpec] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{SUITE_PACKAGE}.{info.name}")
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
         specs.extend(specs_in_module(module))
     return specs
 

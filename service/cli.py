@@ -47,10 +47,22 @@ def build_parser() -> argparse.ArgumentParser:
                       "(stored before migration 0011, or before their hardware had figures); `db upgrade` does it too")
 
     run = sub.add_parser("run", help="run the suite of a repository at a commit and store the results")
-    run.add_argument("--repo", type=Path, required=True, help="path of a git repository holding kernels_under_test/")
+    run.add_argument("--repo", type=Path, required=True,
+                     help="path of a git repository (holding kernels_under_test/, unless --benchmarks)")
     run.add_argument("--commit", action="append", default=None, metavar="REV",
                      help="revision to run (sha, branch, tag...); give it twice to interleave two commits "
                           "benchmark by benchmark (ABBA...). Default HEAD")
+    run.add_argument("--commits", default=None, metavar="A..B",
+                     help="every first-parent commit after A up to B, oldest first, one at a time")
+    run.add_argument("--commits-file", type=Path, default=None, metavar="FILE",
+                     help="the commits to run, one revision a line (# comments; - for stdin)")
+    run.add_argument("--every", type=int, default=1, metavar="N",
+                     help="with --commits/--commits-file: every Nth commit, counted back from the last (default 1)")
+    run.add_argument("--skip-existing", action="store_true",
+                     help="skip commits the local store already holds a run of")
+    run.add_argument("--benchmarks", type=Path, default=None, metavar="DIR",
+                     help="the benchmarks, kept apart from the measured code: a directory of benchmark modules "
+                          "applied to every commit, results stored under each commit's own sha")
     run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and round (default 20)")
     run.add_argument("--rounds", type=int, default=1, metavar="R",
                      help="runs per commit, each a fresh benchmark process, interleaved across commits (ABBA): the "
@@ -143,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--head", default="HEAD", metavar="REV", help="the commit under test (default HEAD)")
     ci.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: the current "
                                                                   "directory)")
+    ci.add_argument("--benchmarks", type=Path, default=None, metavar="DIR",
+                    help="the benchmarks, kept apart from the measured code (as run --benchmarks)")
     ci.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     ci.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
@@ -273,29 +287,102 @@ def cmd_db_backfill_roofline(settings: Settings) -> int:
     return EXIT_OK
 
 
-def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
-    from runners.local import RunRequest, run_commits
-    from service.contract import parse_manifest
+def _run_revisions(args: argparse.Namespace) -> list[list[str]]:
+    """The commits to run, each inner list one run_commits call: ``--commit`` once or twice (two interleaved),
+    or a ``--commits`` range / ``--commits-file`` list, one commit at a time (``--every N``: every Nth, the last
+    always), oldest first."""
+    from runners.gitrepo import GitError, check_rev, first_parent_range
 
-    revs = args.commit or ["HEAD"]
-    if len(revs) > 2:
-        raise InvalidInput("give --commit at most twice (two commits are interleaved)")
+    ranged = args.commits is not None or args.commits_file is not None
+    if ranged and args.commit:
+        raise InvalidInput("give --commit, or --commits / --commits-file, not both")
+    if not ranged:
+        revs = args.commit or ["HEAD"]
+        if len(revs) > 2:
+            raise InvalidInput("give --commit at most twice (two commits are interleaved)")
+        return [revs]
+    try:
+        if args.commits is not None:
+            start, sep, end = args.commits.partition("..")
+            if not sep or not start or not end or end.startswith("."):
+                raise InvalidInput(f"--commits {args.commits!r}: give a range A..B (the commits after A up to B)")
+            listed = first_parent_range(args.repo, start, end)
+        else:
+            text = args.commits_file.read_text() if str(args.commits_file) != "-" else sys.stdin.read()
+            listed = [check_rev(line.split("#", 1)[0].strip()) for line in text.splitlines()
+                      if line.split("#", 1)[0].strip()]
+    except OSError as exc:
+        raise InvalidInput(f"--commits-file: {exc}") from None
+    except GitError as exc:
+        raise InvalidInput(str(exc)) from None
+    if args.every < 1:
+        raise InvalidInput("--every must be at least 1")
+    picked = listed[::-1][::args.every][::-1]  # counted back from the newest, so the last is always run
+    if not picked:
+        raise InvalidInput("the range holds no commit")
+    return [[rev] for rev in picked]
+
+
+def _already_stored(settings: Settings, repo: Path, rev: str) -> bool:
+    """Whether the local store holds a run of this commit (``--skip-existing``)."""
+    from sqlalchemy import select
+
+    from runners.gitrepo import resolve
+    from runners.local import repository_name
+    from service.store.models import Commit, Repository, Run
+
+    sha = resolve(repo, rev)
+    with _context(settings).sessions() as session:
+        return session.scalar(
+            select(Run.id).join(Commit, Commit.id == Run.commit_id)
+            .join(Repository, Repository.id == Commit.repository_id)
+            .where(Repository.name == repository_name(repo), Commit.sha == sha).limit(1)) is not None
+
+
+def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from runners.gitrepo import GitError
+    from runners.local import RunRequest, run_commits
+    from runners.session import ProcessFailed
+
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
+    if args.benchmarks is not None and not args.benchmarks.is_dir():
+        raise InvalidInput(f"--benchmarks {args.benchmarks}: not a directory")
+    if args.skip_existing and settings.uploads_over_http:
+        raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")
+    batches = _run_revisions(args)
     capture_dir = None if args.no_capture else settings.artifacts_dir
-    requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
-                           params=args.params, quick=args.quick, branch=args.branch, trigger=args.trigger,
-                           capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
-                           xla_single_thread=args.xla_single_thread)
-                for rev in revs]
-
-    def progress(done: int, planned: int, key: str) -> None:
-        print(f"  [{done}/{planned}] {key}", file=sys.stderr)
-
     settings.ensure_dirs()
-    per_commit = run_commits(requests, settings.worktree_dir, progress, rounds=args.rounds)
+    for revs in batches:
+        try:
+            if args.skip_existing and all(_already_stored(settings, args.repo, rev) for rev in revs):
+                print(f"{revs[0][:10]}: already stored, skipped")
+                continue
+            requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup,
+                                   suite=args.suite, benchmarks=args.benchmarks, params=args.params,
+                                   quick=args.quick, branch=args.branch, trigger=args.trigger,
+                                   capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
+                                   xla_single_thread=args.xla_single_thread)
+                        for rev in revs]
+            per_commit = run_commits(requests, settings.worktree_dir, _run_progress, rounds=args.rounds)
+        except GitError as exc:
+            raise InvalidInput(str(exc)) from None
+        except ProcessFailed as exc:
+            # the suite could not even start (none found, or it failed to import): one line, not two tracebacks
+            raise InvalidInput(f"the benchmark process failed at {revs[0]}: {str(exc).strip().splitlines()[-1]}"
+                               if str(exc).strip() else f"the benchmark process failed at {revs[0]}") from None
+        _store_runs(settings, args, [m for commit_manifests in per_commit for m in commit_manifests])
+    return EXIT_OK
+
+
+def _run_progress(done: int, planned: int, key: str) -> None:
+    print(f"  [{done}/{planned}] {key}", file=sys.stderr)
+
+
+def _store_runs(settings: Settings, args: argparse.Namespace, documents: list[dict[str, Any]]) -> None:
+    from service.contract import parse_manifest
+
     # Validate here too: never write a file, or report a run, that the service would refuse.
-    documents = [m for commit_manifests in per_commit for m in commit_manifests]
     manifests = [parse_manifest(m) for m in documents]
     if args.output:
         args.output.mkdir(parents=True, exist_ok=True)
@@ -321,7 +408,6 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
         for m in manifests:
             outcome = ctx.submit(m)
             print(f"stored as run {outcome.run_id}")
-    return EXIT_OK
 
 
 def cmd_ingest(settings: Settings, path: Path) -> int:

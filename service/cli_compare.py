@@ -222,8 +222,12 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     from runners.local import RunRequest, run_commits
 
     capture_dir = None if args.no_capture else settings.artifacts_dir
+    benchmarks = getattr(args, "benchmarks", None)
+    if benchmarks is not None and not benchmarks.is_dir():
+        raise InvalidInput(f"--benchmarks {benchmarks}: not a directory")
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
-                           params=args.params, quick=args.quick, trigger=args.trigger, capture_dir=capture_dir,
+                           benchmarks=benchmarks, params=args.params, quick=args.quick, trigger=args.trigger,
+                           capture_dir=capture_dir,
                            cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                            xla_single_thread=args.xla_single_thread) for rev in (base, head)]
     settings.ensure_dirs()

@@ -1,0 +1,140 @@
+"""A repository shaped like a real kernel library, never like the demo: a package at its root, no benchmarks in
+any commit of its history, a declared dependency, one real slowdown among docs-only commits. The benchmarks are
+kept outside it (`run --benchmarks`), a range run stores every commit under its real sha, a second pass skips
+what is stored, the slowdown is flagged at its commit, and `compare <sha> <sha>` reads the stored runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from service.cli import _run_revisions
+from service.errors import InvalidInput
+from tests.gitrepo import commit_all, git
+
+LIBRARY = '''"""fastops: a kernel library."""
+import jax
+import jax.numpy as jnp
+
+STEPS = {steps}
+
+
+def chain(x, w):
+    return jax.lax.fori_loop(0, STEPS, lambda _, y: jnp.tanh(y @ w), x)
+'''
+
+BENCHMARK = '''import jax.numpy as jnp
+import numpy as np
+
+import fastops
+from runners.suite import Case, benchmark
+
+
+@benchmark(suite="fastops", params=[{"n": 128}])
+def chain(n: int) -> Case:
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((n, n), dtype=np.float32))
+    w = jnp.asarray(rng.standard_normal((n, n), dtype=np.float32) / n)
+    return Case(fn=fastops.chain, args=(x, w))
+'''
+
+
+def library(root: Path) -> list[str]:
+    """Six commits: three before a 4x slowdown of the chain, two docs-only after it."""
+    (root / "fastops").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "fastops"\nversion = "0.1"\n'
+                                         'dependencies = ["jax>=0.4.30"]\n')
+    code = root / "fastops" / "__init__.py"
+    code.write_text(LIBRARY.format(steps=40))
+    git(root, "init", "-q", "-b", "main")
+    shas = [commit_all(root, "fastops")]
+    for i in range(2):
+        (root / "README.md").write_text(f"docs {i}\n")
+        shas.append(commit_all(root, f"docs {i}"))
+    code.write_text(LIBRARY.format(steps=160))
+    shas.append(commit_all(root, "fastops: a longer chain"))
+    for i in range(2, 4):
+        (root / "README.md").write_text(f"docs {i}\n")
+        shas.append(commit_all(root, f"docs {i}"))
+    return shas
+
+
+def kernelwatch(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_library_s_history_measured_with_benchmarks_kept_apart(tmp_path: Path) -> None:
+    repo, bench = tmp_path / "fastops", tmp_path / "benchmarks"
+    shas = library(repo)
+    bench.mkdir()
+    (bench / "chains.py").write_text(BENCHMARK)  # no __init__.py: any directory of modules will do
+    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path / "home")}
+    env.pop("KERNELWATCH_DATABASE_URL", None)
+    env.pop("KERNELWATCH_REDIS_URL", None)
+
+    # Without --benchmarks the library has no suite: one clear line, exit 2.
+    bare = kernelwatch(env, "run", "--repo", str(repo), "--samples", "2", "--no-capture")
+    assert bare.returncode == 2, bare.stderr[-2000:]
+    assert "Traceback" not in bare.stderr and "kernels_under_test" in bare.stderr
+
+    common = ["--repo", str(repo), "--benchmarks", str(bench), "--samples", "5", "--rounds", "2", "--no-capture"]
+    first = kernelwatch(env, "run", *common, "--commit", shas[0])
+    assert first.returncode == 0, first.stderr[-3000:]
+    ranged = kernelwatch(env, "run", *common, "--commits", f"{shas[0]}..main")
+    assert ranged.returncode == 0, ranged.stderr[-3000:]
+    for sha in shas[1:]:
+        assert sha[:10] in ranged.stdout
+    again = kernelwatch(env, "run", *common, "--commits", f"{shas[0]}..main", "--skip-existing")
+    assert again.returncode == 0 and again.stdout.count("already stored, skipped") == len(shas) - 1, again.stdout
+
+    compared = kernelwatch(env, "compare", shas[2], shas[3], "--format", "json", "--fail-on", "none")
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    [row] = [b for b in json.loads(compared.stdout)["benchmarks"] if b["metric"] == "wall_time"]
+    assert row["verdict"] == "regression" and row["ratio"] > 2, row
+
+    alerts = kernelwatch(env, "alerts", "list", "--format", "json")
+    assert alerts.returncode == 0, alerts.stderr[-2000:]
+    assert shas[3] in alerts.stdout, alerts.stdout[-3000:]
+    # The CI gate on the same library: the slowdown's pull request fails it.
+    gate = kernelwatch(env, "ci", "--repo", str(repo), "--benchmarks", str(bench), "--base", shas[2],
+                       "--head", shas[3], "--rounds", "2", "--samples", "5", "--no-capture")
+    assert gate.returncode == 1, gate.stdout[-2000:] + gate.stderr[-2000:]
+    assert "regression" in gate.stdout
+    # no commit of the library was changed or registered by any of this
+    assert git(repo, "status", "--porcelain") == "" and git(repo, "worktree", "list").count("\n") == 0
+
+
+def _args(repo: Path, **given: object) -> argparse.Namespace:
+    values: dict[str, object] = {"repo": repo, "commit": None, "commits": None, "commits_file": None, "every": 1}
+    values.update(given)
+    return argparse.Namespace(**values)
+
+
+def test_ranges_lists_and_every(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(7):
+        (repo / "f").write_text(str(i))
+        shas.append(commit_all(repo, f"c{i}"))
+    assert _run_revisions(_args(repo)) == [["HEAD"]]
+    assert _run_revisions(_args(repo, commit=["a", "b"])) == [["a", "b"]]  # two commits interleaved
+    assert _run_revisions(_args(repo, commits=f"{shas[0]}..{shas[6]}")) == [[s] for s in shas[1:]]
+    # every second, counted back from the newest: the newest is always run
+    assert _run_revisions(_args(repo, commits=f"{shas[0]}..main", every=2)) == [[shas[2]], [shas[4]], [shas[6]]]
+    listed = tmp_path / "list"
+    listed.write_text(f"# the release candidates\n{shas[1]}\n\n{shas[5]}  # rc2\n")
+    assert _run_revisions(_args(repo, commits_file=listed)) == [[shas[1]], [shas[5]]]
+    for bad in ({"commits": "main"}, {"commits": "--all..main"}, {"commits": f"{shas[0]}...main"},
+                {"commits": f"{shas[6]}..{shas[6]}"}, {"commits": f"{shas[0]}..main", "every": 0},
+                {"commits": "a..b", "commit": ["HEAD"]}, {"commits_file": tmp_path / "missing"}):
+        with pytest.raises(InvalidInput):
+            _run_revisions(_args(repo, **bad))
