@@ -106,8 +106,8 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
     """Announce the suite, then run what the parent asks for; ``origin_problem`` says before each benchmark is
     timed whether the code under test came from somewhere other than the checkout (it then fails untimed)."""
     instances: dict[str, BenchmarkInstance] = {
-        i.key: i for i in select(discover(args.root.resolve(), args.suite_dir), args.suite, parse_param_filter(args.params),
-                                 quick=args.quick)
+        i.key: i for i in select(discover(args.root.resolve(), args.suite_dir), args.suite,
+                                 parse_param_filter(args.params), quick=args.quick)
     }
     environment = announced_environment(args.dirty, calibration_enabled(), pinned=args.cpu_affinity is not None)
     _send(outbox, {"ready": {

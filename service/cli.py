@@ -346,8 +346,9 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
-    if args.benchmarks is not None and not args.benchmarks.is_dir():
-        raise InvalidInput(f"--benchmarks {args.benchmarks}: not a directory")
+    from service.cli_compare import benchmarks_for
+
+    benchmarks = benchmarks_for(args.repo, args.benchmarks)
     if args.skip_existing and settings.uploads_over_http:
         raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")
     batches = _run_revisions(args)
@@ -359,7 +360,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"{revs[0][:10]}: already stored, skipped")
                 continue
             requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup,
-                                   suite=args.suite, benchmarks=args.benchmarks, params=args.params,
+                                   suite=args.suite, benchmarks=benchmarks, params=args.params,
                                    quick=args.quick, branch=args.branch, trigger=args.trigger,
                                    capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                                    xla_single_thread=args.xla_single_thread)

@@ -214,6 +214,21 @@ def check_hardware(hardware: str, manifests: Sequence[dict[str, Any]]) -> None:
                                "see its devices?")
 
 
+def benchmarks_for(repo: Path, given: Path | None) -> Path | None:
+    """Where the benchmarks are: ``--benchmarks`` when given, else what the repository's project file says
+    (runners/project_file.py), else None (the commit's own kernels_under_test/)."""
+    from runners.project_file import ProjectFileError, read_project_settings
+
+    if given is not None:
+        if not given.is_dir():
+            raise InvalidInput(f"--benchmarks {given}: not a directory")
+        return given
+    try:
+        return read_project_settings(repo).benchmarks
+    except ProjectFileError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
 def run_both(settings: Settings, repo: Path, base: str, head: str, args: argparse.Namespace,
              progress: Callable[[int, int, str], None] | None = None) -> tuple[list[list[dict[str, Any]]], list[CiRun]]:
     """Both commits' suites, benchmark by benchmark interleaved (ABBA...), ``args.rounds`` times, through
@@ -222,9 +237,7 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     from runners.local import RunRequest, run_commits
 
     capture_dir = None if args.no_capture else settings.artifacts_dir
-    benchmarks = getattr(args, "benchmarks", None)
-    if benchmarks is not None and not benchmarks.is_dir():
-        raise InvalidInput(f"--benchmarks {benchmarks}: not a directory")
+    benchmarks = benchmarks_for(repo, getattr(args, "benchmarks", None))
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            benchmarks=benchmarks, params=args.params, quick=args.quick, trigger=args.trigger,
                            capture_dir=capture_dir,

@@ -102,13 +102,16 @@ def test_a_library_s_history_measured_with_benchmarks_kept_apart(tmp_path: Path)
     alerts = kernelwatch(env, "alerts", "list", "--format", "json")
     assert alerts.returncode == 0, alerts.stderr[-2000:]
     assert shas[3] in alerts.stdout, alerts.stdout[-3000:]
-    # The CI gate on the same library: the slowdown's pull request fails it.
-    gate = kernelwatch(env, "ci", "--repo", str(repo), "--benchmarks", str(bench), "--base", shas[2],
+    # The CI gate on the same library: the slowdown's pull request fails it. The benchmarks come from the
+    # project file this time, in the working copy and not in any commit.
+    (repo / "kernelwatch.toml").write_text('benchmarks = "../benchmarks"\n')
+    gate = kernelwatch(env, "ci", "--repo", str(repo), "--base", shas[2],
                        "--head", shas[3], "--rounds", "2", "--samples", "5", "--no-capture")
     assert gate.returncode == 1, gate.stdout[-2000:] + gate.stderr[-2000:]
     assert "regression" in gate.stdout
     # no commit of the library was changed or registered by any of this
-    assert git(repo, "status", "--porcelain") == "" and git(repo, "worktree", "list").count("\n") == 0
+    assert git(repo, "status", "--porcelain") == "?? kernelwatch.toml"
+    assert git(repo, "worktree", "list").count("\n") == 0
 
 
 def _args(repo: Path, **given: object) -> argparse.Namespace:

@@ -1,0 +1,63 @@
+"""A measured repository's KernelWatch settings: ``kernelwatch.toml`` at its root, else ``[tool.kernelwatch]`` in
+its ``pyproject.toml``; read from the working copy the user points ``--repo`` at (not from each measured commit:
+the benchmarks it names are applied to every commit, as asv's ``benchmark_dir``).
+
+    # kernelwatch.toml (or [tool.kernelwatch] in pyproject.toml)
+    benchmarks = "benchmarks"   # a directory of benchmark modules, relative to this file
+
+No file: today's behaviour (the commit's own ``kernels_under_test/``). Keys it does not know are refused, so a
+misspelt or not-yet-supported setting is never silently ignored.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+KNOWN_KEYS = ("benchmarks",)
+
+
+class ProjectFileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ProjectSettings:
+    source: Path | None  # the file they came from; None: no project file
+    benchmarks: Path | None = None  # absolute
+
+
+def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
+    """The settings of one ``[tool.kernelwatch]`` table (or a whole kernelwatch.toml) read from ``source``."""
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        raise ProjectFileError(f"{source}: unknown setting(s) {', '.join(unknown)} (known: {', '.join(KNOWN_KEYS)})")
+    benchmarks = table.get("benchmarks")
+    if benchmarks is not None and (not isinstance(benchmarks, str) or not benchmarks.strip()):
+        raise ProjectFileError(f"{source}: benchmarks must be a directory path (a string), not {benchmarks!r}")
+    path = (source.parent / benchmarks).resolve() if benchmarks else None
+    if path is not None and not path.is_dir():
+        raise ProjectFileError(f"{source}: benchmarks = {benchmarks!r}, but {path} is not a directory")
+    return ProjectSettings(source, path)
+
+
+def read_project_settings(repo: Path) -> ProjectSettings:
+    """The settings of the repository at ``repo``; ``ProjectSettings(None)`` when it has no project file."""
+    for name in ("kernelwatch.toml", "pyproject.toml"):
+        path = repo / name
+        if not path.is_file():
+            continue
+        try:
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+            raise ProjectFileError(f"{path}: not readable TOML ({exc})") from None
+        if name == "kernelwatch.toml":
+            return parse_settings(document, path)
+        table = document.get("tool", {}).get("kernelwatch") if isinstance(document.get("tool"), dict) else None
+        if table is not None:
+            if not isinstance(table, dict):
+                raise ProjectFileError(f"{path}: [tool.kernelwatch] must be a table")
+            return parse_settings(table, path)
+    return ProjectSettings(None)
