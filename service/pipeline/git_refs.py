@@ -9,12 +9,11 @@ last fetch). Nothing is cloned or fetched here: a comparison reads, it does not 
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from runners.gitrepo import GitError, clone_path, local_path, resolve
+from runners.gitrepo import GitError, check_location, clone_path, local_path, resolve, run_git
 
 LS_REMOTE_TIMEOUT_S = 30.0
 
@@ -50,9 +49,10 @@ class GitRefResolver:
             return self._rev_parse(local, ref)
         if self.network:
             try:
-                proc = subprocess.run(["git", "ls-remote", "--", repository_url, ref, f"{ref}^{{}}"],
-                                      capture_output=True, text=True, timeout=LS_REMOTE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
+                check_location(repository_url)
+                proc = run_git(["ls-remote", "--", repository_url, ref, f"{ref}^{{}}"], network=True,
+                               timeout_s=LS_REMOTE_TIMEOUT_S)
+            except GitError:  # timed out, or a location no git call may be given
                 proc = None
             if proc is not None and proc.returncode == 0:
                 found = _peeled(proc.stdout, ref)

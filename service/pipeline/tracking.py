@@ -18,8 +18,6 @@ twice.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from runners.gitrepo import GitError, check_location, check_rev, run_git
 from service.errors import InvalidInput, Transient
 from service.store.models import Run
 from service.tracked import TrackedBranch, scheduled_run_kwargs, scheduled_task_id
@@ -78,15 +77,19 @@ def branch_tip(repo: str, branch: str) -> str:
     (``file://`` URLs included)."""
     local = Path(repo).expanduser()
     is_local = "://" not in repo and local.is_dir()
-    if is_local:
-        args = ["git", "-C", str(local), "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"]
-    else:
-        args = ["git", "ls-remote", "--heads", "--", repo, f"refs/heads/{branch}"]
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
-                              env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-    except subprocess.TimeoutExpired:
-        raise Transient(f"git did not answer within {GIT_TIMEOUT_S} s for {repo}") from None
+        check_rev(branch)
+        if is_local:
+            proc = run_git(["-C", str(local), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                            f"refs/heads/{branch}^{{commit}}"], timeout_s=GIT_TIMEOUT_S)
+        else:
+            check_location(repo)
+            proc = run_git(["ls-remote", "--heads", "--", repo, f"refs/heads/{branch}"], network=True,
+                           timeout_s=GIT_TIMEOUT_S)
+    except GitError as exc:
+        if "timed out" in str(exc):
+            raise Transient(f"git did not answer within {GIT_TIMEOUT_S} s for {repo}") from None
+        raise InvalidInput(str(exc)) from None
     if is_local:
         if proc.returncode != 0:
             raise InvalidInput(f"{repo} has no branch {branch!r}")
