@@ -309,8 +309,8 @@ def _run_revisions(args: argparse.Namespace) -> list[list[str]]:
             listed = first_parent_range(args.repo, start, end)
         else:
             text = args.commits_file.read_text() if str(args.commits_file) != "-" else sys.stdin.read()
-            listed = [check_rev(line.split("#", 1)[0].strip()) for line in text.splitlines()
-                      if line.split("#", 1)[0].strip()]
+            uncommented = (line.split("#", 1)[0].strip() for line in text.splitlines())
+            listed = [check_rev(rev) for rev in uncommented if rev]
     except OSError as exc:
         raise InvalidInput(f"--commits-file: {exc}") from None
     except GitError as exc:
@@ -343,11 +343,10 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
     from runners.session import ProcessFailed
+    from service.cli_compare import benchmarks_for
 
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
-    from service.cli_compare import benchmarks_for
-
     benchmarks = benchmarks_for(args.repo, args.benchmarks)
     if args.skip_existing and settings.uploads_over_http:
         raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")

@@ -55,8 +55,8 @@ import numpy as np
 
 Method = Literal["welch", "pooled"]
 
-# How many degrees of freedom the series' stored spread counts for at most in one test: as much as four runs of
-# a side's own. More let a quiet stretch of history lower the bar for every later comparison (the demo's A/A
+# How many degrees of freedom the series' stored spread counts for at most in one test: as much as six runs of a
+# side's own. More let a quiet stretch of history lower the bar for every later comparison (the demo's A/A
 # check failed with the whole history's); none left three runs that share a process state claiming no spread.
 PRIOR_DF = 5
 # From how many runs a side's own spread is trusted to show the process states: with 2-3 runs, all of one side in
@@ -184,10 +184,6 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
     if kb == 0 or kh == 0:
         raise ValueError("a side without runs cannot be compared")
     diff = float(head.mean() - base.mean())
-    # A side of one run has no spread of its own: the history is all there is, as a prior worth at most
-    # PRIOR_DF degrees of freedom (see the module's note).
-    prior_df = min(noise.df, PRIOR_DF) if noise is not None else 0
-    prior_ss = noise.sd ** 2 * prior_df if noise is not None else 0.0
     if kb >= 2 and kh >= 2:
         (vb, dfb), (vh, dfh) = _side_variance(base, noise), _side_variance(head, noise)
         vb, vh = vb / kb, vh / kh
@@ -196,7 +192,10 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
         df = se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh) if se2 > 0 else float(dfb + dfh)
         method: Method = "welch"
     else:
-        ss = _ss(base) + _ss(head) + prior_ss
+        # A side of one run has no spread of its own: the history is all there is, as a prior worth at most
+        # PRIOR_DF degrees of freedom (see the module's note).
+        prior_df = min(noise.df, PRIOR_DF) if noise is not None else 0
+        ss = _ss(base) + _ss(head) + (noise.sd ** 2 * prior_df if noise is not None else 0.0)
         df = float(kb - 1 + kh - 1 + prior_df)
         if df < 1:
             return None
