@@ -27,8 +27,12 @@ browser:
 demo: $(VENV)/.runtime-installed
 	$(BIN)/kernelwatch demo
 
+# Parallel: most of the suite waits on processes it started (benchmark children, Celery workers, Chromium), so
+# more workers than this machine's two cores still shorten it; tests/conftest.py keeps each file on one worker.
+TEST_WORKERS ?= 3
+
 test: $(VENV)/.dev-installed browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

@@ -16,7 +16,7 @@ from bench.soak import SoakConfig, SoakReport, checks, format_report, soak
 from tests.conftest import fresh_redis
 from tests.soak import PageHit, Submission
 
-REDIS_URL = "redis://127.0.0.1:6379/8"  # this test's alone (the other tests use 3, 4, 6, 7, 9-14; the bench 15)
+REDIS_URL = "redis://127.0.0.1:6379/8"  # this test's alone (the other tests use 2-4, 6, 7, 9-14; the benches 5 and 15)
 
 
 def test_a_short_soak_loses_nothing_answers_no_5xx_and_keeps_its_memory(pg_database: str, tmp_path: Path) -> None:
