@@ -47,13 +47,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from runners.local import RunRequest, run_commits  # noqa: E402
-from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare  # noqa: E402
+from service.detect.compare import (  # noqa: E402
+    BenchmarkKey,
+    CompareParams,
+    Comparison,
+    Pair,
+    Side,
+    compare,
+    looks_alpha,
+    more_runs_would_decide,
+)
 from service.detect.run_stats import pooled_noise  # noqa: E402
 
 BASE_STEPS = 40
 EFFECTS = (0.05, 0.10, 0.20, 0.50)
 AA_COMMITS = 2
 BUDGETS = (1, 2, 3, 5)
+# `ci --rounds 2 --max-rounds 6`: two rounds, then two more at a time while the benchmark is undecided.
+ADAPTIVE = (2, 6)
 ALPHA = 0.05
 MIN_EFFECT = 0.01
 
@@ -160,10 +171,31 @@ def load_runs(path: Path) -> tuple[list[tuple[str, str, float]], dict[tuple[str,
     return commits, measured, float(data["elapsed"])
 
 
-def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
-    """KernelWatch's verdict; ``held_out``: per commit, the log medians of the runs not drawn (the history)."""
+def kernelwatch_row(base: list[list[float]], head: list[list[float]], held_out: list[list[float]],
+                    alpha: float = ALPHA) -> Comparison:
+    """KernelWatch's comparison; ``held_out``: per commit, the log medians of the runs not drawn (the history)."""
     pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base), Side.of_runs(head), pooled_noise(held_out))
-    return compare([pair], CompareParams(alpha=ALPHA, min_effect=MIN_EFFECT)).rows[0].verdict
+    return compare([pair], CompareParams(alpha=alpha, min_effect=MIN_EFFECT)).rows[0]
+
+
+def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
+    return kernelwatch_row(base, head, held_out).verdict
+
+
+def adaptive_verdict(base: Runs, head: Runs, order: list[int]) -> tuple[str, int]:
+    """`ci --max-rounds` on one draw: the rounds in ``order`` taken two at a time from ADAPTIVE[0] while the
+    verdict is undecided, up to ADAPTIVE[1], every look at --alpha split over the looks; the verdict and the
+    rounds a side it took."""
+    start, most = ADAPTIVE
+    alpha = looks_alpha(ALPHA, 1 + -(-(most - start) // 2))
+    used = start
+    while True:
+        chosen, rest = order[:used], order[used:]
+        held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
+        row = kernelwatch_row([base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen], held_out, alpha)
+        if not more_runs_would_decide(row) or used >= most:
+            return row.verdict, used
+        used = min(most, used + 2)
 
 
 def paired_verdict(base: list[list[float]], head: list[list[float]]) -> str:
@@ -253,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
           f"of log samples inside one run: {within:.3f}")
 
     rng = np.random.default_rng(args.seed)
+    adaptive_ok = ADAPTIVE[1] < args.rounds  # at least one round left over as the history
+    # adaptive[column] = [hits, trials, rounds a side used]
+    adaptive: dict[str, list[int]] = {}
     # rates[(method, budget)][column] = (hits, trials)
     rates: dict[tuple[str, int], dict[str, list[int]]] = {}
     inconclusive: dict[int, list[int]] = {}
@@ -262,6 +297,15 @@ def main(argv: list[str] | None = None) -> int:
             base, head = measured.get((base_sha, label)), measured.get((sha, label))
             if base is None or head is None:
                 continue
+            if adaptive_ok:
+                cell = adaptive.setdefault(column, [0, 0, 0])
+                wrong = ("regression", "improvement") if effect == 0 else ("regression",)
+                for _ in range(args.trials):
+                    order = rng.permutation(min(len(base.rounds), len(head.rounds))).tolist()
+                    verdict, used = adaptive_verdict(base, head, order)
+                    cell[0] += verdict in wrong
+                    cell[1] += 1
+                    cell[2] += used
             for budget in budgets:
                 verdicts = judge(base, head, budget, args.trials, rng)
                 for method, found in verdicts.items():
@@ -296,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
                 hits, total = cells.get(c, [0, 0])
                 text.append(f"{(hits / total if total else float('nan')):>20.1%}")
             print(f"{method:<8} {budget:>9}  " + "  ".join(text))
+    if adaptive_ok:
+        label = f"{ADAPTIVE[0]}->{ADAPTIVE[1]}"
+        print(f"{'adaptive':<8} {label:>9}  " + "  ".join(
+            f"{adaptive[c][0] / adaptive[c][1]:>20.1%}" for c in columns))
+        print(f"{'':<8} {'mean runs':>9}  " + "  ".join(
+            f"{adaptive[c][2] / adaptive[c][1]:>20.2f}" for c in columns))
     print()
     print("kernelwatch, A/A comparisons called inconclusive: "
           + ", ".join(f"{b} run{'s' if b > 1 else ''}/side {v[0] / v[1]:.0%}" for b, v in sorted(inconclusive.items())))
@@ -320,6 +370,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"  (pooled method's A/A rate at {budget} run(s)/side is {pooled['A/A'][0] / pooled['A/A'][1]:.0%}: "
                   "its power is not comparable)")
+    if adaptive_ok:
+        rate = adaptive["A/A"][0] / adaptive["A/A"][1]
+        holds = rate <= ALPHA
+        ok &= holds
+        print(f"target: adaptive ({ADAPTIVE[0]} to {ADAPTIVE[1]} rounds) A/A false verdicts {rate:.1%} <= "
+              f"{ALPHA:.0%}: {'met' if holds else 'NOT met'}")
     return 0 if ok else 1
 
 

@@ -56,6 +56,9 @@ class RunRequest:
     # Where the repository came from, when ``repo`` is a clone of it (a worker's cache): the manifest names the
     # origin, so that runs from any runner's clone land in the same repository and series.
     origin: str | None = None
+    # Only these benchmarks (keys as the suite names them, ``suite/name[k=v,...]``) of the selection: the
+    # further rounds `ci --max-rounds` makes of the benchmarks still undecided. None: the whole selection.
+    only: frozenset[str] | None = None
 
 
 @dataclass
@@ -91,7 +94,8 @@ class SuiteRunner:
         primary = self._start(0)
         self.primary_devices = int(primary.environment["device_count"])
         self.backend = str(primary.environment["backend"])
-        self.announced: dict[str, Announced] = {b.key: b for b in primary.benchmarks}
+        self.announced: dict[str, Announced] = {b.key: b for b in primary.benchmarks
+                                                if request.only is None or b.key in request.only}
         self.runs: dict[int, EnvironmentRun] = {}
 
     def _group(self, devices: int) -> int:
@@ -276,7 +280,7 @@ def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
 
 def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: ProgressFn | None = None,
                 run_ids: Sequence[str] | None = None, rounds: int = 1,
-                repos_dir: Path | None = None) -> list[list[dict[str, Any]]]:
+                repos_dir: Path | None = None, first_round: int = 0) -> list[list[dict[str, Any]]]:
     """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, ``rounds``
     times, and return each commit's manifests (one per environment and round).
 
@@ -286,14 +290,20 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     turns per benchmark inside one. Only the first round captures artifacts; the others only time.
 
     ``cache_dir`` holds the checkouts; ``repos_dir`` KernelWatch's clones of local repositories they are made
-    from (default: ``repos`` beside ``cache_dir``, as under KERNELWATCH_HOME)."""
+    from (default: ``repos`` beside ``cache_dir``, as under KERNELWATCH_HOME).
+
+    ``first_round`` continues a session: with the same ``run_ids``, rounds ``first_round``... of it, their runs
+    numbered and ordered as if made in one call (`ci --max-rounds` adds rounds while a benchmark is undecided)."""
     if rounds < 1:
         raise ValueError(f"at least one round, not {rounds}")
+    if first_round < 0 or (first_round and run_ids is None):
+        raise ValueError("a session is continued with its run ids, from a round >= 0")
     repos = repos_dir if repos_dir is not None else cache_dir.parent / "repos"
     prepared = [_prepare(r, cache_dir, repos) for r in requests]
     ids = list(run_ids) if run_ids is not None else [uuid.uuid4().hex for _ in requests]
     out: list[list[dict[str, Any]]] = [[] for _ in requests]
-    for round_index in range(rounds):
+    last = first_round + rounds
+    for round_index in range(first_round, last):
         order = list(range(len(prepared)))
         if round_index % 2:
             order.reverse()
@@ -304,13 +314,13 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
                 if round_index:
                     request = dataclasses.replace(request, capture_dir=None)
                 runners[i] = SuiteRunner(prepared[i].worktree, request, dirty=prepared[i].dirty)
-            interleave([runners[i] for i in order], _round_progress(progress, round_index, rounds))
+            interleave([runners[i] for i in order], _round_progress(progress, round_index, first_round, last))
             for i in order:
                 # A stable id per round: a redelivered task re-running the same commits maps to the same runs.
                 rid = ids[i] if round_index == 0 else f"{ids[i]}-r{round_index}"
                 # The session is named after its first run (stable too); runs of one session and round were
                 # made back to back, and a comparison pairs them.
-                round_of = {"session": ids[0], "index": round_index} if len(prepared) > 1 or rounds > 1 else None
+                round_of = {"session": ids[0], "index": round_index} if len(prepared) > 1 or last > 1 else None
                 out[i] += _manifests(prepared[i], runners[i], rid, round_of)
         finally:
             for runner in runners.values():
@@ -318,13 +328,15 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     return out
 
 
-def _round_progress(progress: ProgressFn | None, round_index: int, rounds: int) -> ProgressFn | None:
-    """Progress within a round, told as progress over all rounds (the round named when there are several)."""
-    if progress is None or rounds == 1:
+def _round_progress(progress: ProgressFn | None, round_index: int, first: int, last: int) -> ProgressFn | None:
+    """Progress within a round, told as progress over this call's rounds ``first``..``last - 1`` (the round
+    named, out of ``last``, when there are several)."""
+    if progress is None or last == 1:
         return progress
 
     def told(done: int, planned: int, key: str) -> None:
-        progress(round_index * planned + done, rounds * planned, f"round {round_index + 1}/{rounds} {key}")
+        progress((round_index - first) * planned + done, (last - first) * planned,
+                 f"round {round_index + 1}/{last} {key}")
 
     return told
 

@@ -7,12 +7,13 @@ import argparse
 import dataclasses
 import json
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from runners.uploader import UploadError
-from service.cli_compare import Comparison, Rendered, add_report_options
+from service.cli_compare import CiRun, Comparison, Rendered, add_report_options
 from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
 
@@ -167,6 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"runs per commit, each a fresh benchmark process, interleaved ABBA (default {CI_ROUNDS}; "
                          "give an even number, so that each commit goes first as often; one round a side can only "
                          "decide against a spread between runs already stored for the series)")
+    ci.add_argument("--max-rounds", type=int, default=None, metavar="M",
+                    help="adaptive: while a benchmark is undecided (inconclusive, and more runs would decide), two "
+                         "more rounds of just those benchmarks, up to M rounds a commit; --alpha is then split "
+                         "evenly over the looks at the data this allows (Bonferroni), so that testing again "
+                         "never raises the false-verdict rate past it (default: --rounds, not adaptive)")
     ci.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
     ci.add_argument("--hardware", default="cpu", help="cpu: the suite must run on JAX's CPU backend; any other "
                                                       "name (h200...): on an accelerator, else exit 2")
@@ -575,28 +581,61 @@ def cmd_compare(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
-    from service.cli_compare import (
-        append_step_summary,
-        check_hardware,
-        compare_remote,
-        compare_runs,
-        run_both,
-    )
-    from service.contract import parse_manifest
+    from service.cli_compare import append_step_summary, ci_runs, run_both, suite_key
+    from service.detect.compare import looks_alpha, more_runs_would_decide
 
     if args.samples < 1:
         raise InvalidInput("--samples must be at least 1")
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
+    max_rounds = args.rounds if args.max_rounds is None else args.max_rounds
+    if max_rounds < args.rounds:
+        raise InvalidInput(f"--max-rounds {max_rounds} is fewer than --rounds {args.rounds}")
     if args.rounds == 1:
         print("kernelwatch: warning: one round a side: a benchmark is decided only against the spread between runs "
               "stored for its series, and is inconclusive without one (give --rounds 4)", file=sys.stderr)
+    # Further rounds come two at a time (each commit goes first once more: ABBA balance), the last maybe one.
+    looks = 1 + -(-(max_rounds - args.rounds) // 2)
+    alpha = looks_alpha(args.alpha, looks)
 
     def progress(done: int, planned: int, key: str) -> None:
         print(f"  [{done}/{planned}] {key}", file=sys.stderr)
 
-    per_commit, runs = run_both(settings, args.repo, args.base, args.head, args, progress)
-    documents = [m for manifests in per_commit for m in manifests]
+    ids = [uuid.uuid4().hex, uuid.uuid4().hex]
+    made = run_both(settings, args.repo, args.base, args.head, args, progress, rounds=args.rounds, run_ids=ids)
+    per_commit, done = made, args.rounds
+    notes: list[str] = []
+    while True:
+        found = _store_and_compare(settings, args, [m for manifests in made for m in manifests], ci_runs(per_commit),
+                                   alpha)
+        undecided = frozenset(suite_key(row.key) for row in found.report.rows if more_runs_would_decide(row))
+        if not undecided or done >= max_rounds:
+            break
+        more = min(2, max_rounds - done)
+        print(f"{len(undecided)} benchmark(s) undecided after {done} rounds: {more} more round(s) of them",
+              file=sys.stderr)
+        made = run_both(settings, args.repo, args.base, args.head, args, progress, rounds=more, run_ids=ids,
+                        first_round=done, only=undecided)
+        per_commit = [old + new for old, new in zip(per_commit, made, strict=True)]
+        done += more
+        notes = [f"adaptive rounds: {args.rounds} to {max_rounds} a commit while a benchmark was undecided, "
+                 f"{done} made; each of the {looks} looks at the data tested at alpha {alpha:.3g} "
+                 f"(--alpha {args.alpha:g} split over them)"]
+    if notes:
+        found = dataclasses.replace(found, notes=found.notes + tuple(notes))
+    rendered = _print_report(found, args)
+    written = append_step_summary(rendered.markdown)
+    if written is not None:
+        print(f"report appended to {written}", file=sys.stderr)
+    return EXIT_FOUND if rendered.fail else EXIT_OK
+
+
+def _store_and_compare(settings: Settings, args: argparse.Namespace, documents: list[dict[str, Any]],
+                       runs: list[CiRun], alpha: float) -> Comparison:
+    """Store (or upload) the runs just made, then compare exactly the runs `ci` made so far at ``alpha``."""
+    from service.cli_compare import check_hardware, compare_remote, compare_runs
+    from service.contract import parse_manifest
+
     check_hardware(args.hardware, documents)
     for m in map(parse_manifest, documents):  # never store, nor compare, a run the service would refuse
         failed = [r for r in m.results if r.metric == "wall_time" and r.status != "ok"]
@@ -612,23 +651,17 @@ def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
         # Exactly this job's runs (a commit's other stored runs stay out): their ids, joined by commas.
         refs = [",".join(run.run_ids) for run in runs]
         print(f"uploaded {len(documents)} run(s) to {send.api}", file=sys.stderr)
-        found = compare_remote(settings.service_url, settings.service_token, settings.repos_dir, refs[0], refs[1],
-                               None, args.alpha, _min_effect(args))
-    else:
-        ctx = _context(settings)
-        try:
-            for m in map(parse_manifest, documents):
-                ctx.submit(m)
-        finally:
-            ctx.close()
-        print(f"stored {len(documents)} run(s) in {settings.effective_database_url.split('://', 1)[0]}",
-              file=sys.stderr)
-        found = compare_runs(settings, _context, runs[0].run_ids, runs[1].run_ids, args.alpha, _min_effect(args))
-    rendered = _print_report(found, args)
-    written = append_step_summary(rendered.markdown)
-    if written is not None:
-        print(f"report appended to {written}", file=sys.stderr)
-    return EXIT_FOUND if rendered.fail else EXIT_OK
+        return compare_remote(settings.service_url, settings.service_token, settings.repos_dir, refs[0], refs[1],
+                              None, alpha, _min_effect(args))
+    ctx = _context(settings)
+    try:
+        for m in map(parse_manifest, documents):
+            ctx.submit(m)
+    finally:
+        ctx.close()
+    print(f"stored {len(documents)} run(s) in {settings.effective_database_url.split('://', 1)[0]}",
+          file=sys.stderr)
+    return compare_runs(settings, _context, runs[0].run_ids, runs[1].run_ids, alpha, _min_effect(args))
 
 
 MAX_PARSE_INPUT = 512 * 1024 * 1024

@@ -20,7 +20,7 @@ from service.report.compare_view import FAIL_ON, SORT_ORDERS, FailOn, SortOrder
 from service.settings import Settings
 
 if TYPE_CHECKING:  # numpy and scipy behind them: not for every `kernelwatch` start
-    from service.detect.compare import ComparisonReport
+    from service.detect.compare import BenchmarkKey, ComparisonReport
     from service.report.compare_table import SideLabel
 
 FORMATS = ("text", "markdown", "json", "csv")
@@ -230,27 +230,39 @@ def benchmarks_for(repo: Path, given: Path | None) -> Path | None:
 
 
 def run_both(settings: Settings, repo: Path, base: str, head: str, args: argparse.Namespace,
-             progress: Callable[[int, int, str], None] | None = None) -> tuple[list[list[dict[str, Any]]], list[CiRun]]:
-    """Both commits' suites, benchmark by benchmark interleaved (ABBA...), ``args.rounds`` times, through
-    `kernelwatch run`'s path."""
+             progress: Callable[[int, int, str], None] | None = None, *, rounds: int, run_ids: Sequence[str],
+             first_round: int = 0, only: frozenset[str] | None = None) -> list[list[dict[str, Any]]]:
+    """Both commits' suites (``only`` these benchmarks of them, when given), benchmark by benchmark interleaved
+    (ABBA...), ``rounds`` times from round ``first_round`` of the session ``run_ids`` names, through
+    `kernelwatch run`'s path; each commit's manifests."""
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
 
-    capture_dir = None if args.no_capture else settings.artifacts_dir
+    capture_dir = None if args.no_capture else settings.artifacts_dir  # (round 0's only: run_commits)
     benchmarks = benchmarks_for(repo, getattr(args, "benchmarks", None))
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            benchmarks=benchmarks, params=args.params, quick=args.quick, trigger=args.trigger,
                            capture_dir=capture_dir,
                            cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
-                           xla_single_thread=args.xla_single_thread) for rev in (base, head)]
+                           xla_single_thread=args.xla_single_thread, only=only) for rev in (base, head)]
     settings.ensure_dirs()
     try:
-        per_commit = run_commits(requests, settings.worktree_dir, progress, rounds=args.rounds)
+        per_commit = run_commits(requests, settings.worktree_dir, progress, run_ids=run_ids, rounds=rounds,
+                                 first_round=first_round)
     except GitError as exc:  # an unknown ref, a path that is no repository: the caller's to fix
         raise InvalidInput(str(exc)) from None
-    runs = [CiRun(str(manifests[0]["commit"]["sha"]) if manifests else "", tuple(str(m["run_id"]) for m in manifests))
-            for manifests in per_commit]
-    for (name, rev), run in zip((("base", base), ("head", head)), runs, strict=True):
-        if not run.run_ids:
+    for (name, rev), manifests in zip((("base", base), ("head", head)), per_commit, strict=True):
+        if not manifests:
             raise InvalidInput(f"{name} {rev}: the suite selected no benchmark (check --suite and --params)")
-    return per_commit, runs
+    return per_commit
+
+
+def ci_runs(per_commit: Sequence[Sequence[dict[str, Any]]]) -> list[CiRun]:
+    """Each commit's runs, from its manifests (every round made so far)."""
+    return [CiRun(str(manifests[0]["commit"]["sha"]), tuple(str(m["run_id"]) for m in manifests))
+            for manifests in per_commit]
+
+
+def suite_key(key: BenchmarkKey) -> str:
+    """The key the suite runs a benchmark by (``suite/name[k=v,...]``, runners/suite.py) of a compared one."""
+    return f"{key.suite}/{key.name}[{','.join(f'{k}={v}' for k, v in key.params)}]"

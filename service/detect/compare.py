@@ -305,6 +305,21 @@ def _result(side: _Measured | SideResult | None) -> SideResult | None:
     return side.result if isinstance(side, _Measured) else side
 
 
+def more_runs_would_decide(row: Comparison) -> bool:
+    """An inconclusive verdict that further runs of both sides can settle (not one with no ratio to test)."""
+    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD)
+
+
+def looks_alpha(alpha: float, looks: int) -> float:
+    """The level of each of ``looks`` tests of one comparison that grows between them (`ci --max-rounds`: more
+    rounds while a benchmark is undecided). Testing again until significant raises the chance of a false verdict
+    with every look; Bonferroni over the looks keeps it within ``alpha`` whatever the data, at some cost in power
+    (bench/verdict_calibration.py measures both)."""
+    if looks < 1:
+        raise ValueError(f"at least one look, not {looks}")
+    return alpha / looks
+
+
 def _absent_verdict(base: SideResult | None, head: SideResult | None) -> Verdict | None:
     """The verdict of a pair that cannot be tested, or None when both sides are measured."""
     if head is None:

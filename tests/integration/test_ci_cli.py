@@ -100,6 +100,27 @@ def test_ci_between_commits_with_the_same_kernels_gives_no_time_verdict(tmp_path
         assert row["base"]["runs"] == 4 and row["head"]["runs"] == 4 and row["method"] == "welch"
 
 
+def test_ci_adds_rounds_while_a_benchmark_is_undecided(tmp_path: Path, planted: Path) -> None:
+    """Adaptive rounds: one round a side and no stored spread cannot decide, so `--max-rounds 3` makes two more
+    rounds of the undecided benchmark, and the verdict rests on three runs a side, each look at the data tested
+    at half of --alpha (two looks)."""
+    git(planted, "checkout", "-q", "-b", "docs", "main~1")
+    (planted / "README.md").write_text("How to run the suite.\n")
+    git(planted, "add", "-A")
+    git(planted, "commit", "-q", "-m", "README: how to run the suite")
+    env = env_for(tmp_path, tmp_path / "summary.md")
+    proc = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--head", "docs", *SUITE,
+                        "--rounds", "1", "--max-rounds", "3", "--format", "json", "--fail-on", "none"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 benchmark(s) undecided after 1 rounds: 2 more round(s) of them" in proc.stderr, proc.stderr[-3000:]
+    document = json.loads(proc.stdout)
+    [row] = document["benchmarks"]
+    assert row["base"]["runs"] == 3 and row["head"]["runs"] == 3 and row["method"] == "welch", row
+    assert document["parameters"]["alpha"] == 0.025
+    assert any(note.startswith("adaptive rounds: 1 to 3") for note in document["notes"]), document["notes"]
+    assert len(document["base"]["runs"]) == 3  # the session's three runs of the commit, all compared
+
+
 def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
     env = env_for(tmp_path, tmp_path / "summary.md")
     unknown = kernelwatch(["ci", "--repo", str(planted), "--base", "no-such-branch", *SUITE], env)
@@ -110,6 +131,8 @@ def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
     wrong = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--hardware", "h200", *SUITE[:4],
                          "--samples", "1", "--no-capture"], env)
     assert wrong.returncode == 2 and "--hardware h200, but the suite ran on the cpu backend" in wrong.stderr
+    fewer = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--rounds", "4", "--max-rounds", "2"], env)
+    assert fewer.returncode == 2 and "--max-rounds 2 is fewer than --rounds 4" in fewer.stderr, fewer.stderr
     assert not (tmp_path / "summary.md").exists()
 
 

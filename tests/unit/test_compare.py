@@ -20,8 +20,10 @@ from service.detect.compare import (
     Side,
     benjamini_hochberg,
     compare,
+    looks_alpha,
     median_estimate,
     min_samples_for_interval,
+    more_runs_would_decide,
 )
 from service.detect.run_stats import PRIOR_DF, RunNoise, log_ratio_test, pooled_noise, run_medians
 
@@ -333,3 +335,46 @@ def test_bad_parameters_and_input() -> None:
         compare([Pair(key(), Side((1.0,)), Side((1.0,)))] * 2)
     with pytest.raises(ValueError, match="neither"):
         compare([Pair(key(), None, None)])
+
+
+def test_only_undecided_benchmarks_that_more_runs_can_settle_get_more_rounds() -> None:
+    """What `ci --max-rounds` runs again: inconclusive for want of runs (one a side, or an interval too wide),
+    never a decided benchmark nor one with no ratio to test."""
+    rng = np.random.default_rng(7)
+    one_run = compare([Pair(key("a"), nested(1.0, 1, rng), nested(1.0, 1, rng))]).rows[0]
+    assert one_run.reason == NO_SPREAD and more_runs_would_decide(one_run)
+    wide = compare([Pair(key("b"), nested(1.0, 2, rng), nested(1.0, 2, rng))]).rows[0]
+    assert wide.reason == WIDE_INTERVAL and more_runs_would_decide(wide)
+    decided = compare([Pair(key("c"), nested(1.0, 6, rng, 0.02), nested(3.0, 6, rng, 0.02))]).rows[0]
+    assert decided.verdict == "regression" and not more_runs_would_decide(decided)
+    zero = compare([Pair(key("d"), Side.of_runs([[0.0, 0.0]] * 2), Side.of_runs([[1.0, 1.0]] * 2))]).rows[0]
+    assert zero.verdict == "inconclusive" and not more_runs_would_decide(zero)
+
+
+def test_adaptive_looks_keep_the_false_verdict_rate_within_alpha() -> None:
+    """Testing again while undecided (two runs a side, two more a look, up to six) on A/A data: at --alpha on
+    every look the false verdicts climb past alpha; at looks_alpha (the level `ci --max-rounds` uses) they stay
+    within it."""
+    rng = np.random.default_rng(11)
+
+    def runs(count: int) -> list[np.ndarray]:
+        return [math.exp(RUN_NOISE * rng.standard_normal()) * np.exp(SAMPLE_NOISE * rng.standard_normal(10))
+                for _ in range(count)]
+
+    draws = [(runs(6), runs(6)) for _ in range(1000)]
+
+    def false_rate(alpha: float) -> float:
+        wrong = 0
+        for base, head in draws:
+            for used in (2, 4, 6):
+                row = compare([Pair(key(), Side.of_runs(base[:used]), Side.of_runs(head[:used]))],
+                              CompareParams(alpha=alpha)).rows[0]
+                if not more_runs_would_decide(row):
+                    break
+            wrong += row.verdict in ("regression", "improvement")
+        return wrong / len(draws)
+
+    assert false_rate(0.05) > 0.05
+    assert false_rate(looks_alpha(0.05, 3)) <= 0.05
+    with pytest.raises(ValueError):
+        looks_alpha(0.05, 0)
