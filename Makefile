@@ -28,11 +28,12 @@ demo: $(VENV)/.runtime-installed
 	$(BIN)/kernelwatch demo
 
 # Parallel: most of the suite waits on processes it started (benchmark children, Celery workers, Chromium), so
-# more workers than this machine's two cores still shorten it; tests/conftest.py keeps each file on one worker.
+# more workers than this machine's two cores still shorten it. A file's tests stay on one worker (loadfile): each
+# file owns its Redis database number and its module fixtures, and the demo's data is made by one file.
 TEST_WORKERS ?= 3
 
 test: $(VENV)/.dev-installed browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

@@ -60,16 +60,3 @@ def fresh_redis(url: str) -> str:
         pytest.fail(f"Redis is not answering at {url}: {exc}. Start it (see .ci/run).")
     return url
 
-
-# Run in parallel (`make test`: pytest-xdist, --dist loadgroup), a file's tests stay together on one worker: each
-# file owns its Redis database number and its module-scoped fixtures, and the files that read the demo's data
-# (made once per worker, minutes of real runs) share one group so that it is made once.
-SHARED_GROUPS = {"test_demo.py": "demo", "test_dashboard_journey.py": "demo"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            name = item.path.name
-            item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, str(item.path.relative_to(REPO_ROOT)))))
