@@ -104,12 +104,15 @@ class Timing:
     traced: Executions | None = None  # per-call times from the profiler trace, when a traced pass ran
 
 
-def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Executions, bytes]:
-    """Run ``calls`` calls under ``jax.profiler.trace``; each call's execution time from the trace, and the
-    trace itself (the serialized XSpace)."""
+def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Executions | None, bytes]:
+    """Run ``calls`` calls under ``jax.profiler.trace``; each call's execution time from the trace (None where
+    this JAX cannot read its own traces), and the trace itself (the serialized XSpace)."""
     import jax
-    from jax.profiler import ProfileData
 
+    try:
+        from jax.profiler import ProfileData
+    except ImportError:  # an older JAX (a project's own, runners/envs.py): the trace is kept, not read here
+        ProfileData = None  # noqa: N806
     with tempfile.TemporaryDirectory(prefix="kw-trace-") as directory:
         with jax.profiler.trace(directory):
             for _ in range(calls):
@@ -118,6 +121,8 @@ def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Ex
         if not paths:
             raise TraceError("the profiler wrote no .xplane.pb")
         raw = paths[0].read_bytes()
+    if ProfileData is None:
+        return None, raw
     executions = xplane_to_executions(ProfileData.from_serialized_xspace(raw))
     return Executions(executions.source, per_call(executions.seconds, calls)), raw
 

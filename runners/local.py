@@ -59,6 +59,10 @@ class RunRequest:
     # Only these benchmarks (keys as the suite names them, ``suite/name[k=v,...]``) of the selection: the
     # further rounds `ci --max-rounds` makes of the benchmarks still undecided. None: the whole selection.
     only: frozenset[str] | None = None
+    # The interpreter the benchmarks run in: "runner" (this one), "commit" (an environment built from the measured
+    # commit's own dependency declarations, runners/envs.py), or ``python``, a user-named interpreter.
+    environment: str = "runner"
+    python: Path | None = None
 
 
 @dataclass
@@ -80,7 +84,8 @@ class EnvironmentRun:
 class SuiteRunner:
     """Runs the selected benchmarks of one checkout, one at a time, in as many processes as it takes."""
 
-    def __init__(self, root: Path, request: RunRequest, dirty: bool = False) -> None:
+    def __init__(self, root: Path, request: RunRequest, dirty: bool = False, python: Path | None = None,
+                 harness_dir: Path | None = None) -> None:
         self.request = request
         extra_env = {"XLA_FLAGS": _with_flag(CPU_ISA_FLAG, request.cpu_isa)} if request.cpu_isa else {}
         if request.xla_single_thread:
@@ -88,7 +93,8 @@ class SuiteRunner:
         self._config = ChildConfig(root=root, suite=request.suite, suite_dir=request.benchmarks,
                                    params=request.params, quick=request.quick,
                                    dirty=dirty, capture_dir=request.capture_dir, extra_env=extra_env,
-                                   cpu_affinity=checked_affinity(request.cpu_affinity))
+                                   cpu_affinity=checked_affinity(request.cpu_affinity), python=python,
+                                   harness_dir=harness_dir)
         self._sampler = HostSampler.for_this_host()
         self._processes: dict[int, BenchmarkProcess] = {}
         primary = self._start(0)
@@ -248,9 +254,24 @@ class _Prepared:
     branch: str | None
     worktree: Path
     dirty: bool
+    python: Path | None = None  # the interpreter of the commit's environment; None: this one
+    harness_dir: Path | None = None
 
 
-def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path) -> _Prepared:
+def _interpreter(request: RunRequest, worktree: Path, envs_dir: Path) -> Path | None:
+    """The interpreter the request's benchmarks run in at this checkout; None: this one."""
+    if request.python is not None:
+        return request.python
+    if request.environment == "commit":
+        from runners.envs import commit_python
+
+        return commit_python(worktree, envs_dir)
+    if request.environment != "runner":
+        raise ValueError(f"unknown environment {request.environment!r} (runner or commit)")
+    return None
+
+
+def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Path) -> _Prepared:
     repo = request.repo.resolve()
     facts = commit_facts(repo, request.rev)
     head_branch = current_branch(repo)
@@ -264,7 +285,9 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path) -> _Prepared
         url = request.origin
         name = repository_name(Path(request.origin.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"))
     repository = {"name": name, "url": url, "default_branch": head_branch or "main"}
-    return _Prepared(request, facts.as_manifest(), repository, branch, worktree, is_dirty(worktree))
+    python = _interpreter(request, worktree, envs_dir)
+    return _Prepared(request, facts.as_manifest(), repository, branch, worktree, is_dirty(worktree), python,
+                     envs_dir / "harness" if python is not None else None)
 
 
 def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
@@ -280,7 +303,8 @@ def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
 
 def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: ProgressFn | None = None,
                 run_ids: Sequence[str] | None = None, rounds: int = 1,
-                repos_dir: Path | None = None, first_round: int = 0) -> list[list[dict[str, Any]]]:
+                repos_dir: Path | None = None, first_round: int = 0,
+                envs_dir: Path | None = None) -> list[list[dict[str, Any]]]:
     """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, ``rounds``
     times, and return each commit's manifests (one per environment and round).
 
@@ -290,7 +314,8 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     turns per benchmark inside one. Only the first round captures artifacts; the others only time.
 
     ``cache_dir`` holds the checkouts; ``repos_dir`` KernelWatch's clones of local repositories they are made
-    from (default: ``repos`` beside ``cache_dir``, as under KERNELWATCH_HOME).
+    from, ``envs_dir`` the commits' own environments (defaults: ``repos`` and ``envs`` beside ``cache_dir``, as
+    under KERNELWATCH_HOME).
 
     ``first_round`` continues a session: with the same ``run_ids``, rounds ``first_round``... of it, their runs
     numbered and ordered as if made in one call (`ci --max-rounds` adds rounds while a benchmark is undecided)."""
@@ -299,7 +324,8 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     if first_round < 0 or (first_round and run_ids is None):
         raise ValueError("a session is continued with its run ids, from a round >= 0")
     repos = repos_dir if repos_dir is not None else cache_dir.parent / "repos"
-    prepared = [_prepare(r, cache_dir, repos) for r in requests]
+    envs = envs_dir if envs_dir is not None else cache_dir.parent / "envs"
+    prepared = [_prepare(r, cache_dir, repos, envs) for r in requests]
     ids = list(run_ids) if run_ids is not None else [uuid.uuid4().hex for _ in requests]
     out: list[list[dict[str, Any]]] = [[] for _ in requests]
     last = first_round + rounds
@@ -313,7 +339,8 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
                 request = prepared[i].request
                 if round_index:
                     request = dataclasses.replace(request, capture_dir=None)
-                runners[i] = SuiteRunner(prepared[i].worktree, request, dirty=prepared[i].dirty)
+                runners[i] = SuiteRunner(prepared[i].worktree, request, dirty=prepared[i].dirty,
+                                         python=prepared[i].python, harness_dir=prepared[i].harness_dir)
             interleave([runners[i] for i in order], _round_progress(progress, round_index, first_round, last))
             for i in order:
                 # A stable id per round: a redelivered task re-running the same commits maps to the same runs.

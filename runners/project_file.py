@@ -4,6 +4,9 @@ the benchmarks it names are applied to every commit, as asv's ``benchmark_dir``)
 
     # kernelwatch.toml (or [tool.kernelwatch] in pyproject.toml)
     benchmarks = "benchmarks"   # a directory of benchmark modules, relative to this file
+    environment = "commit"      # run each commit in the environment its own lock declares (runners/envs.py);
+                                # "runner" (the default): KernelWatch's own interpreter
+    python = "/opt/py/bin/python"   # or: this interpreter, with the project's dependencies installed
 
 No file: today's behaviour (the commit's own ``kernels_under_test/``). Keys it does not know are refused, so a
 misspelt or not-yet-supported setting is never silently ignored.
@@ -11,12 +14,14 @@ misspelt or not-yet-supported setting is never silently ignored.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KNOWN_KEYS = ("benchmarks",)
+KNOWN_KEYS = ("benchmarks", "environment", "python")
+ENVIRONMENTS = ("runner", "commit")
 
 
 class ProjectFileError(ValueError):
@@ -27,6 +32,8 @@ class ProjectFileError(ValueError):
 class ProjectSettings:
     source: Path | None  # the file they came from; None: no project file
     benchmarks: Path | None = None  # absolute
+    environment: str | None = None  # one of ENVIRONMENTS; None: not set
+    python: Path | None = None  # absolute
 
 
 def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
@@ -40,7 +47,24 @@ def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
     path = (source.parent / benchmarks).resolve() if benchmarks else None
     if path is not None and not path.is_dir():
         raise ProjectFileError(f"{source}: benchmarks = {benchmarks!r}, but {path} is not a directory")
-    return ProjectSettings(source, path)
+    environment, python = table.get("environment"), table.get("python")
+    if environment is not None and environment not in ENVIRONMENTS:
+        raise ProjectFileError(f"{source}: environment must be one of {', '.join(ENVIRONMENTS)}, not {environment!r}")
+    if python is not None and (not isinstance(python, str) or not python.strip()):
+        raise ProjectFileError(f"{source}: python must be an interpreter's path (a string), not {python!r}")
+    if python is not None and environment is not None:
+        raise ProjectFileError(f"{source}: environment and python both set: give one")
+    interpreter = check_interpreter(source.parent / python, f"{source}: python = {python!r}") if python else None
+    return ProjectSettings(source, path, environment, interpreter)
+
+
+def check_interpreter(path: Path, what: str) -> Path:
+    """A user-named interpreter, made absolute (not resolved: a virtual environment's python is a symlink whose
+    own location says which environment it is); ProjectFileError unless it is an executable file."""
+    absolute = Path(os.path.abspath(path))
+    if not absolute.is_file() or not os.access(absolute, os.X_OK):
+        raise ProjectFileError(f"{what}, but {absolute} is not an executable file")
+    return absolute
 
 
 def read_project_settings(repo: Path) -> ProjectSettings:

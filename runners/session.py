@@ -28,6 +28,7 @@ from typing import Any
 import runners
 from runners.capture import LLO_SUBDIR
 from runners.harness import Measurement
+from runners.harness_copy import harness_root
 from runners.pinning import format_cpu_list
 from runners.sandbox import CPU_LIMIT_SETTING, Limits, child_environment, limits_from_env
 
@@ -69,6 +70,10 @@ class ChildConfig:
     start_timeout_s: float = 180.0
     limits: Limits | None = None  # None: from this process's environment (runners/sandbox.py's settings)
     cpu_affinity: tuple[int, ...] | None = None  # CPUs the child pins itself to before importing JAX
+    # The interpreter of an environment of the measured commit's own (runners/envs.py), and where the harness is
+    # copied for it (runners/harness_copy.py); None: this very interpreter, importing this very harness.
+    python: Path | None = None
+    harness_dir: Path | None = None
 
 
 def describe_exit(returncode: int | None) -> str:
@@ -89,8 +94,10 @@ class BenchmarkProcess:
     def __init__(self, config: ChildConfig) -> None:
         self.config = config
         self.limits = config.limits if config.limits is not None else limits_from_env(os.environ)
-        # -P: the working directory is not on the child's path; the checkout goes last (runners/child.py).
-        cmd = [sys.executable, "-P", "-m", "runners.child", "--root", str(config.root.resolve()),
+        # -P: the working directory is not on the child's path; the checkout goes last (runners/child.py). Another
+        # interpreter gets no -P (it may predate it): its working directory is the empty sandbox below anyway.
+        python = [sys.executable, "-P"] if config.python is None else [str(config.python)]
+        cmd = [*python, "-m", "runners.child", "--root", str(config.root.resolve()),
                "--suite", config.suite, *self.limits.as_args(),
                "--start-cpu-s", str(self.limits.cpu_budget(config.start_timeout_s))]
         if config.suite_dir is not None:
@@ -111,7 +118,7 @@ class BenchmarkProcess:
         home.mkdir()
         tmp.mkdir()
         env = child_environment(os.environ, {
-            "HOME": str(home), "TMPDIR": str(tmp), **_import_path(), **config.extra_env,
+            "HOME": str(home), "TMPDIR": str(tmp), **_import_path(config), **config.extra_env,
             "PYTHONDONTWRITEBYTECODE": "1",  # never write into the checkout being measured
             "PYTHONUNBUFFERED": "1"})
         self._dump_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -214,10 +221,15 @@ class BenchmarkProcess:
         self._sandbox.cleanup()
 
 
-def _import_path() -> dict[str, str]:
+def _import_path(config: ChildConfig) -> dict[str, str]:
     """PYTHONPATH for the child to import this very ``runners`` (not a copy in the checkout under test): the
     directory above it, unless that is the interpreter's own site-packages, which the child has anyway (and
-    which on PYTHONPATH would come before the standard library)."""
+    which on PYTHONPATH would come before the standard library). Another interpreter gets a copy of the harness
+    of its own (runners/harness_copy.py): KernelWatch's import root would bring KernelWatch's JAX with it."""
+    if config.python is not None:
+        if config.harness_dir is None:
+            raise ValueError("a benchmark process in another interpreter needs a directory for the harness")
+        return {"PYTHONPATH": str(harness_root(config.harness_dir))}
     above = Path(runners.__file__).resolve().parent.parent
     installed = {Path(sysconfig.get_paths()[k]).resolve() for k in ("purelib", "platlib")}
     return {} if above in installed else {"PYTHONPATH": str(above)}

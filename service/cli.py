@@ -25,6 +25,18 @@ EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 CI_ROUNDS = 4
 
 
+def _environment_options(parser: argparse.ArgumentParser) -> None:
+    """What interpreter runs the benchmarks (README: Your repository); either overrides the project file's."""
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--environment", choices=("runner", "commit"), default=None,
+                        help="commit: each commit's benchmarks run in an environment built from that commit's own "
+                             "uv.lock, requirements.txt or [project] dependencies (with uv, cached by what it was "
+                             "built from); runner: KernelWatch's own interpreter (default, unless the project file "
+                             "says otherwise)")
+    chosen.add_argument("--python", type=Path, default=None, metavar="PATH",
+                        help="run the benchmarks in this interpreter (the project's dependencies installed in it)")
+
+
 def _noise_options(parser: argparse.ArgumentParser) -> None:
     """CPU noise reduction a user can turn on (README: what each costs); both are part of the environment, so
     runs with them compare only with runs with them."""
@@ -77,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cpu-isa", default=None, metavar="ISA",
                      help="pin the widest x86 ISA XLA may use (AVX2, AVX512...) so that hosts compare")
     _noise_options(run)
+    _environment_options(run)
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
     run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
     run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
@@ -179,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--no-capture", action="store_true", help="keep only times (faster): no HLO, dumps or traces")
     ci.add_argument("--cpu-isa", default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
     _noise_options(ci)
+    _environment_options(ci)
     ci.add_argument("--trigger", default="pr", choices=["push", "pr", "manual"])
     add_report_options(ci, fail_on_default="regression")
 
@@ -346,14 +360,15 @@ def _already_stored(settings: Settings, repo: Path, rev: str) -> bool:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
     from runners.session import ProcessFailed
-    from service.cli_compare import benchmarks_for
+    from service.cli_compare import measured_for
 
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
-    benchmarks = benchmarks_for(args.repo, args.benchmarks)
+    measured = measured_for(args.repo, args)
     if args.skip_existing and settings.uploads_over_http:
         raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")
     batches = _run_revisions(args)
@@ -365,13 +380,14 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"{revs[0][:10]}: already stored, skipped")
                 continue
             requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup,
-                                   suite=args.suite, benchmarks=benchmarks, params=args.params,
+                                   suite=args.suite, benchmarks=measured.benchmarks,
+                                   environment=measured.environment, python=measured.python, params=args.params,
                                    quick=args.quick, branch=args.branch, trigger=args.trigger,
                                    capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                                    xla_single_thread=args.xla_single_thread)
                         for rev in revs]
             per_commit = run_commits(requests, settings.worktree_dir, _run_progress, rounds=args.rounds)
-        except GitError as exc:
+        except (GitError, EnvironmentBuildError) as exc:
             raise InvalidInput(str(exc)) from None
         except ProcessFailed as exc:
             # the suite could not even start (none found, or it failed to import): one line, not two tracebacks

@@ -214,19 +214,32 @@ def check_hardware(hardware: str, manifests: Sequence[dict[str, Any]]) -> None:
                                "see its devices?")
 
 
-def benchmarks_for(repo: Path, given: Path | None) -> Path | None:
-    """Where the benchmarks are: ``--benchmarks`` when given, else what the repository's project file says
-    (runners/project_file.py), else None (the commit's own kernels_under_test/)."""
-    from runners.project_file import ProjectFileError, read_project_settings
+@dataclass(frozen=True)
+class Measured:
+    """Where the benchmarks are and what interpreter runs them: the options, else the project file."""
 
-    if given is not None:
-        if not given.is_dir():
-            raise InvalidInput(f"--benchmarks {given}: not a directory")
-        return given
+    benchmarks: Path | None  # None: the commit's own kernels_under_test/
+    environment: str = "runner"  # runner | commit (runners/envs.py)
+    python: Path | None = None  # a user-named interpreter
+
+
+def measured_for(repo: Path, args: argparse.Namespace) -> Measured:
+    """``--benchmarks``, ``--environment`` and ``--python`` where given, else what the repository's project file
+    says (runners/project_file.py), else the defaults (the commit's own kernels_under_test/, this interpreter)."""
+    from runners.project_file import ProjectFileError, check_interpreter, read_project_settings
+
+    given, environment, python = (getattr(args, name, None) for name in ("benchmarks", "environment", "python"))
+    if given is not None and not given.is_dir():
+        raise InvalidInput(f"--benchmarks {given}: not a directory")
     try:
-        return read_project_settings(repo).benchmarks
+        if python is not None:
+            python = check_interpreter(python, f"--python {python}")
+        project = read_project_settings(repo)
     except ProjectFileError as exc:
         raise InvalidInput(str(exc)) from None
+    if environment is None and python is None:  # neither option given: the project file's choice
+        environment, python = project.environment, project.python
+    return Measured(given if given is not None else project.benchmarks, environment or "runner", python)
 
 
 def run_both(settings: Settings, repo: Path, base: str, head: str, args: argparse.Namespace,
@@ -235,13 +248,15 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     """Both commits' suites (``only`` these benchmarks of them, when given), benchmark by benchmark interleaved
     (ABBA...), ``rounds`` times from round ``first_round`` of the session ``run_ids`` names, through
     `kernelwatch run`'s path; each commit's manifests."""
+    from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
 
     capture_dir = None if args.no_capture else settings.artifacts_dir  # (round 0's only: run_commits)
-    benchmarks = benchmarks_for(repo, getattr(args, "benchmarks", None))
+    measured = measured_for(repo, args)
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
-                           benchmarks=benchmarks, params=args.params, quick=args.quick, trigger=args.trigger,
+                           benchmarks=measured.benchmarks, environment=measured.environment,
+                           python=measured.python, params=args.params, quick=args.quick, trigger=args.trigger,
                            capture_dir=capture_dir,
                            cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                            xla_single_thread=args.xla_single_thread, only=only) for rev in (base, head)]
@@ -249,7 +264,7 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     try:
         per_commit = run_commits(requests, settings.worktree_dir, progress, run_ids=run_ids, rounds=rounds,
                                  first_round=first_round)
-    except GitError as exc:  # an unknown ref, a path that is no repository: the caller's to fix
+    except (GitError, EnvironmentBuildError) as exc:  # an unknown ref, a commit's unbuildable environment
         raise InvalidInput(str(exc)) from None
     for (name, rev), manifests in zip((("base", base), ("head", head)), per_commit, strict=True):
         if not manifests:
