@@ -84,6 +84,15 @@ def test_each_commit_runs_in_the_environment_its_own_pins_declare(tmp_path: Path
     # Two commits with the same pins share one environment: two built for three commits.
     built = [p for p in (home / "envs").iterdir() if (p / "kernelwatch-environment.json").is_file()]
     assert len(built) == 2, sorted(p.name for p in (home / "envs").iterdir())
+    # A user-named interpreter instead (--python overrides the project file): the old environment's, at the commit
+    # that moved on; its run says it ran the old JAX.
+    [old] = [p for p in built if OLD_JAX in (p / "requirements.txt").read_text()]
+    named = tmp_path / "named"
+    pinned = kernelwatch(env, "run", "--repo", str(repo), "--commit", shas[2], "--python", str(old / "bin" / "python"),
+                         "--samples", "3", "--no-capture", "--output", str(named))
+    assert pinned.returncode == 0, pinned.stderr[-3000:]
+    [manifest] = [json.loads(p.read_text()) for p in named.glob("*.json")]
+    assert manifest["environment"]["jax_version"] == OLD_JAX
     # The old JAX's commits compare with each other (one series), not with the new JAX's (another series).
     same = kernelwatch(env, "compare", shas[0], shas[1], "--format", "json", "--fail-on", "none")
     assert same.returncode == 0, same.stderr[-2000:]
@@ -125,3 +134,21 @@ def test_what_an_environment_is_keyed_by() -> None:
     assert pyproject_dependencies('[project]\nname = "x"\ndependencies = ["jax>=0.4", "numpy"]\n') == ["jax>=0.4",
                                                                                                      "numpy"]
     assert pyproject_dependencies('[project]\nname = "x"\n') is None
+
+
+def test_a_uv_lock_is_read_first_and_its_project_left_out(tmp_path: Path) -> None:
+    """A commit with uv.lock (made here by `uv lock`, as its developers would have) declares the locked versions,
+    not the ranges of its pyproject.toml, and never the project itself (imported from the checkout)."""
+    from runners.envs import _uv, find_declaration
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "locked"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
+                                             f'dependencies = ["jax>=0.4.30,<={OLD_JAX}"]\n')
+    (tmp_path / "requirements.txt").write_text("numpy\n")  # the lock wins over it
+    subprocess.run([_uv(), "lock", "--quiet", "--no-config", "--project", str(tmp_path)], check=True, timeout=300,
+                   capture_output=True)
+    declaration = find_declaration(tmp_path)
+    assert declaration.source == "uv.lock"
+    lines = [line.split(";")[0].strip() for line in declaration.requirements.splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert f"jax=={OLD_JAX}" in lines and f"jaxlib=={OLD_JAX}" in lines, lines
+    assert not any(line.startswith(("locked", "-e", ".")) for line in lines), lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,10 @@ def test_benchmarks_from_kernelwatch_toml_or_pyproject(tmp_path: Path) -> None:
     ('benchmark = "bench"\n', "unknown setting"),
     ('benchmarks = "bench\n', "not readable TOML"),
     ('install = "pip install -e ."\n', "unknown setting"),  # not read yet: refused, never ignored
+    ('environment = "conda"\n', "environment must be one of runner, commit"),
+    ('python = "no/such/python"\n', "is not an executable file"),
+    ('python = 3\n', "must be an interpreter's path"),
+    ('environment = "commit"\npython = "/usr/bin/python3"\n', "give one"),
 ])
 def test_a_wrong_project_file_is_refused_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "bench").mkdir()
@@ -45,3 +50,15 @@ def test_tool_kernelwatch_must_be_a_table(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool]\nkernelwatch = "bench"\n')
     with pytest.raises(ProjectFileError, match="must be a table"):
         read_project_settings(tmp_path)
+
+
+def test_which_interpreter_runs_the_benchmarks(tmp_path: Path) -> None:
+    (tmp_path / "kernelwatch.toml").write_text('environment = "commit"\n')
+    assert read_project_settings(tmp_path).environment == "commit"
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(Path(sys.executable).resolve())
+    (tmp_path / "kernelwatch.toml").write_text('python = "venv/bin/python"\n')
+    found = read_project_settings(tmp_path)
+    # relative to the file, and not resolved: the symlink's own place says which environment it is
+    assert found.python == venv / "python" and found.environment is None
