@@ -233,6 +233,31 @@ def checkout(clone: Path, sha: str, cache_dir: Path) -> Path:
     return path
 
 
+def copy_working_tree(repo: Path, dest: Path) -> Path:
+    """The working copy of ``repo`` as it is (tracked files with their uncommitted edits, and the untracked files
+    git does not ignore) copied to ``dest``, replacing what was there: what `run --working-tree` measures.
+    Nothing is written to the repository (no stash, no commit, no index); symbolic links are copied as links."""
+    proc = run_git(["-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+    if proc.returncode != 0:
+        raise GitError(f"git ls-files failed in {repo}: {proc.stderr.strip()}")
+    partial = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for name in dict.fromkeys(n for n in proc.stdout.split("\0") if n):
+        source, target = repo / name, partial / name
+        if ".." in Path(name).parts or Path(name).is_absolute():  # never listed by git: refused all the same
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            os.symlink(os.readlink(source), target)
+        elif source.is_file():  # deleted in the working copy, or a submodule's directory: nothing to copy
+            shutil.copy2(source, target)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(partial, dest)
+    os.utime(dest)  # its last use, which prune_checkouts goes by
+    return dest
+
+
 def prune_checkouts(cache_dir: Path, unused_for_s: float, now: float, dry_run: bool = False) -> list[Path]:
     """Delete the checkouts under ``cache_dir`` (``<repository>/<sha>``) no run has used for ``unused_for_s``
     seconds; they are made again when a run needs them. Returns what went (``dry_run``: what would)."""

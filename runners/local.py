@@ -15,7 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from runners.gitrepo import checkout, commit_facts, current_branch, is_ancestor, is_dirty, private_clone
+from runners.gitrepo import (
+    checkout,
+    commit_facts,
+    copy_working_tree,
+    current_branch,
+    is_ancestor,
+    is_dirty,
+    private_clone,
+)
 from runners.host_health import HostSampler, Snapshot, figures
 from runners.pinning import checked_affinity
 from runners.session import Announced, BenchmarkProcess, ChildConfig, ProcessFailed
@@ -63,6 +71,9 @@ class RunRequest:
     # commit's own dependency declarations, runners/envs.py), or ``python``, a user-named interpreter.
     environment: str = "runner"
     python: Path | None = None
+    # The working copy as it is, under ``rev``'s commit (run --working-tree): stored as a dirty run, which is an
+    # environment of its own (never a point of the commit's history).
+    working_tree: bool = False
 
 
 @dataclass
@@ -278,15 +289,20 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
     branch = request.branch
     if branch is None and head_branch and is_ancestor(repo, facts.sha, head_branch):
         branch = head_branch
-    # Checked out from KernelWatch's own clone: nothing is registered in, or run from, the user's repository.
-    worktree = checkout(private_clone(repo, repos_dir, facts.sha), facts.sha, cache_dir / repository_name(repo))
+    if request.working_tree:
+        worktree, dirty = copy_working_tree(repo, cache_dir / repository_name(repo) / "working-tree"), True
+        branch = None
+    else:
+        # Checked out from KernelWatch's own clone: nothing is registered in, or run from, the user's repository.
+        worktree = checkout(private_clone(repo, repos_dir, facts.sha), facts.sha, cache_dir / repository_name(repo))
+        dirty = is_dirty(worktree)
     name, url = repository_name(repo), repo.as_uri()
     if request.origin is not None and not Path(request.origin).expanduser().is_dir():
         url = request.origin
         name = repository_name(Path(request.origin.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"))
     repository = {"name": name, "url": url, "default_branch": head_branch or "main"}
     python = _interpreter(request, worktree, envs_dir)
-    return _Prepared(request, facts.as_manifest(), repository, branch, worktree, is_dirty(worktree), python,
+    return _Prepared(request, facts.as_manifest(), repository, branch, worktree, dirty, python,
                      envs_dir / "harness" if python is not None else None)
 
 

@@ -65,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--commit", action="append", default=None, metavar="REV",
                      help="revision to run (sha, branch, tag...); give it twice to interleave two commits "
                           "benchmark by benchmark (ABBA...). Default HEAD")
+    run.add_argument("--working-tree", action="store_true",
+                     help="measure the working copy as it is (uncommitted edits and untracked files git does not "
+                          "ignore), under HEAD's sha: stored as a dirty run, an environment of its own, never a "
+                          "point of the commit's history; nothing is written to the repository")
     run.add_argument("--commits", default=None, metavar="A..B",
                      help="every first-parent commit after A up to B, oldest first, one at a time")
     run.add_argument("--commits-file", type=Path, default=None, metavar="FILE",
@@ -316,6 +320,11 @@ def _run_revisions(args: argparse.Namespace) -> list[list[str]]:
     ranged = args.commits is not None or args.commits_file is not None
     if ranged and args.commit:
         raise InvalidInput("give --commit, or --commits / --commits-file, not both")
+    if getattr(args, "working_tree", False):
+        if ranged or args.commit or args.skip_existing:
+            raise InvalidInput("--working-tree measures the working copy alone: no --commit, --commits, "
+                               "--commits-file or --skip-existing with it")
+        return [["HEAD"]]
     if not ranged:
         revs = args.commit or ["HEAD"]
         if len(revs) > 2:
@@ -381,7 +390,8 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 continue
             requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup,
                                    suite=args.suite, benchmarks=measured.benchmarks,
-                                   environment=measured.environment, python=measured.python, params=args.params,
+                                   environment=measured.environment, python=measured.python,
+                                   working_tree=args.working_tree, params=args.params,
                                    quick=args.quick, branch=args.branch, trigger=args.trigger,
                                    capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                                    xla_single_thread=args.xla_single_thread)

@@ -143,3 +143,32 @@ def test_ranges_lists_and_every(tmp_path: Path) -> None:
                 {"commits": "a..b", "commit": ["HEAD"]}, {"commits_file": tmp_path / "missing"}):
         with pytest.raises(InvalidInput):
             _run_revisions(_args(repo, **bad))
+
+
+def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) -> None:
+    """`run --working-tree`: an uncommitted edit and an untracked module it imports are what runs (the untracked
+    module's error, raised when the kernel is traced, is the proof), stored under HEAD's sha as a dirty run; the
+    repository is untouched."""
+    repo, bench = tmp_path / "fastops", tmp_path / "benchmarks"
+    shas = library(repo)
+    bench.mkdir()
+    (bench / "chains.py").write_text(BENCHMARK)
+    code = repo / "fastops" / "__init__.py"
+    code.write_text(code.read_text() + "\nfrom fastops import probe\n\n_chain = chain\n\n\n"
+                    "def chain(x, w):\n    probe.check()\n    return _chain(x, w)\n")
+    (repo / "fastops" / "probe.py").write_text('def check():\n    raise RuntimeError("the working copy ran")\n')
+    before = (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "stash", "list"))
+    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path / "home")}
+    env.pop("KERNELWATCH_DATABASE_URL", None)
+    env.pop("KERNELWATCH_REDIS_URL", None)
+    out = tmp_path / "manifests"
+    ran = kernelwatch(env, "run", "--repo", str(repo), "--benchmarks", str(bench), "--working-tree", "--samples", "2",
+                      "--no-capture", "--output", str(out))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [manifest] = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert manifest["commit"]["sha"] == shas[-1] and manifest["environment"]["extra"]["dirty"] == "true"
+    [result] = manifest["results"]
+    assert result["status"] == "failed" and "the working copy ran" in result["message"], result
+    assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "stash", "list")) == before
+    mixed = kernelwatch(env, "run", "--repo", str(repo), "--working-tree", "--commit", shas[0])
+    assert mixed.returncode == 2 and "--working-tree measures the working copy alone" in mixed.stderr
