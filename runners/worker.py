@@ -8,13 +8,15 @@ same run ids and is stored once.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runners.gitrepo import ensure_repository
-from runners.local import RunRequest, run_commits
+from runners.gitrepo import GitError, checkout, ensure_repository, git, private_clone, resolve
+from runners.local import RunRequest, repository_name, run_commits
+from runners.project_file import ProjectFileError, ProjectSettings, read_project_settings
 
 Upload = Callable[[dict[str, Any]], object]  # whatever it returns is not used
 
@@ -45,6 +47,55 @@ class SuiteTask:
         return cls(**known)
 
 
+def project_settings(repo: Path, rev: str, home: Path) -> ProjectSettings:
+    """The repository's project file as of ``rev`` (read from KernelWatch's checkout of that commit), which a
+    worker measures every commit of the task with: its benchmarks are the suite as of that commit, as asv applies
+    one benchmark directory to any commit. A repository is not the runner's to configure, so its file may not
+    point outside itself nor name an interpreter of the runner's (``environment = "commit"`` builds one)."""
+    sha = _first_resolved(repo, [rev, f"origin/{rev}"] if rev != "HEAD" else [rev])
+    if not _has_settings(repo, sha):  # most tasks: no checkout of the tip just to find no file
+        return ProjectSettings(None)
+    tree = checkout(private_clone(repo, home / "repos", sha), sha, home / "worktrees" / repository_name(repo))
+    source = next((tree / n for n in ("kernelwatch.toml", "pyproject.toml") if (tree / n).is_file()), None)
+    try:
+        settings = read_project_settings(tree)
+    except ProjectFileError as exc:
+        raise ProjectFileError(f"{rev}: {exc}") from None
+    if settings.python is not None:
+        raise ProjectFileError(f"{rev}: {source.name if source else 'the project file'}: python names an interpreter "
+                               "of the runner, which a repository may not choose (give environment = \"commit\")")
+    if settings.benchmarks is not None and not settings.benchmarks.is_relative_to(tree.resolve()):
+        raise ProjectFileError(f"{rev}: {source.name if source else 'the project file'}: benchmarks must lie inside "
+                               "the repository")
+    return settings
+
+
+def _has_settings(repo: Path, sha: str) -> bool:
+    """Whether the commit has a kernelwatch.toml, or a pyproject.toml with a [tool.kernelwatch] table (read
+    from git's objects, nothing checked out)."""
+    files = git(repo, "ls-tree", "--name-only", "--end-of-options", sha).splitlines()
+    if "kernelwatch.toml" in files:
+        return True
+    if "pyproject.toml" not in files:
+        return False
+    text = git(repo, "cat-file", "blob", "--end-of-options", f"{sha}:pyproject.toml")
+    try:
+        tool = tomllib.loads(text).get("tool")
+    except tomllib.TOMLDecodeError:
+        return False  # not the project file's to complain about: the project's own tools will
+    return isinstance(tool, dict) and "kernelwatch" in tool
+
+
+def _first_resolved(repo: Path, revs: list[str]) -> str:
+    """The first of ``revs`` the repository has (a branch of a clone is ``origin/<branch>`` there)."""
+    for rev in revs[:-1]:
+        try:
+            return resolve(repo, rev)
+        except GitError:
+            continue
+    return resolve(repo, revs[-1])
+
+
 def run_id_for(task_id: str) -> str:
     return task_id.replace("-", "")
 
@@ -59,7 +110,11 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     run_id = run_id_for(task_id)
     commits = [task.commit, *task.also]
     repo = ensure_repository(task.repo, home / "repos", commits[-1])
+    # The suite and environment as of the branch the task is for (else the repository's HEAD: a clone's default
+    # branch), the same for every commit of the task.
+    project = project_settings(repo, task.branch or "HEAD", home)
     requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
+                           benchmarks=project.benchmarks, environment=project.environment or "runner",
                            quick=task.quick, branch=task.branch, trigger=task.trigger, pr_number=task.pr_number,
                            capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
                 for sha in commits]

@@ -172,3 +172,33 @@ def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) ->
     assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "stash", "list")) == before
     mixed = kernelwatch(env, "run", "--repo", str(repo), "--working-tree", "--commit", shas[0])
     assert mixed.returncode == 2 and "--working-tree measures the working copy alone" in mixed.stderr
+
+
+def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: Path) -> None:
+    """The runner's side (`submit`, beat, the PR hook): the project file and benchmarks committed at the branch's
+    tip apply to a commit from before either existed. A repository's file may not point outside itself nor
+    name an interpreter of the runner's."""
+    from runners.project_file import ProjectFileError
+    from runners.worker import SuiteTask, execute
+
+    repo, home = tmp_path / "fastops", tmp_path / "home"
+    shas = library(repo)
+    (repo / "benchmarks").mkdir()
+    (repo / "benchmarks" / "chains.py").write_text(BENCHMARK)
+    (repo / "kernelwatch.toml").write_text('benchmarks = "benchmarks"\n')
+    commit_all(repo, "benchmarks, applied to the whole history")
+    uploaded: list[dict[str, object]] = []
+    task = SuiteTask(repo=str(repo), commit=shas[0], samples=2, capture=False)
+    execute(task, "task-1", home, uploaded.append)
+    [manifest] = uploaded
+    assert manifest["commit"]["sha"] == shas[0]  # type: ignore[index]
+    [result] = manifest["results"]  # type: ignore[misc]
+    assert result["status"] == "ok" and result["suite"] == "fastops", result
+
+    (tmp_path / "elsewhere").mkdir()
+    for text, refused in ((f'benchmarks = "{tmp_path / "elsewhere"}"\n', "must lie inside the repository"),
+                          (f'python = "{sys.executable}"\n', "which a repository may not choose")):
+        (repo / "kernelwatch.toml").write_text(text)
+        commit_all(repo, "project file")
+        with pytest.raises(ProjectFileError, match=refused):
+            execute(task, "task-2", home, uploaded.append)
