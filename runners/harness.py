@@ -24,7 +24,7 @@ import numpy as np
 
 from runners.capture import Capturer
 from runners.parsers.xplane_to_execution_times import Executions, TraceError, per_call, xplane_to_executions
-from runners.suite import BenchmarkInstance, Case, QualityMetric
+from runners.suite import BenchmarkInstance, Case, QualityMetric, benchmark_version
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class Measurement:
     message: str | None = None
     artifacts: list[dict[str, Any]] | None = None  # ArtifactRefs as dicts: what was captured, by digest
     cost: dict[str, float] | None = None  # XLA's cost analysis of the compiled program
+    benchmark_version: str | None = None  # runners.suite.benchmark_version: the benchmark's own code
 
 
 class WrongAnswer(AssertionError):
@@ -181,11 +182,13 @@ def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | 
     the case is built (its imports made) and before any timing, may give a reason not to time it at all.
     """
     spec = instance.spec
+    version = benchmark_version(spec.factory)
 
     def result(status: str, samples: list[float], metric: str = "wall_time", unit: str = spec.unit,
                direction: str = spec.direction, **extra: Any) -> Measurement:
         return Measurement(key=instance.key, suite=spec.suite, name=spec.name, params=dict(instance.params),
-                           unit=unit, direction=direction, status=status, samples=samples, metric=metric, **extra)
+                           unit=unit, direction=direction, status=status, samples=samples, metric=metric,
+                           benchmark_version=version, **extra)
 
     try:
         case = instance.make_case()

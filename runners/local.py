@@ -207,7 +207,7 @@ def _manifest_status(planned: int, results: list[dict[str, Any]]) -> str:
 
 
 _RESULT_FIELDS = ("suite", "name", "params", "metric", "unit", "direction", "status", "samples", "compile_time_s",
-                  "flops", "bytes_accessed", "max_abs_error", "message", "artifacts", "cost")
+                  "flops", "bytes_accessed", "max_abs_error", "message", "artifacts", "cost", "benchmark_version")
 
 
 def _storable(text: str | None) -> str | None:

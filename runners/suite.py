@@ -13,11 +13,15 @@ checkouts in one process cannot mix them up.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import hashlib
 import importlib.util
+import inspect
 import itertools
 import pkgutil
 import sys
+import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +100,27 @@ class BenchmarkInstance:
 
     def make_case(self) -> Case:
         return self.spec.factory(**self.params)
+
+
+def benchmark_version(factory: Callable[..., Case]) -> str | None:
+    """What identifies a benchmark's own code: a hash of its function's syntax tree, its decorators (the grid,
+    the quick points) and docstring left out, and so its comments and formatting. An edited benchmark measures
+    something else, and gets a series of its own rather than a step in the old one; a grid grown by a point, or
+    a comment, leaves every existing series as it is. None where the source cannot be read (a builtin, a
+    lambda made at run time)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(factory))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    node.decorator_list = []
+    first = node.body[0] if node.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        node.body = node.body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(node, include_attributes=False).encode()).hexdigest()[:16]
 
 
 def analytic_cost(spec: BenchmarkSpec, params: Mapping[str, ParamValue]) -> tuple[float, float] | None:

@@ -199,6 +199,9 @@ class BenchmarkResult(_Strict):
     artifacts: list[ArtifactInfo] = Field(default_factory=list, max_length=10000)
     # XLA's cost analysis of the compiled program ("flops", "bytes accessed", "transcendentals"...).
     cost: dict[str, float] = Field(default_factory=dict, max_length=64)
+    # A hash of the benchmark's own code (runners/suite.py benchmark_version): an edited benchmark starts a series
+    # of its own. Absent: unknown (an older runner, a source that could not be read), and the series carries on.
+    benchmark_version: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")
 
     @field_validator("params")
     @classmethod

@@ -67,6 +67,8 @@ class BenchmarkKey:
     unit: str = "s"
     direction: Direction = "lower_is_better"
     environment: str = ""  # both sides ran here: only like is compared with like
+    # The version of the benchmark's code (runners/suite.py): an edited benchmark is another benchmark.
+    benchmark_version: str = ""
 
     @property
     def label(self) -> str:

@@ -243,7 +243,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     rows = session.execute(
         select(Result.series_id, Result.status, Result.message, cast(Result.samples, String), Series.benchmark_id,
                Series.environment_id, Series.metric, Series.unit, Series.direction, Result.roofline_fraction,
-               Result.run_id)
+               Result.run_id, Series.benchmark_version)
         .join(Series, Result.series_id == Series.id)
         .where(Result.run_id.in_(side.run_ids), Series.environment_id.in_(environments))
         .order_by(Result.run_id, Result.id)
@@ -256,15 +256,17 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
     for row, samples in zip(rows, sample_lists, strict=True):
-        series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction, fraction, run_id = row
+        (series_id, status, message, _, benchmark_id, environment_id, metric, unit, direction, fraction, run_id,
+         version) = row
         known = keys.get(series_id)  # both sides measure the same series: each is identified once
         if known is None:
             suite, name, params_key, params = benchmarks[benchmark_id]
             fingerprint, label = envs[environment_id]
-            identity = (fingerprint, suite, name, params_key, metric)
+            # An edited benchmark (another version of its code) measures something else: never paired.
+            identity = (fingerprint, suite, name, params_key, metric, version)
             known = keys[series_id] = (identity, BenchmarkKey(
                 suite=suite, name=name, params=_params(params), metric=metric, unit=unit,
-                direction=_direction(direction), environment=label))
+                direction=_direction(direction), environment=label, benchmark_version=version or ""))
         identity, key = known
         pool = pools.get(identity)
         if pool is None:
@@ -300,8 +302,8 @@ def _describe(session: Session, ids: set[int]) -> str:
 
 
 def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
-    fingerprint, suite, name, params_key, metric = identity
-    return (fingerprint, metric != "wall_time", metric, suite, name, params_key)
+    fingerprint, suite, name, params_key, metric, version = identity
+    return (fingerprint, metric != "wall_time", metric, suite, name, params_key, version or "")
 
 
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
@@ -380,7 +382,21 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         spread = noise.get((b or h).series_id)  # type: ignore[union-attr]
         pairs.append(Pair(key, b.side(noisy) if b else None, h.side(noisy) if h else None, spread))
     report = compare(pairs, params)
+    notes += _edited_notes(base_pools, head_pools)
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
+
+
+def _edited_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...], _Pool]) -> list[str]:
+    """Why a benchmark can be missing from one side and new on the other: its code was edited between them."""
+    versions: dict[tuple[Any, ...], list[set[Any]]] = {}
+    for index, pools in enumerate((base, head)):
+        for identity in pools:
+            if identity[4] == "wall_time":
+                versions.setdefault(identity[:5], [set(), set()])[index].add(identity[5])
+    return [f"{base[next(i for i in base if i[:5] == point)].key.label}: its benchmark code differs between the "
+            "sides (edited), so its runs are not compared"
+            for point, (b, h) in sorted(versions.items(), key=lambda item: _sort_key((*item[0], None)))
+            if b and h and not b & h]
 
 
 def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> CompareParams:

@@ -19,5 +19,10 @@ def series_key(repository: str, suite: str, name: str, params_key: str, metric: 
     return _digest([repository, suite, name, params_key, metric, environment])
 
 
+def versioned_series_key(key: str, benchmark_version: str) -> str:
+    """The series of a benchmark edited since its series ``key`` was adopted by another version of it."""
+    return _digest([key, benchmark_version])
+
+
 def manifest_digest(payload: dict[str, Any]) -> str:
     return _digest(payload)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, select, text, tuple_
+from sqlalchemy import insert, select, text, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -22,7 +22,7 @@ from service.contract import ArtifactInfo, BenchmarkResult, Manifest
 from service.contract.manifest import UNSET_IDENTITY
 from service.detect.summary import summarize_many
 from service.errors import Conflict
-from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key
+from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key, versioned_series_key
 from service.pipeline.result_roofline_rows import (
     ROOFLINE_COLUMNS,
     efficiency_results,
@@ -111,9 +111,35 @@ def _series_ids(session: Session, repository_id: int, environment_id: int,
         for key, r in missing.items():
             build = partial(Series, key=key, repository_id=repository_id,
                             benchmark_id=benchmark_ids[(r.suite, r.name, r.params_key())],
-                            environment_id=environment_id, metric=r.metric, unit=r.unit, direction=r.direction)
+                            environment_id=environment_id, metric=r.metric, unit=r.unit, direction=r.direction,
+                            benchmark_version=r.benchmark_version)
             ids[key] = _get_or_create(session, Series, {"key": key}, build).id
     return ids
+
+
+def _versioned_keys(session: Session, keys: list[str], results: Sequence[BenchmarkResult]) -> list[str]:
+    """Each result's series key, its benchmark's version considered: a series belongs to the version that first
+    arrived for it (or adopted it, when it was stored before versions were), and a result of another version of
+    the benchmark goes to a series of that version's own: an edited benchmark starts a new history rather than
+    a step. A result without a version carries on in the series as it is."""
+    versions: dict[str, str | None] = {}
+    asked = sorted({k for k, r in zip(keys, results, strict=True) if r.benchmark_version is not None})
+    for chunk in _chunks(asked):
+        versions.update((key, version) for key, version in session.execute(
+            select(Series.key, Series.benchmark_version).where(Series.key.in_(chunk))))
+    out = []
+    adopt: dict[str, str] = {}
+    for key, r in zip(keys, results, strict=True):
+        version, stored = r.benchmark_version, versions.get(key)
+        if version is not None and key in versions and stored is None:
+            adopt[key] = version  # a series from before versions: the first version measured takes it over
+        out.append(versioned_series_key(key, version) if version is not None and stored not in (None, version)
+                   else key)
+    for key, version in adopt.items():
+        # Only where still unclaimed: two versions arriving at once, the second goes on under its own key next time.
+        session.execute(update(Series).where(Series.key == key, Series.benchmark_version.is_(None))
+                        .values(benchmark_version=version))
+    return out
 
 
 def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactInfo]) -> None:
@@ -228,7 +254,8 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
 
     # Shared rows in batches, then every result in one multi-row INSERT: a run of thousands of results costs a
     # few round trips, not several per result.
-    keys = [series_key(repository.name, r.suite, r.name, r.params_key(), r.metric, fingerprint) for r in results]
+    keys = _versioned_keys(session, [series_key(repository.name, r.suite, r.name, r.params_key(), r.metric,
+                                                fingerprint) for r in results], results)
     wanted: dict[str, BenchmarkResult] = {}
     for key, r in zip(keys, results, strict=True):
         wanted.setdefault(key, r)

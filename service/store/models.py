@@ -124,6 +124,9 @@ class Series(Base):
     # (higher is better) side by side.
     unit: Mapped[str] = mapped_column(String(32))
     direction: Mapped[str] = mapped_column(String(20))
+    # The benchmark code it measures (runners/suite.py benchmark_version); None: not known yet (stored before
+    # versions were, or only by runners that sent none). The first version that arrives adopts the series.
+    benchmark_version: Mapped[str | None] = mapped_column(String(16), nullable=True)
     repository: Mapped[Repository] = relationship(lazy="joined")
     benchmark: Mapped[Benchmark] = relationship(lazy="joined")
     environment: Mapped[Environment] = relationship(lazy="joined")
