@@ -29,11 +29,15 @@ demo: $(VENV)/.runtime-installed
 
 # Parallel: most of the suite waits on processes it started (benchmark children, Celery workers, Chromium), so
 # more workers than this machine's two cores still shorten it. A file's tests stay on one worker (loadfile): each
-# file owns its Redis database number and its module fixtures, and the demo's data is made by one file.
+# file owns its Redis database number and its module fixtures. The tests whose verdicts come from real timings
+# (marked timing) run after, alone: beside other tests the host's noise would be theirs. Both parts always run.
 TEST_WORKERS ?= 3
 
 test: $(VENV)/.dev-installed browser
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	status=0; \
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not timing" --durations=15 || status=1; \
+	$(BIN)/python -m pytest -q -m timing --durations=10 || status=1; \
+	exit $$status
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

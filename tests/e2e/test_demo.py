@@ -15,7 +15,8 @@ from service.store.db import make_engine, make_session_factory
 from service.store.queries import all_findings
 from tests.e2e.conftest import SCREENSHOTS, open_page
 
-pytestmark = pytest.mark.slow
+# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 def test_demo_makes_enough_real_commits(demo: dict) -> None:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,6 +28,9 @@ from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
 from service.store.queries import all_findings
 from tests import builders
 from tests.gitrepo import commit_all, suite_repo
+
+# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
+pytestmark = pytest.mark.timing
 
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
 # machine does to a run (up to ~2.5x here), so the test checks the bisection, not the weather.

@@ -20,6 +20,9 @@ from tests.gitrepo import git
 from tests.processes import clean_env, start_web
 from tests.processes import kernelwatch as kernelwatch_ok
 
+# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
+pytestmark = pytest.mark.timing
+
 SLOWER = ("    e = jnp.exp(x - row_max)\n"
           "    e = jax.lax.fori_loop(0, 16, lambda _, prev: jnp.exp(x - row_max + 0.0 * prev), e)\n")
 # One benchmark point, five samples a run, four rounds (ci's default): the runs are the replicates.

@@ -18,6 +18,9 @@ from service.cli import _run_revisions
 from service.errors import InvalidInput
 from tests.gitrepo import commit_all, git
 
+# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
+pytestmark = pytest.mark.timing
+
 LIBRARY = '''"""fastops: a kernel library."""
 import jax
 import jax.numpy as jnp
