@@ -141,6 +141,7 @@ def commit_python(checkout: Path, envs_dir: Path) -> Path:
     root = envs_dir / key
     interpreter = root / "bin" / "python"
     if (root / MARKER).is_file() and interpreter.exists():
+        os.utime(root)  # its last use, which prune_environments goes by
         return interpreter
     envs_dir.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=envs_dir))
@@ -162,3 +163,15 @@ def commit_python(checkout: Path, envs_dir: Path) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
     return interpreter
 
+
+def prune_environments(envs_dir: Path, unused_for_s: float, now: float, dry_run: bool = False) -> list[Path]:
+    """Delete the environments under ``envs_dir`` no run has used for ``unused_for_s`` seconds, and any left
+    half-built; a run builds them again when it needs them. Returns what went (``dry_run``: what would)."""
+    gone = []
+    for path in sorted(envs_dir.iterdir()) if envs_dir.is_dir() else []:
+        built = (path / MARKER).is_file()
+        if path.is_dir() and path.name != "harness" and (not built or now - path.stat().st_mtime >= unused_for_s):
+            if not dry_run:
+                shutil.rmtree(path, ignore_errors=True)
+            gone.append(path)
+    return gone

@@ -142,8 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="e.g. 90d, 12h, 30m, 2w (or parts together: 1w3d); with --checkouts: unused for that "
                        "long (default 1h)")
     prune.add_argument("--checkouts", action="store_true",
-                       help="delete KernelWatch's checkouts of measured commits (KERNELWATCH_HOME/worktrees) "
-                       "instead; a run makes them again when it needs them")
+                       help="delete KernelWatch's checkouts of measured commits (KERNELWATCH_HOME/worktrees) and "
+                       "the commits' environments (KERNELWATCH_HOME/envs) instead; a run makes them again when it "
+                       "needs them")
     prune.add_argument("--dry-run", action="store_true", help="print what would go and change nothing")
 
     compare = sub.add_parser("compare", help="compare two runs or commits benchmark by benchmark (benchstat style)",
@@ -547,6 +548,7 @@ def cmd_reparse(settings: Settings) -> int:
 def cmd_prune_checkouts(settings: Settings, unused_for: str, dry_run: bool) -> int:
     import time
 
+    from runners.envs import prune_environments
     from runners.gitrepo import prune_checkouts
     from service.pipeline.prune import parse_duration
 
@@ -555,8 +557,11 @@ def cmd_prune_checkouts(settings: Settings, unused_for: str, dry_run: bool) -> i
     except ValueError as exc:
         raise InvalidInput(f"--older-than: {exc}") from None
     gone = prune_checkouts(settings.worktree_dir, age, time.time(), dry_run)
-    print(f"{'would delete' if dry_run else 'deleted'} {len(gone)} checkout(s) unused for {unused_for} under "
-          f"{settings.worktree_dir}")
+    envs_dir = settings.worktree_dir.parent / "envs"  # where run_commits builds them (runners/local.py)
+    built = prune_environments(envs_dir, age, time.time(), dry_run)
+    verb = "would delete" if dry_run else "deleted"
+    print(f"{verb} {len(gone)} checkout(s) unused for {unused_for} under {settings.worktree_dir}")
+    print(f"{verb} {len(built)} environment(s) unused for {unused_for} under {envs_dir}")
     return EXIT_OK
 
 

@@ -11,10 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from importlib.metadata import version
 from pathlib import Path
 
-from runners.envs import Declaration, environment_key, pyproject_dependencies
+from runners.envs import Declaration, environment_key, prune_environments, pyproject_dependencies
 from tests.gitrepo import commit_all, git
 
 OLD_JAX = "0.4.38"  # older than any JAX KernelWatch itself runs (pyproject.toml: jax>=0.10)
@@ -97,6 +98,14 @@ def test_each_commit_runs_in_the_environment_its_own_pins_declare(tmp_path: Path
     same = kernelwatch(env, "compare", shas[0], shas[1], "--format", "json", "--fail-on", "none")
     assert same.returncode == 0, same.stderr[-2000:]
     assert [b["verdict"] for b in json.loads(same.stdout)["benchmarks"] if b["metric"] == "wall_time"] != []
+
+    # Pruned with the checkouts once no run has used them for a while (just used here: none goes).
+    kept = kernelwatch(env, "prune", "--checkouts", "--older-than", "1h")
+    assert kept.returncode == 0 and "deleted 0 environment(s)" in kept.stdout, kept.stdout + kept.stderr
+    later = time.time() + 7200
+    assert sorted(prune_environments(home / "envs", 3600, later, dry_run=True)) == sorted(built)
+    assert sorted(prune_environments(home / "envs", 3600, later)) == sorted(built)
+    assert [p.name for p in (home / "envs").iterdir()] == ["harness"]  # the harness copy stays (small, shared)
 
 
 def test_a_declaration_that_would_build_repository_code_is_refused(tmp_path: Path) -> None:
