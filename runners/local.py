@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.gitrepo import (
+    GitError,
     checkout,
     commit_facts,
     copy_working_tree,
@@ -23,6 +24,7 @@ from runners.gitrepo import (
     is_ancestor,
     is_dirty,
     private_clone,
+    resolve,
 )
 from runners.host_health import HostSampler, Snapshot, figures
 from runners.pinning import checked_affinity
@@ -267,6 +269,23 @@ class _Prepared:
     dirty: bool
     python: Path | None = None  # the interpreter of the commit's environment; None: this one
     harness_dir: Path | None = None
+
+
+def checkout_at(repo: Path, rev: str, cache_dir: Path, repos_dir: Path) -> Path:
+    """KernelWatch's checkout of ``rev`` of the local repository ``repo`` (made from its own clone, as every
+    measured commit's is): for reading what a commit holds, such as its suite or its project file."""
+    sha = resolve(repo, rev)
+    return checkout(private_clone(repo, repos_dir, sha), sha, cache_dir / repository_name(repo))
+
+
+def suite_at(repo: Path, rev: str, directory: str, cache_dir: Path, repos_dir: Path) -> Path:
+    """The benchmarks directory ``directory`` as of commit ``rev`` (`--benchmarks REV:DIR`): one suite applied
+    to every measured commit, whatever each holds. It must lie inside the repository."""
+    tree = checkout_at(repo, rev, cache_dir, repos_dir).resolve()
+    path = (tree / directory).resolve()
+    if not path.is_relative_to(tree) or not path.is_dir():
+        raise GitError(f"{rev}:{directory}: no such directory in {rev}")
+    return path
 
 
 def _interpreter(request: RunRequest, worktree: Path, envs_dir: Path) -> Path | None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runners.gitrepo import GitError, checkout, ensure_repository, git, private_clone, resolve
-from runners.local import RunRequest, repository_name, run_commits
+from runners.gitrepo import GitError, ensure_repository, git, resolve
+from runners.local import RunRequest, checkout_at, run_commits
 from runners.project_file import ProjectFileError, ProjectSettings, read_project_settings
 
 Upload = Callable[[dict[str, Any]], object]  # whatever it returns is not used
@@ -55,7 +55,7 @@ def project_settings(repo: Path, rev: str, home: Path) -> ProjectSettings:
     sha = _first_resolved(repo, [rev, f"origin/{rev}"] if rev != "HEAD" else [rev])
     if not _has_settings(repo, sha):  # most tasks: no checkout of the tip just to find no file
         return ProjectSettings(None)
-    tree = checkout(private_clone(repo, home / "repos", sha), sha, home / "worktrees" / repository_name(repo))
+    tree = checkout_at(repo, sha, home / "worktrees", home / "repos")
     source = next((tree / n for n in ("kernelwatch.toml", "pyproject.toml") if (tree / n).is_file()), None)
     try:
         settings = read_project_settings(tree)

@@ -77,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --commits/--commits-file: every Nth commit, counted back from the last (default 1)")
     run.add_argument("--skip-existing", action="store_true",
                      help="skip commits the local store already holds a run of")
-    run.add_argument("--benchmarks", type=Path, default=None, metavar="DIR",
+    run.add_argument("--benchmarks", type=Path, default=None, metavar="DIR|REV:DIR",
                      help="the benchmarks, kept apart from the measured code: a directory of benchmark modules "
+                          "(or REV:DIR, that directory as of a commit of the repository, e.g. main:benchmarks) "
                           "applied to every commit, results stored under each commit's own sha")
     run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and round (default 20)")
     run.add_argument("--rounds", type=int, default=1, metavar="R",
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     ci.add_argument("--head", default="HEAD", metavar="REV", help="the commit under test (default HEAD)")
     ci.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: the current "
                                                                   "directory)")
-    ci.add_argument("--benchmarks", type=Path, default=None, metavar="DIR",
+    ci.add_argument("--benchmarks", type=Path, default=None, metavar="DIR|REV:DIR",
                     help="the benchmarks, kept apart from the measured code (as run --benchmarks)")
     ci.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
@@ -378,7 +379,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.rounds < 1:
         raise InvalidInput("--rounds must be at least 1")
-    measured = measured_for(args.repo, args)
+    measured = measured_for(args.repo, args, settings)
     if args.skip_existing and settings.uploads_over_http:
         raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")
     batches = _run_revisions(args)

@@ -223,14 +223,23 @@ class Measured:
     python: Path | None = None  # a user-named interpreter
 
 
-def measured_for(repo: Path, args: argparse.Namespace) -> Measured:
+def measured_for(repo: Path, args: argparse.Namespace, settings: Settings) -> Measured:
     """``--benchmarks``, ``--environment`` and ``--python`` where given, else what the repository's project file
-    says (runners/project_file.py), else the defaults (the commit's own kernels_under_test/, this interpreter)."""
+    says (runners/project_file.py), else the defaults (the commit's own kernels_under_test/, this interpreter).
+    ``--benchmarks REV:DIR`` is the directory as of a commit of the repository (checked out by KernelWatch)."""
+    from runners.gitrepo import GitError
+    from runners.local import suite_at
     from runners.project_file import ProjectFileError, check_interpreter, read_project_settings
 
     given, environment, python = (getattr(args, name, None) for name in ("benchmarks", "environment", "python"))
-    if given is not None and not given.is_dir():
-        raise InvalidInput(f"--benchmarks {given}: not a directory")
+    if given is not None and not Path(given).is_dir():
+        rev, sep, directory = str(given).partition(":")
+        if not sep or not rev or not directory:
+            raise InvalidInput(f"--benchmarks {given}: not a directory (nor REV:DIR, a directory as of a commit)")
+        try:
+            given = suite_at(repo, rev, directory, settings.worktree_dir, settings.repos_dir)
+        except GitError as exc:
+            raise InvalidInput(f"--benchmarks {given}: {exc}") from None
     try:
         if python is not None:
             python = check_interpreter(python, f"--python {python}")
@@ -253,7 +262,7 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     from runners.local import RunRequest, run_commits
 
     capture_dir = None if args.no_capture else settings.artifacts_dir  # (round 0's only: run_commits)
-    measured = measured_for(repo, args)
+    measured = measured_for(repo, args, settings)
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            benchmarks=measured.benchmarks, environment=measured.environment,
                            python=measured.python, params=args.params, quick=args.quick, trigger=args.trigger,

@@ -205,3 +205,26 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
         commit_all(repo, "project file")
         with pytest.raises(ProjectFileError, match=refused):
             execute(task, "task-2", home, uploaded.append)
+
+
+def test_the_suite_as_of_a_commit_measures_any_other(tmp_path: Path) -> None:
+    """`--benchmarks REV:DIR`: the benchmarks committed at the tip measure a commit from before they existed; the
+    directory must be one of that commit's."""
+    repo = tmp_path / "fastops"
+    shas = library(repo)
+    (repo / "benchmarks").mkdir()
+    (repo / "benchmarks" / "chains.py").write_text(BENCHMARK)
+    commit_all(repo, "benchmarks")
+    (repo / "benchmarks" / "chains.py").unlink()  # the working copy's are not the ones used
+    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path / "home")}
+    env.pop("KERNELWATCH_DATABASE_URL", None)
+    out = tmp_path / "manifests"
+    ran = kernelwatch(env, "run", "--repo", str(repo), "--commit", shas[0], "--benchmarks", "main:benchmarks",
+                      "--samples", "2", "--no-capture", "--output", str(out))
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [manifest] = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert manifest["commit"]["sha"] == shas[0] and manifest["results"][0]["status"] == "ok", manifest["results"]
+    for wrong in ("main:nope", "main:../..", f"{shas[0]}:benchmarks", "no-such-rev:benchmarks"):
+        refused = kernelwatch(env, "run", "--repo", str(repo), "--benchmarks", wrong, "--samples", "2")
+        assert refused.returncode == 2 and "--benchmarks" in refused.stderr, (wrong, refused.stderr)
+        assert "Traceback" not in refused.stderr
