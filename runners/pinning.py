@@ -38,6 +38,24 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
+AFFINITY_SETTING = "KERNELWATCH_CPU_AFFINITY"  # a runner host's own: its workers' benchmark processes pinned
+SINGLE_THREAD_SETTING = "KERNELWATCH_XLA_SINGLE_THREAD"  # 1: XLA's CPU thread pool held to one thread
+
+
+def runner_noise_settings(environ: dict[str, str]) -> tuple[tuple[int, ...] | None, bool]:
+    """The CPU noise reduction a runner host applies to every run its workers make (what `run --cpu-affinity`
+    and `--xla-single-thread` ask for one run); InvalidInput naming the setting when one is malformed."""
+    affinity_text = environ.get(AFFINITY_SETTING, "").strip()
+    try:
+        affinity = parse_cpu_list(affinity_text) if affinity_text else None
+    except ValueError as exc:
+        raise InvalidInput(f"{AFFINITY_SETTING}: {exc}") from None
+    single = environ.get(SINGLE_THREAD_SETTING, "").strip().lower()
+    if single not in ("", "0", "1", "true", "false"):
+        raise InvalidInput(f"{SINGLE_THREAD_SETTING} must be 1 or 0, not {single!r}")
+    return affinity, single in ("1", "true")
+
+
 def pin(cpus: tuple[int, ...]) -> None:
     """Pin this process (and the threads it starts from now on) to ``cpus``; a clear error where the platform
     cannot (no sched_setaffinity on macOS) or a CPU is not this process's to use."""

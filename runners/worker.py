@@ -8,6 +8,7 @@ same run ids and is stored once.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from runners.gitrepo import GitError, ensure_repository, git, resolve
 from runners.local import RunRequest, checkout_at, run_commits
+from runners.pinning import runner_noise_settings
 from runners.project_file import ProjectFileError, ProjectSettings, read_project_settings
 
 Upload = Callable[[dict[str, Any]], object]  # whatever it returns is not used
@@ -113,9 +115,11 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     # The suite and environment as of the branch the task is for (else the repository's HEAD: a clone's default
     # branch), the same for every commit of the task.
     project = project_settings(repo, task.branch or "HEAD", home)
+    affinity, single_thread = runner_noise_settings(dict(os.environ))
     requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
                            benchmarks=project.benchmarks, environment=project.environment or "runner",
                            quick=task.quick, branch=task.branch, trigger=task.trigger, pr_number=task.pr_number,
+                           cpu_affinity=affinity, xla_single_thread=single_thread,
                            capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
                 for sha in commits]
     # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.

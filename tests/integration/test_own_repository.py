@@ -177,10 +177,11 @@ def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) ->
     assert mixed.returncode == 2 and "--working-tree measures the working copy alone" in mixed.stderr
 
 
-def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: Path) -> None:
+def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The runner's side (`submit`, beat, the PR hook): the project file and benchmarks committed at the branch's
-    tip apply to a commit from before either existed. A repository's file may not point outside itself nor
-    name an interpreter of the runner's."""
+    tip apply to a commit from before either existed, with the runner host's own noise reduction. A
+    repository's file may not point outside itself nor name an interpreter of the runner's."""
     from runners.project_file import ProjectFileError
     from runners.worker import SuiteTask, execute
 
@@ -197,6 +198,20 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
     assert manifest["commit"]["sha"] == shas[0]  # type: ignore[index]
     [result] = manifest["results"]  # type: ignore[misc]
     assert result["status"] == "ok" and result["suite"] == "fastops", result
+    assert "cpu_threads" not in manifest["environment"]  # type: ignore[operator]
+
+    # The runner host's noise reduction applies to every run its workers make.
+    monkeypatch.setenv("KERNELWATCH_XLA_SINGLE_THREAD", "1")
+    monkeypatch.setenv("KERNELWATCH_CPU_AFFINITY", "0")
+    quiet: list[dict[str, object]] = []
+    execute(task, "task-quiet", home, quiet.append)
+    environment = quiet[0]["environment"]
+    assert environment["cpu_threads"] == 1 and environment["cpu_affinity"] == "0", environment  # type: ignore[index]
+    monkeypatch.setenv("KERNELWATCH_CPU_AFFINITY", "zero")
+    with pytest.raises(InvalidInput, match="KERNELWATCH_CPU_AFFINITY"):
+        execute(task, "task-bad", home, quiet.append)
+    monkeypatch.delenv("KERNELWATCH_CPU_AFFINITY")
+    monkeypatch.delenv("KERNELWATCH_XLA_SINGLE_THREAD")
 
     (tmp_path / "elsewhere").mkdir()
     for text, refused in ((f'benchmarks = "{tmp_path / "elsewhere"}"\n', "must lie inside the repository"),
