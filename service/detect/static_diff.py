@@ -33,6 +33,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# The detector name of static findings, as stored (Finding.detector): exact, so never in units of noise.
+STATIC_DETECTOR = "static-diff"
+
 DIFF_SCHEMA = 1
 
 

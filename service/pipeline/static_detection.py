@@ -20,13 +20,12 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
-from service.detect.static_diff import diff_static
+from service.detect.static_diff import STATIC_DETECTOR, diff_static
 from service.pipeline.attribution import attribute_findings, findings_of_series
 from service.pipeline.result_records import TIME_METRICS, CommitRecords, load_commit_records
 from service.store.locks import lock_series
 from service.store.models import Finding, Result, Run, Series
 
-STATIC_DETECTOR = "static-diff"
 STATIC_DETECTOR_VERSION = 2  # 2: equal code digests are no change; findings carry their metric and unit
 
 

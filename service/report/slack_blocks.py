@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from service.detect.static_diff import STATIC_DETECTOR
+
 if TYPE_CHECKING:
     from service.pipeline.alerts import AlertNoteView, AlertView
 
@@ -39,7 +41,9 @@ class SlackFinding:
     hardware: str
     direction: str  # regression | improvement
     magnitude: float  # relative change, after/before - 1
-    confidence: float  # in units of the series' noise
+    confidence: float  # in units of the series' noise (a time finding's)
+    exact: bool = False  # a static finding: a count that changed, with no noise to measure it in
+    unit: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,8 @@ def slack_alert(view: AlertView, hardware_of_series: Mapping[int, str], verdicts
     ``hardware`` is every device kind of the alert, when ``view`` lists only its worst findings."""
     findings = tuple(
         SlackFinding(benchmark=f.benchmark, metric=f.metric, hardware=hardware_of_series.get(f.series_id, "?"),
-                     direction=f.direction, magnitude=f.magnitude, confidence=f.confidence)
+                     direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
+                     exact=f.detector == STATIC_DETECTOR, unit=f.unit)
         for f in view.findings)
     return SlackAlert(id=view.id, repository=view.repository, commit_sha=view.commit_sha,
                       commit_subject=view.commit_subject, previous_sha=view.previous_sha, state=view.state,
@@ -171,8 +176,9 @@ def _state_text(alert: SlackAlert) -> str:
 
 
 def _finding_line(f: SlackFinding) -> str:
+    how = f"exact, in {escape(f.unit)}" if f.exact else f"{f.confidence:.1f}× noise"
     return (f"`{f.magnitude:+.1%}` {f.direction}  {escape(f.benchmark)}  {escape(f.metric)} on "
-            f"{escape(f.hardware)} ({f.confidence:.1f}× noise)")
+            f"{escape(f.hardware)} ({how})")
 
 
 def _findings_sections(alert: SlackAlert) -> list[dict[str, Any]]:

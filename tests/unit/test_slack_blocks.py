@@ -129,3 +129,22 @@ def test_trim_and_escape() -> None:
     assert trim("abcdef", 4) == "abc…" and trim("abc", 4) == "abc"
     assert trim(escape("a&b"), 4) == "a…"  # never half an entity
     assert escape("<@U123> & <!channel>") == "&lt;@U123&gt; &amp; &lt;!channel&gt;"
+
+
+def test_a_static_finding_is_exact_not_in_units_of_noise() -> None:
+    """Static findings are counts that changed: no noise to measure them in (their stored confidence is 1.0), so
+    neither the Slack line nor the CLI's says "× noise"; they say the count is exact and in what unit."""
+    from dataclasses import replace
+
+    from service.report.alerts_text import alerts_to_text
+
+    static = replace(finding(1, 0.25), metric="instructions", unit="instructions", confidence=1.0, p_value=None,
+                     detector="static-diff")
+    timed = finding(2, 0.3)
+    alert = slack_alert(view([static, timed]), HARDWARE)
+    text = json.dumps(alert_message(alert).as_json(), ensure_ascii=False)
+    assert "instructions on cpu (exact, in instructions)" in text and "1.0× noise" not in text
+    assert "14.5× noise" in text  # the time finding keeps its noise units
+    listed = alerts_to_text([view([static, timed])])
+    assert "(exact, in instructions, static-diff)" in listed and "1.0 x noise" not in listed
+    assert "14.5 x noise, p=0.0001, edivisive" in listed
