@@ -22,6 +22,7 @@ from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
 log = logging.getLogger(__name__)
 
 RUN_SUITE_TASK = "kernelwatch.run_suite"
+FOLLOW_UP_FAILED_TASK = "kernelwatch.follow_up_failed"
 NOTIFY_ALERT_TASK = "kernelwatch.notify_alert"
 NOTIFY_DUE_TASK = "kernelwatch.notify_due"
 PARSE_SWEEP_TASK = "kernelwatch.parse_sweep"
@@ -112,8 +113,35 @@ def make_celery(settings: Settings) -> Celery:
         except Transient as exc:
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
 
+    @app.task(name=FOLLOW_UP_FAILED_TASK, bind=True, max_retries=5, shared=False)
+    def follow_up_failed(self: Any, job_id: int, message: str) -> None:
+        """A follow-up run a runner could not make (run_suite below): its job ends failed, saying why."""
+        from service.pipeline.bisect import fail_job
+        from service.store.db import unit_of_work
+
+        ctx = _worker_context()
+        try:
+            with unit_of_work(ctx.sessions) as session:
+                fail_job(session, job_id, message)
+        except Transient as exc:
+            raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
+
     @app.task(name=RUN_SUITE_TASK, bind=True, shared=False)
     def run_suite(self: Any, **kwargs: Any) -> list[str]:
+        try:
+            return _run_suite(self, **kwargs)
+        except Exception as exc:
+            from service.pipeline.queue import FOLLOW_UP_JOB
+
+            job_id = kwargs.get(FOLLOW_UP_JOB)
+            if job_id is not None:
+                # The runner host may have no database: the job is ended by a worker that has one. As the
+                # in-process queue does (service/pipeline/queue.py), a run that cannot be made ends its job.
+                app.send_task(FOLLOW_UP_FAILED_TASK, queue="detect", ignore_result=True, args=[
+                    int(job_id), f"the {kwargs.get('trigger', 'follow-up')} run could not be made: {exc}"[:2000]])
+            raise
+
+    def _run_suite(self: Any, **kwargs: Any) -> list[str]:
         from runners.worker import SuiteTask, execute
 
         task = SuiteTask.from_kwargs(kwargs)

@@ -48,11 +48,17 @@ class TaskQueue(Protocol):
     def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None: ...
 
 
+FOLLOW_UP_JOB = "follow_up_job"
+
+
 def run_task_kwargs(order: RunOrder) -> dict[str, Any]:
     """A follow-up run as the arguments of a ``run_suite`` task (plain JSON)."""
     return {"repo": order.repo, "commit": order.shas[0], "also": list(order.shas[1:]), "suite": order.suite,
             "params": order.params, "samples": order.samples, "trigger": order.trigger, "branch": order.branch,
-            "quick": order.quick, "capture": True}
+            "quick": order.quick, "capture": True,
+            # Not the runner's (SuiteTask leaves it out): where a run that cannot be made reports, so that its
+            # job ends failed rather than waits for results that will never come (service/tasks.py run_suite).
+            FOLLOW_UP_JOB: order.job_id}
 
 
 def follow_up(sessions: sessionmaker[Session], queue: TaskQueue, series_ids: Sequence[int],

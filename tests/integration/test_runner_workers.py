@@ -131,3 +131,56 @@ def test_a_killed_runner_loses_nothing_and_duplicates_nothing(
         assert s.scalar(select(func.count(Result.id)).join(Series).where(Series.metric == "wall_time")) == 4
         assert s.scalar(select(func.count(Result.id))) == 4
     engine.dispose()
+
+
+def test_a_follow_up_run_that_cannot_be_made_ends_its_job_failed(
+    tmp_path: Path, repo: Path, pg_database: str, broker: str, workers: list[ServiceProcess]
+) -> None:
+    """A confirmation's run that a runner cannot make (here: a commit the repository does not hold) ends its job
+    failed, saying why, as the in-process queue does; before, the job stayed open, waiting for runs that would
+    never come. The runner reports through the broker, so a runner host without a database can too."""
+    from datetime import UTC, datetime
+
+    from service.context import Context
+    from service.contract import parse_manifest
+    from service.pipeline.bisect import RunOrder
+    from service.pipeline.ingest import ingest_manifest
+    from service.settings import load_settings
+    from service.store.db import unit_of_work
+    from service.store.models import BisectJob
+    from tests import builders
+
+    upgrade(pg_database)
+    env = service_env(tmp_path / "host", pg_database, broker)
+    ctx = Context.create(load_settings(env))
+    try:
+        now = datetime.now(UTC)
+        with unit_of_work(ctx.sessions) as s:
+            # A repository and a series to follow, stored without queueing detection (which would cancel a job
+            # whose change it does not find).
+            ingest_manifest(s, parse_manifest(builders.manifest()))
+            series = s.scalars(select(Series)).first()
+            assert series is not None
+            job = BisectJob(series_id=series.id, repository_id=series.repository_id, good_commit_sha="a" * 40,
+                            bad_commit_sha="b" * 40, hardware="cpu", state="running", purpose="confirm",
+                            runs_requested=[], created_at=now, updated_at=now)
+            s.add(job)
+            s.flush()
+            job_id = job.id
+        workers.append(start_worker(env, tmp_path / "host", "runner.cpu,detect", name="both"))
+        ctx.queue.enqueue_runs([RunOrder(job_id=job_id, repo=str(repo), shas=["f" * 40], suite="toy/scale",
+                                         params="n=256", samples=2, branch="main", trigger="confirm",
+                                         hardware="cpu")])
+
+        def ended() -> bool:
+            with ctx.sessions() as s:
+                found = s.get(BisectJob, job_id)
+                return found is not None and found.state != "running"
+
+        wait_for(ended, 120, "the job to end")
+        with ctx.sessions() as s:
+            found = s.get(BisectJob, job_id)
+            assert found is not None and found.state == "failed", (found.state if found else None)
+            assert "the confirm run could not be made" in (found.message or "") and "ffffffff" in (found.message or "")
+    finally:
+        ctx.close()
