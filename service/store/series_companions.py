@@ -178,7 +178,8 @@ def _benchmark_signals(session: Session, series: Series,
 
 def _siblings(session: Session, series: Series) -> list[SiblingSeries]:
     rows = session.execute(
-        select(Series.id, Environment).join(Environment, Environment.id == Series.environment_id)
+        select(Series.id, Environment, Series.benchmark_version)
+        .join(Environment, Environment.id == Series.environment_id)
         .where(Series.repository_id == series.repository_id, Series.benchmark_id == series.benchmark_id,
                Series.metric == series.metric, Series.id != series.id)
     ).all()
@@ -189,16 +190,19 @@ def _siblings(session: Session, series: Series) -> list[SiblingSeries]:
                func.max(Commit.position))
         .join(Run, Run.id == Result.run_id).join(Commit, Commit.id == Run.commit_id)
         .join(Repository, Repository.id == Commit.repository_id)
-        .where(Result.series_id.in_([sid for sid, _ in rows]), Result.status == "ok",
+        .where(Result.series_id.in_([sid for sid, _, _ in rows]), Result.status == "ok",
                Run.branch == Repository.default_branch)
         .group_by(Result.series_id))}
     mine: Environment = series.environment
     out = []
-    for sid, env in rows:
+    for sid, env, version in rows:
         n, first, last = spans.get(sid, (0, None, None))
+        # An edited benchmark (another version of its code, runners/suite.py) is a sibling in the same environment.
+        edited = ([f"benchmark code {series.benchmark_version or '?'} → {version or '?'}"]
+                  if version != series.benchmark_version else [])
         out.append(SiblingSeries(
             id=sid, environment=f"{env.backend} · {env.device_kind} ×{env.device_count}",
-            differences=environment_differences(mine.details, env.details),
+            differences=edited + environment_differences(mine.details, env.details),
             same_hardware=(env.backend, env.device_kind, env.device_count)
             == (mine.backend, mine.device_kind, mine.device_count),
             points=n, first_position=first, last_position=last))

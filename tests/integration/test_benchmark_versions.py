@@ -16,6 +16,8 @@ from service.pipeline.compare import compare_params, compare_resolved, runs_side
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.store.models import Result, Run, Series
+from service.store.queries import series_view
+from service.store.series_companions import series_companions
 from tests import builders
 
 V1, V2 = "a" * 16, "b" * 16
@@ -49,3 +51,11 @@ def test_an_edited_benchmark_starts_a_series_of_its_own(sessions: sessionmaker[S
                                 compare_params())
         assert [row.verdict for row in same.report.rows if row.key.metric == "wall_time"] not in (["missing"], ["new"])
         assert not any("benchmark code differs" in note for note in same.notes)
+
+        # The series page lists the edited benchmark's series as a sibling, saying what differs.
+        [v1_series] = s.scalars(select(Series.id).where(Series.metric == "wall_time",
+                                                        Series.benchmark_version == V1)).all()
+        view = series_view(s, v1_series)
+        assert view is not None
+        [sibling] = series_companions(s, view).siblings
+        assert sibling.differences == [f"benchmark code {V1} → {V2}"], sibling
