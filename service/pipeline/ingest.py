@@ -205,6 +205,9 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     for optional in ("host_health", "round"):
         if payload[optional] is None:
             del payload[optional]
+    for result in payload["results"]:
+        if result["benchmark_version"] is None:
+            del result["benchmark_version"]
     digest = manifest_digest(payload)
     existing = session.scalars(select(Run).filter_by(run_uid=manifest.run_id)).first()
     if existing is not None:
