@@ -20,9 +20,6 @@ from tests.gitrepo import git
 from tests.processes import clean_env, start_web
 from tests.processes import kernelwatch as kernelwatch_ok
 
-# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
-pytestmark = pytest.mark.timing
-
 SLOWER = ("    e = jnp.exp(x - row_max)\n"
           "    e = jax.lax.fori_loop(0, 16, lambda _, prev: jnp.exp(x - row_max + 0.0 * prev), e)\n")
 # One benchmark point, five samples a run, four rounds (ci's default): the runs are the replicates.
@@ -59,6 +56,8 @@ def env_for(tmp_path: Path, summary: Path) -> dict[str, str]:
     return env | {"KERNELWATCH_HOME": str(tmp_path / "home"), "GITHUB_STEP_SUMMARY": str(summary)}
 
 
+# timing: its verdict comes from real runs, so it runs alone, not beside the parallel tests (Makefile).
+@pytest.mark.timing
 def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, planted: Path) -> None:
     summary = tmp_path / "summary.md"
     summary.write_text("## an earlier step\n")
@@ -83,6 +82,8 @@ def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, p
     assert quiet.returncode == 0 and quiet.stdout.count("\n") == 2  # the header and the regressed benchmark
 
 
+# timing: its verdict comes from real runs, so it runs alone, not beside the parallel tests (Makefile).
+@pytest.mark.timing
 def test_ci_between_commits_with_the_same_kernels_gives_no_time_verdict(tmp_path: Path, planted: Path) -> None:
     """A/A, as a CI job meets it on every docs-only pull request: the same kernel code on both sides, four
     rounds each, twice over. No regression and no improvement may be called (undecided is honest), and the job
@@ -139,6 +140,8 @@ def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
     assert not (tmp_path / "summary.md").exists()
 
 
+# timing: its verdict comes from real runs, so it runs alone, not beside the parallel tests (Makefile).
+@pytest.mark.timing
 def test_ci_uploads_to_the_service_and_compares_there(tmp_path: Path, planted: Path, sqlite_database: str) -> None:
     """With KERNELWATCH_URL and KERNELWATCH_TOKEN the job has no database of its own: its runs go to the service
     and the comparison is read back from it (by this job's run ids, so earlier runs of the commits stay out)."""

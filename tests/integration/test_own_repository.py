@@ -18,9 +18,6 @@ from service.cli import _run_revisions
 from service.errors import InvalidInput
 from tests.gitrepo import commit_all, git
 
-# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
-pytestmark = pytest.mark.timing
-
 LIBRARY = '''"""fastops: a kernel library."""
 import jax
 import jax.numpy as jnp
@@ -73,6 +70,8 @@ def kernelwatch(env: dict[str, str], *args: str, timeout: float = 900) -> subpro
                           timeout=timeout)
 
 
+# timing: its verdict comes from real runs, so it runs alone, not beside the parallel tests (Makefile).
+@pytest.mark.timing
 def test_a_library_s_history_measured_with_benchmarks_kept_apart(tmp_path: Path) -> None:
     repo, bench = tmp_path / "fastops", tmp_path / "benchmarks"
     shas = library(repo)
