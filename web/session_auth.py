@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import secrets
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
@@ -82,10 +83,13 @@ def _template_globals() -> dict[str, object]:
 
 
 def _safe_next(raw: str | None) -> str:
-    """Where to go after logging in: a path of this site only (``//host`` and ``http:`` would leave it)."""
-    if raw and raw.startswith("/") and not raw.startswith("//") and "\\" not in raw:
-        return raw
-    return url_for("web.index")
+    """Where to go after logging in: a path of this site only (``//host`` and ``http:`` would leave it). Any
+    control character refuses it too: browsers drop tabs and newlines from a URL, so ``/<TAB>/evil.example`` is
+    ``//evil.example`` to them, and a newline in a header is an error rather than a redirect."""
+    if (not raw or not raw.startswith("/") or raw.startswith("//") or "\\" in raw
+            or any(ord(c) < 0x20 or ord(c) == 0x7F for c in raw) or urlsplit(raw).netloc):
+        return url_for("web.index")
+    return raw
 
 
 @bp.get("/login")
