@@ -445,11 +445,16 @@ def _store_runs(settings: Settings, args: argparse.Namespace, documents: list[di
 
 
 def cmd_ingest(settings: Settings, path: Path) -> int:
+    from service.api.blueprint import MAX_MANIFEST_BYTES
 
+    # The cap POST /runs has: /dev/zero or a runaway file is refused at it, not read into memory whole.
     try:
-        payload = path.read_bytes()
+        with path.open("rb") as handle:
+            payload = handle.read(MAX_MANIFEST_BYTES + 1)
     except OSError as exc:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    if len(payload) > MAX_MANIFEST_BYTES:
+        raise InvalidInput(f"{path} is larger than a manifest may be ({MAX_MANIFEST_BYTES} bytes)")
     ctx = _context(settings)
     outcome = ctx.submit(payload)
     print(f"run {outcome.run_id} {'stored' if outcome.created else 'already stored; nothing changed'}")

@@ -96,6 +96,13 @@ def test_ingest_refuses_a_bad_manifest_with_exit_2(tmp_path: Path) -> None:
     assert "negative" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_ingest_of_an_endless_file_stops_at_the_manifest_cap(tmp_path: Path) -> None:
+    """/dev/zero never ends: read up to POST /runs' cap and refused there (it used to grow without bound)."""
+    proc = kernelwatch(["ingest", "/dev/zero"], env_for(tmp_path, None))
+    assert proc.returncode == 2 and "larger than a manifest may be" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_an_unapplied_schema_is_reported_not_crashed(tmp_path: Path, pg_database: str) -> None:
     env = env_for(tmp_path, pg_database)
     good = tmp_path / "good.json"
