@@ -29,10 +29,12 @@ from service.report.compare_table import (
     geomean_of,
     groups,
     has_fractions,
+    markdown_cell,
     reason_marks,
     shown_line,
     significance_line,
     summary_line,
+    terminal_safe,
     verdict_cell,
 )
 
@@ -47,18 +49,15 @@ CSV_COLUMNS = (
 _VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "❌ failed"}
 
 
-def _md(cell: str) -> str:
-    """A cell that cannot break the table: a pipe would end it, a newline would end the row."""
-    return cell.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
 
 def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(_md(c) for c in cells) + " |"
+    return "| " + " | ".join(markdown_cell(c) for c in cells) + " |"
 
 
 def _side_md(label: SideLabel) -> str:
-    return f"`{label.repository}@{label.commit[:12]}`" + (f" {_md(label.subject)}" if label.subject else "") + \
-        f" ({len(label.runs)} run{'s' if len(label.runs) != 1 else ''})"
+    subject = f" {markdown_cell(label.subject)}" if label.subject else ""
+    runs = f"{len(label.runs)} run{'s' if len(label.runs) != 1 else ''}"
+    return f"`{label.repository}@{label.commit[:12]}`{subject} ({runs})"
 
 
 def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = (),
@@ -92,16 +91,16 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
             if g is not None:
                 cells = geomean_cells(g)
                 lines.append(_md_row([f"**{cells[0]}**", *cells[1:], *([""] if roofline else [])]))
-    lines += ["", _md(significance_line(report)) + "."]
-    lines += [f"{_md(line)}  " for line in footnote_lines(report, any(" ± ∞ " in line for line in lines))]
+    lines += ["", markdown_cell(significance_line(report)) + "."]
+    lines += [f"{markdown_cell(line)}  " for line in footnote_lines(report, any(" ± ∞ " in line for line in lines))]
     failures = failure_lines(report)
     if failures:
         lines += ["", "<details><summary>Failures</summary>", ""]
-        lines += [f"- {_md(line)}" for line in failures]
+        lines += [f"- {markdown_cell(line)}" for line in failures]
         lines += ["", "</details>"]
     if notes:
         lines.append("")
-        lines += [f"> note: {_md(note)}  " for note in notes]
+        lines += [f"> note: {markdown_cell(note)}  " for note in notes]
     return "\n".join(lines) + "\n"
 
 
@@ -139,5 +138,5 @@ def format_csv(report: ComparisonReport, rows: Sequence[int] | None = None) -> s
     writer.writerow(CSV_COLUMNS)
     listed = report.rows if rows is None else [report.rows[i] for i in rows]
     for row in listed:
-        writer.writerow(_csv_row(row))
+        writer.writerow([terminal_safe(str(cell)) for cell in _csv_row(row)])
     return out.getvalue()

@@ -10,6 +10,7 @@ roofline figures gains a column of each side's achieved fraction of the roofline
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -209,6 +210,22 @@ def _layout(lines: Sequence[Sequence[str]]) -> list[str]:
     return out
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text as a terminal may print it: every control character (a commit subject's escape sequence could retitle
+    the window or clear the screen) shown as ``\\xNN`` instead."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def markdown_cell(text: str) -> str:
+    """Stored text in a markdown table cell: a pipe would end the cell, a newline the row, and angle brackets
+    could open HTML (the step summary and the PR comment render it)."""
+    return (text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("\n", " "))
+
+
 def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: Sequence[str] = (),
                 rows: Sequence[int] | None = None) -> str:
     """``rows``: the rows to list, in that order (``compare_view.listing``); every row, by label, when None."""
@@ -245,7 +262,7 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
     lines += footnote_lines(report, any(_NO_INTERVAL in cell for cells in table for cell in cells))
     lines += failure_lines(report)
     lines += [f"note: {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join(terminal_safe(line) for line in lines) + "\n"
 
 
 def significance_line(report: ComparisonReport) -> str:

@@ -16,7 +16,14 @@ from typing import Literal
 from urllib.parse import urlencode
 
 from service.detect.compare import VERDICTS, Comparison, ComparisonReport, SideResult
-from service.report.compare_table import SideLabel, format_value, fraction_cell, has_fractions, median_cell
+from service.report.compare_table import (
+    SideLabel,
+    format_value,
+    fraction_cell,
+    has_fractions,
+    markdown_cell,
+    median_cell,
+)
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
 GITHUB_LIMIT = 65_536
@@ -88,10 +95,6 @@ def _counted(n: int, verdict: str) -> str:
     return f"{n} {_PLURAL.get(verdict, verdict) if n != 1 else verdict}"
 
 
-def _escape(text: str) -> str:
-    """Table cells: a pipe ends a cell, and angle brackets could open HTML."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")
-
 
 def _side_cell(side: SideResult | None, unit: str) -> str:
     return median_cell(side, lambda v: format_value(v, unit))
@@ -102,7 +105,7 @@ def _delta_cell(row: Comparison, alpha: float) -> str:
         if row.verdict == "failed":
             failed = row.head if row.head is not None and row.head.estimate is None else row.base
             first = ((failed.message if failed else "") or "").strip().splitlines()[:1]
-            return _escape(first[0][:120]) if first else ""
+            return markdown_cell(first[0][:120]) if first else ""
         return ""
     if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
         return f"{'?' if row.verdict == 'inconclusive' else '~'} (p={row.p_value:.3f})"
@@ -118,12 +121,12 @@ def _verdict_cell(row: Comparison) -> str:
 
 def _row_line(row: Comparison, report: ComparisonReport, ctx: CommentContext, roofline: bool = False) -> str:
     """``roofline``: with the cell of each side's achieved fraction of the roofline."""
-    label = _escape(row.key.label)
-    where = f" ({_escape(row.key.environment)})" if _environments(report) > 1 else ""
+    label = markdown_cell(row.key.label)
+    where = f" ({markdown_cell(row.key.environment)})" if _environments(report) > 1 else ""
     link = compare_url(ctx.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository,
                        row.verdict if row.verdict in _CHANGED else "")
     name = f"[{label}]({link}){where}" if link else f"{label}{where}"
-    return (f"| {name} | {_escape(row.key.metric)} | {_side_cell(row.base, row.key.unit)} | "
+    return (f"| {name} | {markdown_cell(row.key.metric)} | {_side_cell(row.base, row.key.unit)} | "
             f"{_side_cell(row.head, row.key.unit)} | {_delta_cell(row, report.params.alpha)} | {_verdict_cell(row)} |"
             + (f" {fraction_cell(row)} |" if roofline else ""))
 
@@ -139,7 +142,7 @@ def _changed_order(row: Comparison) -> tuple[int, float, str]:
 
 
 def _commit(label: SideLabel) -> str:
-    subject = f" {_escape(label.subject[:72])}" if label.subject else ""
+    subject = f" {markdown_cell(label.subject[:72])}" if label.subject else ""
     return f"`{label.commit[:12]}`{subject}"
 
 
@@ -155,8 +158,8 @@ def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: 
     top.append(f"Head {_commit(ctx.head)} against merge-base {_commit(ctx.base)}"
                + (f" · [full comparison]({full})" if full else ""))
     if report is None:
-        top += ["", f"No comparison: {_escape(ctx.missing_baseline or 'the merge-base has no runs')}."]
-        top += [f"> {_escape(note)}" for note in ctx.notes]
+        top += ["", f"No comparison: {markdown_cell(ctx.missing_baseline or 'the merge-base has no runs')}."]
+        top += [f"> {markdown_cell(note)}" for note in ctx.notes]
         return _fit("\n".join(top) + "\n", limit)
     counts = [(v, report.count(v)) for v in VERDICTS]
     top += ["", "| " + " | ".join(_PLURAL.get(v, v) for v, _ in counts) + " |",
@@ -224,7 +227,7 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
             delta = f"{(g.ratio - 1) * 100:+.1f}%"
             if g.low is not None and g.high is not None:
                 delta += f" [{(g.low - 1) * 100:+.1f}%, {(g.high - 1) * 100:+.1f}%]"
-            lines.append(f"| {_escape(g.environment)} | {_escape(g.metric)} | {g.count} | "
+            lines.append(f"| {markdown_cell(g.environment)} | {markdown_cell(g.metric)} | {g.count} | "
                          f"{format_value(g.base, g.unit)} | {format_value(g.head, g.unit)} | {delta} |")
         lines += ["", "</details>", ""]
     lines.append(f"<sub>Runs are the replicates (t-test on log run medians). Significant: Benjamini-Hochberg "
@@ -232,10 +235,10 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
                  f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%); "
                  f"`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")
     reasons = dict.fromkeys(r.reason for r in report.rows if r.verdict == "inconclusive" and r.reason)
-    lines += [f"<sub>inconclusive: {_escape(reason)}</sub>" for reason in reasons]
+    lines += [f"<sub>inconclusive: {markdown_cell(reason)}</sub>" for reason in reasons]
     if any(r.noisy_runs for r in report.rows):
         lines.append("<sub>noisy host: the verdict rests on runs taken under heavy CPU steal.</sub>")
-    lines += [f"> {_escape(note)}" for note in ctx.notes]
+    lines += [f"> {markdown_cell(note)}" for note in ctx.notes]
     return lines
 
 

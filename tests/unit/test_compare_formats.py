@@ -201,3 +201,20 @@ def test_labels_survive_the_json_round_trip() -> None:
         original, BASE, HEAD)
     del document["base"]["subject"]  # a document stored before labels carried the subject
     assert labels_from_json(document)[0].subject == ""
+
+
+def test_stored_text_cannot_drive_a_terminal_nor_open_html() -> None:
+    """A commit subject is anyone's text (issue 18): its escape sequences (retitle the window, clear the screen)
+    are shown, not sent, by the text and CSV forms, and its HTML is escaped in the markdown `ci` writes to the
+    step summary."""
+    from dataclasses import replace
+
+    hostile = "fix\x1b]0;TITLE\x07\x1b[2J <img src=x onerror=alert(1)>"
+    report = compare(basic_pairs())
+    text = format_text(report, replace(BASE, subject=hostile), HEAD)
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b]0;TITLE\\x07\\x1b[2J" in text
+    markdown = format_markdown(report, replace(BASE, subject=hostile), HEAD)
+    assert "<img" not in markdown and "&lt;img src=x onerror=alert(1)&gt;" in markdown
+    pairs = basic_pairs()
+    pairs[0] = replace(pairs[0], key=replace(pairs[0].key, unit="s\x1b[2J"))
+    assert "\x1b" not in format_csv(compare(pairs))
