@@ -964,12 +964,32 @@ def _settings_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+def _database_unreachable(exc: BaseException) -> bool:
+    """SQLAlchemy's OperationalError (no server, refused, wrong password), without importing SQLAlchemy for
+    commands that never touch a database: if it raised, it was loaded."""
+    errors = sys.modules.get("sqlalchemy.exc")
+    return errors is not None and isinstance(exc, errors.OperationalError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from service.settings import redact_url
+
     args = build_parser().parse_args(argv)
+    settings: Settings | None = None
     try:
-        return dispatch(args, load_settings(_settings_env(args)))
+        settings = load_settings(_settings_env(args))
+        return dispatch(args, settings)
     except (KernelWatchError, FileExistsError, UploadError) as exc:
         print(f"kernelwatch: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        if not _database_unreachable(exc):
+            raise
+        # The database cannot be reached (or refused us): the user's to fix, in one line, the password not in it.
+        where = redact_url(settings.effective_database_url) if settings is not None else "the database"
+        reason = next((line.strip() for line in str(getattr(exc, "orig", None) or exc).splitlines() if line.strip()),
+                      "unreachable")
+        print(f"kernelwatch: error: cannot use the database at {where}: {reason}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

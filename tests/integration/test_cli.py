@@ -103,6 +103,18 @@ def test_ingest_of_an_endless_file_stops_at_the_manifest_cap(tmp_path: Path) -> 
     assert "Traceback" not in proc.stderr
 
 
+def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path) -> None:
+    """Issue 18: `serve` (and any command) with a database that does not answer printed a psycopg traceback."""
+    from tests.private_servers import free_port
+
+    env = env_for(tmp_path, f"postgresql://kw:hunter2@127.0.0.1:{free_port()}/kw")
+    for command in (["serve", "--port", str(free_port())], ["alerts", "list"]):
+        proc = kernelwatch(command, env, timeout=60)
+        assert proc.returncode == 2, (command, proc.stderr[-2000:])
+        assert "cannot use the database at postgresql+psycopg://kw:***@127.0.0.1" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and "hunter2" not in proc.stderr
+
+
 def test_an_unapplied_schema_is_reported_not_crashed(tmp_path: Path, pg_database: str) -> None:
     env = env_for(tmp_path, pg_database)
     good = tmp_path / "good.json"
