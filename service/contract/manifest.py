@@ -182,7 +182,7 @@ class ArtifactInfo(_Strict):
     size: int = Field(ge=0, le=_INT64_MAX)
 
 
-class BenchmarkResult(_Strict):
+class BenchmarkResult(_StrictTypes):  # samples as text ("0.1") or booleans are a runner's bug
     suite: str = Field(pattern=_NAME_PATTERN)
     name: str = Field(pattern=_NAME_PATTERN)
     params: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=MAX_PARAMS)
@@ -360,6 +360,16 @@ def _string_problem(text: str, free: bool) -> str | None:
     return f"{code}, which cannot be stored" if _UNSTORABLE.match(bad.group()) else f"{code}, a control character"
 
 
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object with a key twice: which one a reader keeps is the reader's choice, so the document is refused."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {key[:80]!r} appears twice in one object")
+        found[key] = value
+    return found
+
+
 def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
     """Parse and validate a manifest from JSON text or an already-decoded object.
 
@@ -368,7 +378,7 @@ def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
     """
     if isinstance(payload, bytes | str):
         try:
-            data = json.loads(payload)
+            data = json.loads(payload, object_pairs_hook=_refuse_duplicate_keys)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ManifestError(f"manifest is not valid JSON: {exc}") from None
         except RecursionError:
@@ -378,7 +388,7 @@ def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError("manifest must be a JSON object")
     version = data.get("format_version")
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:  # True and 1.0 equal 1, and are not it
         raise ManifestError(
             f"unsupported manifest format_version {repr(version)[:80]}: "
             f"this service reads format_version {FORMAT_VERSION}"

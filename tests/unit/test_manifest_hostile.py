@@ -62,3 +62,30 @@ def test_a_hostile_result_name_is_escaped_where_it_names_the_result() -> None:
     doc = builders.manifest(results=[builders.result(suite="s\u202e\x00", samples=[float("nan")])])
     message = refusal(doc)
     assert "results.0 (s\\u202e\\x00/softmax_rows)" in message
+
+
+@pytest.mark.parametrize(("mutate", "words"), [
+    (lambda m: m.update(format_version=True), "unsupported manifest format_version True"),
+    (lambda m: m.update(format_version=1.0), "unsupported manifest format_version 1.0"),
+    (lambda m: m["results"][0].update(samples=["0.001", "0.002"]), "samples"),
+    (lambda m: m["results"][0].update(samples=[True, False]), "samples"),
+    (lambda m: m["results"][0].update(compile_time_s="0.5"), "compile_time_s"),
+])
+def test_the_parser_is_as_strict_as_the_published_schema(mutate: Any, words: str) -> None:
+    """Issue 18: a boolean or float format_version, and numbers given as text, were accepted (201) although the
+    schema refuses them; a runner sending them has a bug worth hearing about."""
+    doc = builders.manifest()
+    mutate(doc)
+    for given in (doc, json.dumps(doc)):
+        with pytest.raises(ManifestError, match=words):
+            parse_manifest(given)
+
+
+def test_a_key_given_twice_is_refused() -> None:
+    """Which of two values of one key a reader keeps is the reader's choice: the document is refused instead."""
+    text = json.dumps(builders.manifest())
+    doubled = text.replace('"trigger": "push"', '"trigger": "push", "trigger": "pr"', 1)
+    assert doubled != text
+    with pytest.raises(ManifestError, match="'trigger' appears twice"):
+        parse_manifest(doubled)
+    parse_manifest(text)  # the document itself is fine
