@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Flask, render_template
+from flask import Flask, render_template, request
 from sqlalchemy.exc import OperationalError
 
 from service.context import Context
+from service.errors import InvalidInput, KernelWatchError, NotFound
+from service.request_checks import request_problem
 from service.secret_key import home_secret_key
 from service.settings import Settings, load_settings
 from service.store.db import cancelled_by_timeout, limit_statements
@@ -45,12 +47,32 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     # A page whose query the statement timeout cancelled, or whose database is down: a 503 page that says
     # which, never Flask's bare 500 (the API's blueprint answers these in its JSON error shape first).
     app.register_error_handler(OperationalError, _database_error_page)
+    # Every page's arguments checked before its view runs, as the API's are (service/request_checks.py): a NUL
+    # in a query or path, or an id past BIGINT, was a 500 from the driver. An unknown repository in a filter, a
+    # state that is not one: the caller's fault, said on a page of any blueprint, never a 500.
+    app.before_request(_refuse_unstorable_page_arguments)
+    app.register_error_handler(KernelWatchError, _error_page)
 
     @app.get("/healthz")
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
     return app
+
+
+def _refuse_unstorable_page_arguments() -> None:
+    from service.api.blueprint import bp as api
+
+    if request.blueprint == api.name:
+        return  # the API checks its own, answering in its JSON error shape
+    problem = request_problem(request.args.items(multi=True), request.view_args)
+    if problem:
+        # An id no row can have names no page: 404, as an id past the last row's does.
+        raise (NotFound if "must be a whole number" in problem else InvalidInput)(problem)
+
+
+def _error_page(exc: KernelWatchError) -> tuple[str, int]:
+    return render_template("error.html", status=exc.http_status, message=str(exc)), exc.http_status
 
 
 def _database_error_page(exc: OperationalError) -> tuple[str, int]:

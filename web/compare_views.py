@@ -18,7 +18,7 @@ from plotly.utils import PlotlyJSONEncoder
 from sqlalchemy.orm import Session
 
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
-from service.errors import InvalidInput, KernelWatchError
+from service.errors import InvalidInput
 from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
 from service.report.compare_table import format_value, fraction_cell, has_fractions, median_cell
@@ -58,12 +58,6 @@ class StaticDiff:
     kernels: int  # kernels seen on either side
     partial: bool  # a side had more kernel rows than were read
 
-
-def _error_page(exc: KernelWatchError) -> tuple[str, int]:
-    return render_template("error.html", status=exc.http_status, message=str(exc)), exc.http_status
-
-
-bp.register_error_handler(KernelWatchError, _error_page)
 
 
 def _sessions() -> Any:

@@ -21,7 +21,7 @@ from werkzeug.wrappers import Response
 
 from service.detect.grouping import STATES
 from service.detect.static_diff import COUNT_UNITS
-from service.errors import InvalidInput, KernelWatchError, NotFound
+from service.errors import InvalidInput, NotFound
 from service.pipeline.alerts import AlertFindingView, AlertView, alerts_page, triage
 from service.store.alert_context import AlertContext, alert_context, filter_choices
 from service.store.db import unit_of_work
@@ -69,14 +69,6 @@ def format_finding_value(value: float, finding: FindingView) -> str:
 @bp.app_template_filter("percent")
 def format_percent(value: float) -> str:
     return f"{value:+.1%}"
-
-
-def _error_page(exc: KernelWatchError) -> tuple[str, int]:
-    return render_template("error.html", status=exc.http_status, message=str(exc)), exc.http_status
-
-
-# An unknown repository in a filter, a state that is not one: the caller's fault, said on a page, never a 500.
-bp.register_error_handler(KernelWatchError, _error_page)
 
 
 @dataclass(frozen=True)

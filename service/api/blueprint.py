@@ -13,13 +13,13 @@ from flask import Blueprint, Response, current_app, request
 
 from service.context import Context
 from service.errors import InvalidInput, PayloadTooLarge
+from service.request_checks import request_problem, unstorable
 
 API_PREFIX = "/api/v1"
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # app.config["KERNELWATCH_MAX_MANIFEST_BYTES"] overrides
 MAX_JSON_BYTES = 1024 * 1024  # the small bodies of triage, enqueue and token requests
-MAX_ID = 2**63 - 1  # ids are BIGINT (SQLite's INTEGER is as wide): a larger number names nothing and overflows
 _WHOLE = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 
 
@@ -70,18 +70,6 @@ def read_body(limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def unstorable(text: str) -> str | None:
-    """Why a string cannot be stored or compared as text by the database, or None when it can: PostgreSQL's text
-    refuses NUL, and UTF-8 has no encoding of a lone surrogate (JSON's "\\ud800")."""
-    if "\x00" in text:
-        return "contains a NUL character"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid Unicode (a lone surrogate)"
-    return None
-
-
 def _check_text(value: Any, where: str) -> None:
     if isinstance(value, str):
         problem = unstorable(value)
@@ -113,17 +101,9 @@ def _refuse_unstorable_arguments() -> None:
     """Every query argument and path segment of the API, checked once before any view runs: text the database
     cannot hold (NUL, a lone surrogate) and ids past BIGINT are the caller's mistake (400), not a 500 from the
     driver."""
-    for name, value in request.args.items(multi=True):
-        problem = unstorable(value)
-        if problem:
-            raise InvalidInput(f"the query argument {name[:40]!r} {problem}")
-    for name, value in (request.view_args or {}).items():
-        if isinstance(value, str):
-            problem = unstorable(value)
-            if problem:
-                raise InvalidInput(f"{name} {problem}")
-        elif isinstance(value, int) and not 0 <= value <= MAX_ID:
-            raise InvalidInput(f"{name} must be a whole number from 0 to {MAX_ID}, got {str(value)[:40]}")
+    problem = request_problem(request.args.items(multi=True), request.view_args)
+    if problem:
+        raise InvalidInput(problem)
 
 
 def int_arg(name: str, default: int, low: int, high: int) -> int:
