@@ -17,9 +17,10 @@ import logging
 from flask import Blueprint, Response, current_app, request
 
 from service.api.blueprint import read_body, reply
+from service.api.errors import error_body
 from service.context import Context
 from service.errors import KernelWatchError, PayloadTooLarge, Transient
-from service.pipeline.pull_requests import enqueue_failed, record_delivery, relevant
+from service.pipeline.pull_requests import enqueue_failed, payload_problem, record_delivery, relevant
 
 log = logging.getLogger(__name__)
 bp = Blueprint("hooks", __name__, url_prefix="/hooks")
@@ -33,8 +34,12 @@ def signature_ok(secret: str, body: bytes, header: str | None) -> bool:
     return hmac.compare_digest(expected, header.removeprefix("sha256="))  # constant time: no timing oracle
 
 
+_CODES = {400: "invalid_input", 401: "unauthorized", 413: "payload_too_large", 503: "unavailable"}
+
+
 def _error(status: int, message: str) -> Response:
-    return reply({"error": message}, status)
+    """The API's error shape (service/api/errors.py), so that one client reads both."""
+    return reply(error_body(_CODES.get(status, "error"), message), status)
 
 
 @bp.post("/github")
@@ -59,9 +64,14 @@ def github() -> Response:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return _error(400, "the body is not JSON (set the webhook's content type to application/json)")
+    except RecursionError:
+        return _error(400, "the body is nested too deeply to be a webhook delivery")
     if not isinstance(payload, dict) or not relevant(event, payload, ctx.settings.github.pr_label):
         return reply({"ok": True, "ignored": f"{event} {payload.get('action', '') if isinstance(payload, dict) else ''}"
                       .strip()})
+    problem = payload_problem(event, payload)
+    if problem:
+        return _error(400, problem)  # nothing stored: a redelivery of a corrected payload is a first delivery
     try:
         delivery_id = record_delivery(ctx.sessions, delivery, event, payload)
     except Transient as exc:

@@ -107,6 +107,32 @@ def _installation(payload: dict[str, Any]) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+# What a delivery of each event must hold, and of what type, before it is stored: ("a.b.c", type). A signed
+# delivery is GitHub's, but a malformed one (a test tool, a proxy, an older API) must be refused at the door rather
+# than stored and then crash its handler: before, it was a 500 in the embedded form and a delivery stranded as
+# "queued" forever in the distributed one.
+_REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
+    "pull_request": (("pull_request", dict), ("pull_request.number", int), ("pull_request.base", dict),
+                     ("pull_request.base.ref", str), ("pull_request.base.sha", str), ("pull_request.base.repo", dict),
+                     ("pull_request.base.repo.full_name", str), ("pull_request.base.repo.clone_url", str),
+                     ("pull_request.head", dict), ("pull_request.head.sha", str)),
+    "issue_comment": (("repository", dict), ("repository.full_name", str), ("issue", dict), ("issue.number", int),
+                      ("comment", dict), ("comment.user", dict), ("comment.user.login", str)),
+}
+
+
+def payload_problem(event: str, payload: dict[str, Any]) -> str | None:
+    """What a relevant delivery lacks for its handler (``_REQUIRED``), or None when it has it all."""
+    for path, kind in _REQUIRED.get(event, ()):
+        value: Any = payload
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        # bool is an int to Python, and never a pull request's number
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return f"a {event} delivery needs {path} ({kind.__name__})"
+    return None
+
+
 def relevant(event: str, payload: dict[str, Any], label: str) -> bool:
     """Whether a delivery can lead to anything: the rest are answered and forgotten, not stored."""
     action = payload.get("action")
@@ -190,6 +216,9 @@ class PullRequestHooks:
         except GitHubError as exc:
             # Refused (a pull request gone, an app without access): retrying cannot help; say so on the delivery.
             outcome, runs = f"not handled: {exc}", []
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A payload stored before the hook checked shapes (payload_problem): retrying cannot mend it either.
+            outcome, runs = f"not handled: malformed {event} payload ({type(exc).__name__}: {str(exc)[:200]})", []
         if runs:
             enqueue(runs)
         with unit_of_work(self.sessions) as session:

@@ -3,6 +3,8 @@ maintainer, then runs (in-process, the embedded form) and is reported as a commi
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,6 +84,41 @@ def test_a_redelivery_is_queued_once(broker_api: tuple[Api, redis.Redis]) -> Non
     body, headers = signed("ping", {"zen": "Keep it logically awesome."})
     assert api.client.post("/hooks/github", data=body, headers=headers).status_code == 200
     assert queued(broker) == 1 and deliveries(api) == 1
+
+
+MALFORMED = [
+    ("pull_request", {"action": "opened"}, "pull_request (dict)"),
+    ("pull_request", {"action": "opened", "pull_request": None}, "pull_request (dict)"),
+    ("pull_request", {"action": "opened", "pull_request": {"number": "abc"}}, "pull_request.number (int)"),
+    ("pull_request", {"action": "opened", "pull_request": {"number": True}}, "pull_request.number (int)"),
+    ("issue_comment", {"action": "created", "issue": {"pull_request": {}, "number": 7},
+                       "comment": {"body": "/kernelwatch run"}}, "repository (dict)"),
+]
+
+
+@pytest.mark.parametrize(("event", "payload", "lacks"), MALFORMED)
+def test_a_signed_but_malformed_delivery_is_refused_at_the_door(broker_api: tuple[Api, redis.Redis], event: str,
+                                                               payload: dict[str, object], lacks: str) -> None:
+    """Issue 18: such deliveries were stored, then their handler raised (a 500 in the embedded form, a delivery
+    stranded as queued in the distributed one). Now: 400 in the API's error shape, nothing stored or queued, so a
+    corrected redelivery is a first delivery."""
+    api, broker = broker_api
+    body, headers = signed(event, payload)
+    response = api.client.post("/hooks/github", data=body, headers=headers)
+    assert response.status_code == 400, response.get_json()
+    error = response.get_json()["error"]
+    assert error["code"] == "invalid_input" and lacks in error["message"], error
+    assert queued(broker) == 0 and deliveries(api) == 0
+
+
+def test_a_deeply_nested_delivery_is_a_400_not_a_crash(broker_api: tuple[Api, redis.Redis]) -> None:
+    api, broker = broker_api
+    body = ('{"action": "opened", "pull_request": ' + "[" * 100_000 + "]" * 100_000 + "}").encode()
+    _, headers = signed("pull_request", {})
+    headers["X-Hub-Signature-256"] = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    response = api.client.post("/hooks/github", data=body, headers=headers)
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "invalid_input"
+    assert deliveries(api) == 0
 
 
 def post(api: Api, event: str, payload: dict[str, object], status: int = 202) -> None:
