@@ -54,7 +54,8 @@ def project_settings(repo: Path, rev: str, home: Path) -> ProjectSettings:
     worker measures every commit of the task with: its benchmarks are the suite as of that commit, as asv applies
     one benchmark directory to any commit. A repository is not the runner's to configure, so its file may not
     point outside itself nor name an interpreter of the runner's (``environment = "commit"`` builds one)."""
-    sha = _first_resolved(repo, [rev, f"origin/{rev}"] if rev != "HEAD" else [rev])
+    # A branch the task names only as a label (submit --branch) may not be in the clone: then the repository's HEAD.
+    sha = _first_resolved(repo, [rev, f"origin/{rev}", "HEAD"] if rev != "HEAD" else [rev])
     if not _has_settings(repo, sha):  # most tasks: no checkout of the tip just to find no file
         return ProjectSettings(None)
     tree = checkout_at(repo, sha, home / "worktrees", home / "repos")

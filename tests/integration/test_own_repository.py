@@ -6,6 +6,7 @@ what is stored, the slowdown is flagged at its commit, and `compare <sha> <sha>`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -198,6 +199,10 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
     [result] = manifest["results"]  # type: ignore[misc]
     assert result["status"] == "ok" and result["suite"] == "fastops", result
     assert "cpu_threads" not in manifest["environment"]  # type: ignore[operator]
+    # A branch named only as a label (not in the repository): the project file as of HEAD, and the run is made.
+    labelled: list[dict[str, object]] = []
+    execute(dataclasses.replace(task, branch="label-only"), "task-label", home, labelled.append)
+    assert labelled[0]["results"][0]["status"] == "ok"  # type: ignore[index]
 
     # The runner host's noise reduction applies to every run its workers make.
     monkeypatch.setenv("KERNELWATCH_XLA_SINGLE_THREAD", "1")
