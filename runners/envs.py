@@ -24,6 +24,7 @@ its own, no token of the runner's in it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -119,6 +120,12 @@ def find_declaration(checkout: Path) -> Declaration:
                                 "or [project] dependencies): nothing to build its environment from")
 
 
+@functools.cache
+def _builder_version() -> str:
+    """uv's version, part of every environment's key: asked once a process, not once a commit."""
+    return _uv_run(["--version"], "uv", timeout_s=60).strip()
+
+
 def base_python() -> str:
     """The interpreter environments are made from: this one's base (not a virtual environment of its own)."""
     return str(getattr(sys, "_base_executable", None) or sys.executable)
@@ -136,7 +143,7 @@ def commit_python(checkout: Path, envs_dir: Path) -> Path:
     environment of the same key is there, else the one there (atomic: a half-built one is never used)."""
     declaration = find_declaration(checkout)
     python = base_python()
-    builder = _uv_run(["--version"], "uv", timeout_s=60).strip()
+    builder = _builder_version()
     key = environment_key(declaration, f"{python} {platform.python_version()}", builder)
     root = envs_dir / key
     interpreter = root / "bin" / "python"

@@ -10,6 +10,7 @@ copied, once per KernelWatch version.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -31,14 +32,20 @@ def _sources() -> list[tuple[str, Path]]:
     return files + [(f"service/{name}", service / name) for name in SERVICE_MODULES]
 
 
+@functools.cache
+def _digest() -> str:
+    """The hash of what the copy holds: read once a process, not at every benchmark process's start."""
+    digest = hashlib.sha256()
+    for name, path in _sources():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def harness_root(base: Path) -> Path:
     """The directory (under ``base``) that holds a copy of this harness, made when missing; atomic, so that two
     runners starting at once each see a whole copy or make their own."""
     sources = _sources()
-    digest = hashlib.sha256()
-    for name, path in sources:
-        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-    root = base / digest.hexdigest()[:16]
+    root = base / _digest()
     if root.is_dir():
         return root
     base.mkdir(parents=True, exist_ok=True)
