@@ -389,12 +389,13 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
 def _edited_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...], _Pool]) -> list[str]:
     """Why a benchmark can be missing from one side and new on the other: its code was edited between them."""
     versions: dict[tuple[Any, ...], list[set[Any]]] = {}
+    labels: dict[tuple[Any, ...], str] = {}
     for index, pools in enumerate((base, head)):
-        for identity in pools:
+        for identity, pool in pools.items():
             if identity[4] == "wall_time":
                 versions.setdefault(identity[:5], [set(), set()])[index].add(identity[5])
-    return [f"{base[next(i for i in base if i[:5] == point)].key.label}: its benchmark code differs between the "
-            "sides (edited), so its runs are not compared"
+                labels.setdefault(identity[:5], pool.key.label)
+    return [f"{labels[point]}: its benchmark code differs between the sides (edited), so its runs are not compared"
             for point, (b, h) in sorted(versions.items(), key=lambda item: _sort_key((*item[0], None)))
             if b and h and not b & h]
 

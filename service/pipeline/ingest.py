@@ -135,10 +135,14 @@ def _versioned_keys(session: Session, keys: list[str], results: Sequence[Benchma
             adopt[key] = version  # a series from before versions: the first version measured takes it over
         out.append(versioned_series_key(key, version) if version is not None and stored not in (None, version)
                    else key)
+    by_version: dict[str, list[str]] = {}
     for key, version in adopt.items():
-        # Only where still unclaimed: two versions arriving at once, the second goes on under its own key next time.
-        session.execute(update(Series).where(Series.key == key, Series.benchmark_version.is_(None))
-                        .values(benchmark_version=version))
+        by_version.setdefault(version, []).append(key)
+    for version, adopted in by_version.items():  # one UPDATE per version and chunk, not one per series
+        for chunk in _chunks(sorted(adopted)):
+            # Only where still unclaimed: of two versions arriving at once, the second goes on under its own key.
+            session.execute(update(Series).where(Series.key.in_(chunk), Series.benchmark_version.is_(None))
+                            .values(benchmark_version=version))
     return out
 
 
