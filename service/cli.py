@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runners.uploader import UploadError
+from service import cli_deliveries
 from service.cli_compare import CiRun, Comparison, Rendered, add_report_options
 from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.settings import Settings, load_settings
@@ -263,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     token_list.add_argument("--format", choices=["text", "json"], default="text")
     token_revoke = token_sub.add_parser("revoke", help="revoke a token by id or by name")
     token_revoke.add_argument("ref", metavar="NAME|ID")
+    cli_deliveries.register(sub)
     return parser
 
 
@@ -466,7 +468,9 @@ def _serve(settings: Settings, host: str, port: int, ctx=None) -> None:  # type:
 
     from service.app import create_app
 
-    app = create_app(settings, context=ctx or _context(settings))
+    # A request answers when its data is stored; what it sets off runs after (service/pipeline/background.py).
+    served = (ctx or _context(settings)).with_background_queue()
+    app = create_app(settings, context=served)
     # A threaded WSGI server is plenty for one machine's dashboard; the distributed form runs gunicorn.
     server = make_server(host, port, app, threaded=True)
     print(f"KernelWatch dashboard on http://{host}:{port}/  (Ctrl-C stops it)", flush=True)
@@ -474,6 +478,22 @@ def _serve(settings: Settings, host: str, port: int, ctx=None) -> None:  # type:
         server.serve_forever()
     finally:
         server.server_close()
+        _finish_follow_up(served)
+
+
+def _finish_follow_up(ctx: Any, timeout_s: float = 30.0) -> None:
+    stats = ctx.follow_up_stats()
+    if not stats or not stats["pending"]:
+        return
+    print(f"finishing {stats['pending']} follow-up task(s) (up to {timeout_s:.0f} s; Ctrl-C drops them)",
+          file=sys.stderr, flush=True)
+    try:
+        left = ctx.finish_follow_up(timeout_s)
+    except KeyboardInterrupt:
+        left = stats["pending"]
+    if left:
+        print(f"{left} follow-up task(s) dropped: their runs are stored; detection reruns with the series' next "
+              "run", file=sys.stderr)
 
 
 def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -948,6 +968,8 @@ def dispatch(args: argparse.Namespace, settings: Settings) -> int:
         return cmd_alerts_triage(settings, args.id, args.state, args.note, args.author)
     if args.command == "token":
         return cmd_token(settings, args)
+    if args.command == "deliveries":
+        return cli_deliveries.cmd_deliveries(settings, args, _context(settings))
     raise AssertionError(f"unhandled command {args.command}")
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Engine
@@ -64,7 +66,36 @@ class Context:
         """A finished run into the store: its artifacts must be in this context's artifact store already."""
         return submit_manifest(self.sessions, self.queue, payload, self.artifacts)
 
+    def with_background_queue(self) -> Context:
+        """This context for a long-lived embedded server (`kernelwatch serve` without Redis): its follow-up work
+        runs after the request that caused it has answered (service/pipeline/background.py), and deliveries a
+        previous server left queued are handed out again (it was their only handler)."""
+        if not isinstance(self.queue, InProcessQueue):
+            return self
+        from service.pipeline.background import BackgroundQueue
+        from service.store.deliveries import stale
+
+        background = BackgroundQueue(self.queue)
+        if self.pull_requests is not None:
+            for delivery_id in stale(self.sessions, older_than=timedelta(0)):
+                background.enqueue_github_delivery(delivery_id)
+        return dataclasses.replace(self, queue=background)
+
+    def follow_up_stats(self) -> dict[str, Any] | None:
+        """What the embedded server's background queue has pending, done and failed; None elsewhere (Celery's
+        queues are watched with Celery's tools, the CLI's queue works synchronously)."""
+        from service.pipeline.background import BackgroundQueue
+
+        return self.queue.stats() if isinstance(self.queue, BackgroundQueue) else None
+
+    def finish_follow_up(self, timeout_s: float) -> int:
+        """Let the background queue's pending work finish for up to ``timeout_s`` and stop it; what was left."""
+        from service.pipeline.background import BackgroundQueue
+
+        return self.queue.close(timeout_s) if isinstance(self.queue, BackgroundQueue) else 0
+
     def close(self) -> None:
+        self.finish_follow_up(0.0)
         self.engine.dispose()
 
 

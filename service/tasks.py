@@ -17,6 +17,7 @@ from runners.artifacts import ArtifactStore
 from runners.uploader import HttpUploader
 from service.errors import Transient
 from service.settings import Settings, load_settings
+from service.store.deliveries import DELIVERY_ATTEMPTS, STALE_AFTER
 from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,9 @@ NOTIFY_DUE_TASK = "kernelwatch.notify_due"
 PARSE_SWEEP_TASK = "kernelwatch.parse_sweep"
 NOTIFY_QUEUE = "notify"
 NOTIFY_SWEEP_S = 300.0  # how often beat looks for Slack deliveries whose retry is due (or whose task was lost)
+GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"
+GITHUB_DELIVERY_SWEEP_TASK = "kernelwatch.github_delivery_sweep"
+GITHUB_SWEEP_S = 300.0
 
 
 def runner_queue(hardware: str) -> str:
@@ -67,6 +71,16 @@ def parse_sweep_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
                             "options": {"queue": "ingest", "expires": period}}}
 
 
+def github_sweep_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The beat entry of the sweep that hands out again webhook deliveries whose handler was lost, when the hook
+    is on."""
+    if not settings.github.webhook_secret:
+        return {}
+    period = GITHUB_SWEEP_S
+    return {"github delivery sweep": {"task": GITHUB_DELIVERY_SWEEP_TASK, "schedule": period,
+                                      "options": {"queue": NOTIFY_QUEUE, "expires": period}}}
+
+
 def _github_countdown(exc: Exception, retries: int) -> float:
     """GitHub's own hint when it gave one (a rate limit says when it lifts), else exponential backoff."""
     hint = getattr(exc, "retry_after_s", None)
@@ -95,7 +109,7 @@ def make_celery(settings: Settings) -> Celery:
         task_serializer="json",
         accept_content=["json"],
         beat_schedule={**beat_schedule(settings.tracked, settings.track_period_s), **notify_schedule(settings),
-                       **parse_sweep_schedule(settings)},
+                       **parse_sweep_schedule(settings), **github_sweep_schedule(settings)},
     )
     # Every task below is shared=False: a closure over this app and these settings. A shared task (Celery's
     # default) would be registered into every app made later in the same process, with the first app's
@@ -230,16 +244,41 @@ def make_celery(settings: Settings) -> Celery:
         ctx = _worker_context()
         return [] if ctx.notifier is None else ctx.notifier.sweep()
 
-    @app.task(name="kernelwatch.github_delivery", bind=True, max_retries=8, shared=False)
+    @app.task(name=GITHUB_DELIVERY_TASK, bind=True, max_retries=DELIVERY_ATTEMPTS, shared=False)
     def github_delivery(self: Any, delivery_id: int) -> str:
-        """A stored GitHub webhook delivery acted on: track the pull request, queue its runs."""
+        """A stored GitHub webhook delivery acted on: track the pull request, queue its runs. Retried whole while
+        GitHub, the database or the broker is away, dead-lettered after DELIVERY_ATTEMPTS tries."""
         ctx = _worker_context()
         if ctx.pull_requests is None:
             return "off"
         try:
             return str(ctx.pull_requests.handle_delivery(delivery_id, ctx.queue.enqueue_suite_runs))
-        except Transient as exc:  # GitHub, the database or the broker: the delivery is handled again whole
-            raise self.retry(exc=exc, countdown=_github_countdown(exc, self.request.retries)) from exc
+        except Transient as exc:
+            try:
+                again = ctx.pull_requests.retry_or_dead_letter(delivery_id, exc)
+            except Transient:
+                again = True  # the database is the one away: Celery's count bounds it, the sweep the rest
+            if not again:
+                return "dead-lettered"
+            # Never later than the sweep's horizon, or the sweep would hand it out a second time meanwhile (a
+            # rate limit's hint can be an hour).
+            countdown = min(_github_countdown(exc, self.request.retries), STALE_AFTER.total_seconds() / 2)
+            raise self.retry(exc=exc, countdown=countdown) from exc
+
+    @app.task(name=GITHUB_DELIVERY_SWEEP_TASK, shared=False)
+    def github_delivery_sweep() -> list[int]:
+        """A beat tick: hand out again the deliveries whose handler was lost (service/store/deliveries.stale)."""
+        from service.store.deliveries import stale
+
+        ctx = _worker_context()
+        if ctx.pull_requests is None:
+            return []
+        lost = stale(ctx.sessions)
+        for delivery_id in lost:
+            ctx.queue.enqueue_github_delivery(delivery_id)
+        if lost:
+            log.warning("handing out %d webhook delivery(ies) whose handler was lost again", len(lost))
+        return lost
 
     @app.task(name="kernelwatch.report_pull_request", bind=True, max_retries=8, shared=False)
     def report_pull_request(self: Any, pull_request_id: int) -> str:

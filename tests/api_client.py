@@ -36,10 +36,13 @@ class Api:
         return digest
 
 
-def make_api(database_url: str, home: Path, **env: str) -> Api:
-    """The database must be at head already (the ``sessions`` fixture does that)."""
+def make_api(database_url: str, home: Path, background: bool = False, **env: str) -> Api:
+    """The database must be at head already (the ``sessions`` fixture does that). ``background``: as
+    `kernelwatch serve` builds it, follow-up work on a thread of its own after the request has answered."""
     settings = load_settings({"KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url, **env})
     ctx = Context.create(settings)
+    if background:
+        ctx = ctx.with_background_queue()
     app = create_app(settings, context=ctx)
     tokens = {}
     with unit_of_work(ctx.sessions) as session:

@@ -67,6 +67,10 @@ class FakeGitHub:
     # matches (GitHub made the comment, then answered this status)
     lost_answers: list[tuple[str, str, int]] = field(default_factory=list)
     url: str = ""
+    # While set to an unset Event, every request is recorded and then held unanswered until it is set (what a
+    # slow GitHub looks like to whoever waits on it).
+    hold: threading.Event | None = None
+    answered: int = 0
     _tokens: set[str] = field(default_factory=set)
     _next_id: int = 1000
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,6 +101,10 @@ class FakeGitHub:
               body: Any) -> tuple[int, Any, dict[str, str]]:
         with self._lock:
             self.requests.append(Recorded(method, path, query, auth, body))
+        if self.hold is not None:
+            self.hold.wait(timeout=120)
+        with self._lock:
+            self.answered += 1
             if self.failures:
                 status, headers = self.failures.pop(0)
                 return status, {"message": "injected failure" + (

@@ -10,7 +10,7 @@ from flask import Flask
 
 def install(app: Flask) -> None:
     # The view modules attach their routes to the blueprint as they are imported.
-    from service.api import artifacts, compare, openapi, reads, runs, writes  # noqa: F401
+    from service.api import artifacts, compare, deliveries, openapi, reads, runs, writes  # noqa: F401
     from service.api.blueprint import API_PREFIX, bp
     from service.api.errors import install as install_errors
 

@@ -100,6 +100,14 @@ OPS: tuple[Op, ...] = (
               ("offset", "integer", "rows to skip, default 0"),
               ("limit", "integer", "rows to list, default 100, at most 5000; the summary and geomeans cover all")),
        errors=(400, 404)),
+    Op("get", "/github/deliveries", "GitHub webhook deliveries, newest first: state (received, queued, done, or "
+       "failed: dead-lettered after its handling failed repeatedly), attempts, last error, outcome; never the "
+       "payload", scope="admin",
+       query=(("state", "string", "list only these states (comma-separated: received, queued, done, failed)"),
+              ("limit", "integer", "deliveries to list, 1 to 1000, default 50")), errors=(400,)),
+    Op("post", "/github/deliveries/{delivery_id}/retry", "Hand a failed (dead-lettered) or never queued delivery "
+       "out again with a fresh count of attempts (409 when it is handled or queued already)", scope="admin",
+       ok=(202,), errors=(404, 409)),
     Op("get", "/tokens", "API tokens (prefix only, never the secret)", scope="admin"),
     Op("post", "/tokens", "Create a token; the response holds its text, shown this once", scope="admin",
        body=_json("TokenRequest"), ok=(201,), errors=(400, 409)),

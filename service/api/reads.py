@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from flask import Response, request
 from sqlalchemy.exc import SQLAlchemyError
@@ -43,8 +44,12 @@ def health() -> Response:
     except SQLAlchemyError as exc:
         raise Transient(f"the database is unreachable ({type(exc).__name__})") from None
     head = ScriptDirectory.from_config(alembic_config(ctx.settings.effective_database_url)).get_current_head()
-    return reply({"status": "ok", "schema_revision": revision, "schema_head": head,
-                  "schema_current": revision == head, "version": package_version()})
+    body: dict[str, Any] = {"status": "ok", "schema_revision": revision, "schema_head": head,
+                            "schema_current": revision == head, "version": package_version()}
+    follow_up = ctx.follow_up_stats()
+    if follow_up is not None:  # the embedded server: its follow-up work runs after the requests that set it off
+        body["follow_up"] = follow_up
+    return reply(body)
 
 
 @bp.get("/repositories")

@@ -22,19 +22,20 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.detect.compare import CompareParams, ComparisonReport
-from service.errors import InvalidInput, NotFound, Transient
+from service.errors import InvalidInput, KernelWatchError, NotFound, Transient
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
 from service.report.compare_table import SideLabel
 from service.report.pr_comment import MARKER, CommentContext, check_output, compare_url, conclusion, format_comment
 from service.report.pr_comment import status_description as describe
+from service.store import deliveries
 from service.store.db import unit_of_work
 from service.store.models import Commit, PullRequest, Repository, Run, WebhookDelivery
 
@@ -47,6 +48,10 @@ CHECK_NAME = "KernelWatch"
 STATUS_CONTEXT = "kernelwatch"
 # A commit status has no neutral state; a missing baseline must not block a merge.
 _STATUS_STATE = {"failure": "failure", "success": "success", "neutral": "success"}
+
+class DeliveryQueue(Protocol):
+    def enqueue_github_delivery(self, delivery_id: int) -> None: ...
+
 
 GitHubFor = Callable[[str, int | None], GitHubClient]  # (owner/name, installation id) -> a client acting for it
 
@@ -121,15 +126,41 @@ _REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
 }
 
 
+# What the handler stores of a delivery (when present), and the most its column holds: characters of a string, the
+# largest whole number. Within the shape, a sha of 5,000 characters, a NUL in a ref or a number past INTEGER was a
+# 500 in the embedded form (issue 18's webhook fuzzing); a string must be storable at all (no NUL, no surrogate).
+_STORED: dict[str, tuple[tuple[str, int], ...]] = {
+    "pull_request": (("pull_request.number", 2**31 - 1), ("pull_request.base.ref", 255),
+                     ("pull_request.base.sha", 40), ("pull_request.base.repo.full_name", 200),
+                     ("pull_request.base.repo.clone_url", 2000), ("pull_request.head.sha", 40),
+                     ("pull_request.head.repo.full_name", 200), ("installation.id", 2**63 - 1)),
+    "issue_comment": (("installation.id", 2**63 - 1),),
+}
+
+
+def _at(payload: dict[str, Any], path: str) -> Any:
+    value: Any = payload
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 def payload_problem(event: str, payload: dict[str, Any]) -> str | None:
-    """What a relevant delivery lacks for its handler (``_REQUIRED``), or None when it has it all."""
+    """What a relevant delivery lacks for its handler (``_REQUIRED``), or what it holds that the handler could not
+    store (``_STORED``); None when it has it all."""
+    from service.request_checks import unstorable
+
     for path, kind in _REQUIRED.get(event, ()):
-        value: Any = payload
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
+        value = _at(payload, path)
         # bool is an int to Python, and never a pull request's number
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"a {event} delivery needs {path} ({kind.__name__})"
+    for path, most in _STORED.get(event, ()):
+        value = _at(payload, path)
+        if isinstance(value, str) and (unstorable(value) or len(value) > most):
+            return f"a {event} delivery's {path} {unstorable(value) or f'is over {most} characters'}"
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= most:
+            return f"a {event} delivery's {path} must be a whole number from 0 to {most}"
     return None
 
 
@@ -182,6 +213,17 @@ def enqueue_failed(sessions: sessionmaker[Session], delivery_id: int) -> None:
             delivery.state = "received"
 
 
+def retry_delivery(sessions: sessionmaker[Session], queue: DeliveryQueue, delivery_id: int) -> None:
+    """A dead-lettered (or never queued) delivery handed out again, with a fresh count of attempts: what
+    `kernelwatch deliveries --retry` and POST /api/v1/github/deliveries/<id>/retry do."""
+    deliveries.requeue(sessions, delivery_id)
+    try:
+        queue.enqueue_github_delivery(delivery_id)
+    except KernelWatchError:
+        enqueue_failed(sessions, delivery_id)
+        raise
+
+
 def pull_requests_of_run(session: Session, run_id: int) -> list[int]:
     """The tracked pull requests whose head or merge-base is this run's commit: they may be ready to report."""
     sha = session.scalar(select(Commit.sha).join(Run, Run.commit_id == Commit.id).where(Run.id == run_id))
@@ -205,12 +247,13 @@ class PullRequestHooks:
 
     def handle_delivery(self, delivery_id: int, enqueue: Callable[[Sequence[SuiteRun]], None]) -> str:
         """Act on a stored delivery; the runs it calls for go to ``enqueue`` before the delivery is marked done,
-        so a failure to enqueue leaves it to be retried whole. Returns what was done, for the delivery's row."""
-        with self.sessions() as session:
-            delivery = session.get(WebhookDelivery, delivery_id)
-            if delivery is None or delivery.state == "done":
-                return "nothing: already handled"
-            event, payload = delivery.event, dict(delivery.payload)
+        so a failure to enqueue leaves it to be retried whole. Returns what was done, for the delivery's row.
+        A ``Transient`` failure (GitHub, the database, the broker) propagates after it is recorded: the caller
+        retries while ``retry_or_dead_letter`` says so (service/store/deliveries.py)."""
+        started = deliveries.begin_attempt(self.sessions, delivery_id)
+        if started is None:
+            return "nothing: already handled"
+        event, payload = started
         try:
             outcome, runs = self._act(event, payload)
         except GitHubError as exc:
@@ -221,12 +264,16 @@ class PullRequestHooks:
             outcome, runs = f"not handled: malformed {event} payload ({type(exc).__name__}: {str(exc)[:200]})", []
         if runs:
             enqueue(runs)
-        with unit_of_work(self.sessions) as session:
-            delivery = session.get(WebhookDelivery, delivery_id)
-            if delivery is not None:
-                delivery.state, delivery.outcome, delivery.processed_at = "done", outcome, datetime.now(UTC)
+        deliveries.finish(self.sessions, delivery_id, outcome)
         log.info("github delivery %s: %s", delivery_id, outcome)
         return outcome
+
+    def retry_or_dead_letter(self, delivery_id: int, exc: Exception) -> bool:
+        """After a failed attempt: True to try again later; False when the delivery is now dead-lettered."""
+        again = deliveries.attempt_failed(self.sessions, delivery_id, f"{type(exc).__name__}: {exc}")
+        if not again:
+            log.error("github delivery %s dead-lettered: %s", delivery_id, exc)
+        return again
 
     def _act(self, event: str, payload: dict[str, Any]) -> tuple[str, list[SuiteRun]]:
         action = payload.get("action")

@@ -149,8 +149,13 @@ class InProcessQueue:
     pull_requests: PullRequestHooks | None = None
 
     def enqueue_github_delivery(self, delivery_id: int) -> None:
-        if self.pull_requests is not None:
+        if self.pull_requests is None:
+            return
+        try:
             self.pull_requests.handle_delivery(delivery_id, self.enqueue_suite_runs)
+        except Transient as exc:
+            if self.pull_requests.retry_or_dead_letter(delivery_id, exc):
+                raise  # tried again by the background queue; in a request, answered 503 (service/hooks/github.py)
 
     def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None:
         """Run them here and now (minutes: the embedded form has no runner to hand them to), each manifest

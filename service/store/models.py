@@ -392,14 +392,20 @@ class WebhookDelivery(Base):
     the task that acts on it reads the payload from here (tasks take ids)."""
 
     __tablename__ = "webhook_delivery"
+    __table_args__ = (Index("ix_webhook_delivery_state", "state"),)
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     delivery_uid: Mapped[str] = mapped_column(String(100), unique=True)
     event: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    state: Mapped[str] = mapped_column(String(16))  # received | queued | done (a failed enqueue stays received)
+    # received | queued | done | failed. A failed enqueue stays received; a delivery whose handling failed
+    # DELIVERY_ATTEMPTS times (GitHub or the database unavailable) is failed: dead-lettered, retried by hand.
+    state: Mapped[str] = mapped_column(String(16))
     outcome: Mapped[str | None] = mapped_column(Text, nullable=True)  # what the task did with it, for people
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))  # handling started
+    attempted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class PullRequest(Base):
