@@ -16,6 +16,7 @@ from runners.uploader import UploadError
 from service import cli_deliveries
 from service.cli_compare import CiRun, Comparison, Rendered, add_report_options
 from service.errors import ConfigurationError, InvalidInput, KernelWatchError
+from service.report.compare_table import terminal_safe, terminal_text
 from service.settings import Settings, load_settings
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -412,7 +413,7 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _run_progress(done: int, planned: int, key: str) -> None:
-    print(f"  [{done}/{planned}] {key}", file=sys.stderr)
+    print(terminal_safe(f"  [{done}/{planned}] {key}"), file=sys.stderr)
 
 
 def _store_runs(settings: Settings, args: argparse.Namespace, documents: list[dict[str, Any]]) -> None:
@@ -428,7 +429,8 @@ def _store_runs(settings: Settings, args: argparse.Namespace, documents: list[di
         timed = [r for r in m.results if r.metric == "wall_time"]
         failed = [r for r in timed if r.status != "ok"]
         for r in failed:
-            print(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}", file=sys.stderr)
+            # The message is the benchmark's own exception text: the repository's words, escapes and all.
+            print(terminal_text(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}"), file=sys.stderr)
         print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
               f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
     if not args.no_ingest and settings.uploads_over_http:
@@ -655,11 +657,8 @@ def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
     looks = 1 + -(-(max_rounds - args.rounds) // 2)
     alpha = looks_alpha(args.alpha, looks)
 
-    def progress(done: int, planned: int, key: str) -> None:
-        print(f"  [{done}/{planned}] {key}", file=sys.stderr)
-
     ids = [uuid.uuid4().hex, uuid.uuid4().hex]
-    made = run_both(settings, args.repo, args.base, args.head, args, progress, rounds=args.rounds, run_ids=ids)
+    made = run_both(settings, args.repo, args.base, args.head, args, _run_progress, rounds=args.rounds, run_ids=ids)
     per_commit, done = made, args.rounds
     notes: list[str] = []
     while True:
@@ -671,7 +670,7 @@ def cmd_ci(settings: Settings, args: argparse.Namespace) -> int:
         more = min(2, max_rounds - done)
         print(f"{len(undecided)} benchmark(s) undecided after {done} rounds: {more} more round(s) of them",
               file=sys.stderr)
-        made = run_both(settings, args.repo, args.base, args.head, args, progress, rounds=more, run_ids=ids,
+        made = run_both(settings, args.repo, args.base, args.head, args, _run_progress, rounds=more, run_ids=ids,
                         first_round=done, only=undecided)
         per_commit = [old + new for old, new in zip(per_commit, made, strict=True)]
         done += more
@@ -697,7 +696,8 @@ def _store_and_compare(settings: Settings, args: argparse.Namespace, documents: 
     for m in map(parse_manifest, documents):  # never store, nor compare, a run the service would refuse
         failed = [r for r in m.results if r.metric == "wall_time" and r.status != "ok"]
         for r in failed:
-            print(f"FAILED {m.commit.sha[:10]} {r.suite}/{r.name} {r.params_key()}: {r.message}", file=sys.stderr)
+            print(terminal_text(f"FAILED {m.commit.sha[:10]} {r.suite}/{r.name} {r.params_key()}: {r.message}"),
+                  file=sys.stderr)
     if settings.uploads_over_http:
         from service.tasks import http_uploader
 
@@ -802,7 +802,7 @@ def cmd_predict(settings: Settings, args: argparse.Namespace) -> int:
                                       args.hardware)
     finally:
         ctx.close()
-    sys.stdout.write(predictions_to_text(reports))
+    sys.stdout.write(terminal_text(predictions_to_text(reports)))
     return EXIT_OK
 
 
@@ -916,7 +916,8 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
         for v in views:
             used = f"{v.last_used_at:%Y-%m-%d %H:%M}" if v.last_used_at else "never used"
             state = f"revoked {v.revoked_at:%Y-%m-%d %H:%M}" if v.revoked_at else "active"
-            print(f"{v.id:>4}  {v.name:<24} kw_{v.prefix}_…  {','.join(v.scopes):<20} {used:<16}  {state}")
+            print(terminal_safe(f"{v.id:>4}  {v.name:<24} kw_{v.prefix}_…  {','.join(v.scopes):<20} {used:<16}  "
+                                f"{state}"))
         if not views:
             print("no tokens: make one with `kernelwatch token create NAME --scope submit`")
     return EXIT_OK
@@ -1002,7 +1003,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings(_settings_env(args))
         return dispatch(args, settings)
     except (KernelWatchError, FileExistsError, UploadError) as exc:
-        print(f"kernelwatch: error: {exc}", file=sys.stderr)
+        # An error may quote what it refused (a repository's exception, a manifest's field): never raw escapes.
+        print(terminal_text(f"kernelwatch: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         if not _database_unreachable(exc):

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from service.detect.static_diff import STATIC_DETECTOR
+from service.report.compare_table import terminal_text
 
 if TYPE_CHECKING:
     from service.pipeline.alerts import AlertView
@@ -34,7 +35,8 @@ def alerts_to_text(alerts: Sequence[AlertView]) -> str:
             change = f"{n.state_from} -> {n.state_to}" if n.state_to else "note"
             text = f": {n.text}" if n.text else ""
             lines.append(f"  [{n.created_at:%Y-%m-%d %H:%M}] {n.author} {change}{text}")
-    return "\n".join(lines) + "\n"
+    # Stored text (a commit subject, a note, a benchmark's name) may hold a terminal's escape sequences.
+    return terminal_text("\n".join(lines)) + "\n"
 
 
 def _jsonable(value: Any) -> Any:

@@ -219,6 +219,12 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
+def terminal_text(text: str) -> str:
+    """Several lines of text made safe as ``terminal_safe`` makes one: the line breaks kept, every other control
+    character shown as ``\\xNN``."""
+    return "\n".join(terminal_safe(line) for line in text.split("\n"))
+
+
 def markdown_cell(text: str) -> str:
     """Stored text in a markdown table cell: a pipe would end the cell, a newline the row, and angle brackets
     could open HTML (the step summary and the PR comment render it)."""

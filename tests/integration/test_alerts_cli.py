@@ -62,6 +62,13 @@ def test_list_and_triage_from_the_command_line(tmp_path: Path, database_url: str
     lines = text.stdout.splitlines()
     assert lines[0].startswith(f"alert {alert['id']}  acknowledged  regression  demo  ")
     assert lines[-1].endswith("ci untriaged -> acknowledged: planted")
+    # Issue 18: stored text reaches the terminal with its control characters shown, not obeyed.
+    hostile = kernelwatch(["alerts", "triage", str(alert["id"]), "investigating", "--note",
+                           "see \x1b]0;TITLE\x07\x1b[2J here"], env)
+    assert hostile.returncode == 0, hostile.stderr
+    shown = kernelwatch(["alerts", "list", "--state", "investigating"], env)
+    assert shown.returncode == 0 and "\x1b" not in shown.stdout and "\x07" not in shown.stdout, shown.stdout
+    assert shown.stdout.splitlines()[-1].endswith("see \\x1b]0;TITLE\\x07\\x1b[2J here"), shown.stdout
     none = kernelwatch(["alerts", "list", "--state", "fixed"], env)
     assert (none.returncode, none.stdout) == (0, "no alerts\n")
 
