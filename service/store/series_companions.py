@@ -4,7 +4,9 @@ environments.
 
 Series are keyed by the environment fingerprint, which hashes the jax/jaxlib (libtpu, CUDA) versions and the XLA
 flags with the hardware: a toolchain change never happens inside a series, it starts a sibling one. So the page
-marks toolchain changes by listing those siblings and what differs, not by a marker on the chart.
+lists those siblings and what differs, and where a sibling on the same hardware takes over end to start (its first
+commit after this series' last, or its last before this one's first) that boundary is a toolchain event
+(``ToolchainEvent``): the chart marks it at the boundary commit and the page links the series on the other side.
 
 Static signals and the error live on the result that captured the artifacts (the run's wall-time result, see
 ``service.store.drilldown.records_result_id``), not on a device-time or GB/s result: they are read per run for
@@ -72,10 +74,23 @@ class SiblingSeries:
     id: int
     environment: str
     differences: list[str]  # "jax 0.4.30 → 0.4.31", this series' value first
+    differences_back: list[str]  # the same, that series' value first
     same_hardware: bool  # only the toolchain or host differs: usually where this series continues
     points: int
     first_position: int | None
     last_position: int | None
+
+
+@dataclass(frozen=True)
+class ToolchainEvent:
+    """Where this series and a sibling on the same hardware meet end to start: the toolchain (or the benchmark's
+    code) changed there, and the history goes on in the other series."""
+
+    sibling_id: int
+    changes: list[str]  # earlier → later: "jax 0.8.0 → 0.10.0"
+    continues: bool  # True: the sibling takes over after this series' last point; False: it ended before its first
+    position: int  # this series' boundary point: its last (continues) or its first
+    sibling_position: int  # the sibling's point on the other side of the boundary
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,7 @@ class SeriesCompanions:
     static: list[CompanionTrace] = field(default_factory=list)  # empty: no kernel code parsed for the benchmark
     error: list[CompanionTrace] = field(default_factory=list)  # empty: the benchmark reports no error
     siblings: list[SiblingSeries] = field(default_factory=list)
+    events: list[ToolchainEvent] = field(default_factory=list)
 
 
 def _shown(value: Any) -> str:
@@ -115,8 +131,29 @@ def series_companions(session: Session, view: SeriesView) -> SeriesCompanions:
         return SeriesCompanions(toolchain="")
     env: Environment = series.environment
     static, error = _benchmark_signals(session, series, {p.sha for p in view.points})
+    siblings = _siblings(session, series)
     return SeriesCompanions(toolchain=toolchain_text(env.details), runs=_point_runs(session, view), static=static,
-                            error=error, siblings=_siblings(session, series))
+                            error=error, siblings=siblings,
+                            events=toolchain_events([p.position for p in view.points], siblings))
+
+
+def toolchain_events(positions: list[int], siblings: list[SiblingSeries]) -> list[ToolchainEvent]:
+    """The boundaries where a same-hardware sibling takes over from this series, or this series from it: their
+    spans of commits meet end to start. Siblings measured over the same commits (two runners' toolchains side
+    by side) are no event; they stay in the list of siblings."""
+    if not positions:
+        return []
+    first, last = min(positions), max(positions)
+    events = []
+    for s in siblings:
+        if not s.same_hardware or s.first_position is None or s.last_position is None:
+            continue
+        if s.first_position > last:
+            events.append(ToolchainEvent(s.id, s.differences, True, last, s.first_position))
+        elif s.last_position < first:
+            events.append(ToolchainEvent(s.id, s.differences_back, False, first, s.last_position))
+    # The nearest boundary first: of several, that one is where this series' own history turned.
+    return sorted(events, key=lambda e: (abs(e.sibling_position - e.position), e.sibling_id))
 
 
 def _point_runs(session: Session, view: SeriesView) -> dict[str, PointRun]:
@@ -198,11 +235,13 @@ def _siblings(session: Session, series: Series) -> list[SiblingSeries]:
     for sid, env, version in rows:
         n, first, last = spans.get(sid, (0, None, None))
         # An edited benchmark (another version of its code, runners/suite.py) is a sibling in the same environment.
-        edited = ([f"benchmark code {series.benchmark_version or '?'} → {version or '?'}"]
-                  if version != series.benchmark_version else [])
+        mine_code, that_code = series.benchmark_version or "?", version or "?"
+        edited = [f"benchmark code {mine_code} → {that_code}"] if version != series.benchmark_version else []
+        edited_back = [f"benchmark code {that_code} → {mine_code}"] if edited else []
         out.append(SiblingSeries(
             id=sid, environment=f"{env.backend} · {env.device_kind} ×{env.device_count}",
             differences=edited + environment_differences(mine.details, env.details),
+            differences_back=edited_back + environment_differences(env.details, mine.details),
             same_hardware=(env.backend, env.device_kind, env.device_count)
             == (mine.backend, mine.device_kind, mine.device_count),
             points=n, first_position=first, last_position=last))

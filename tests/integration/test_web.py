@@ -104,10 +104,20 @@ def test_series_page_shows_intervals_runs_companions_and_other_toolchains(
     assert "Toolchain: jax 0.10.2 · jaxlib 0.10.2" in page
     sibling = page[page.index('id="sibling-series"'):page.index('id="chart"')]
     assert f'href="/series/{ids["0.10.3"]}"' in sibling and "jax 0.10.2 → 0.10.3; jaxlib 0.10.2 → 0.10.3" in sibling
+    # Issue 17: the toolchain change is an event between the two series, on the page and on the chart.
+    events = page[page.index('id="toolchain-events"'):page.index('id="sibling-series"')]
+    assert "After position 7 this history continues as" in events and f'href="/series/{ids["0.10.3"]}"' in events
+    assert "from position 8: jax 0.10.2 → 0.10.3; jaxlib 0.10.2 → 0.10.3." in events
+    later = client.get(f"/series/{ids['0.10.3']}").get_data(as_text=True)
+    back = later[later.index('id="toolchain-events"'):later.index('id="sibling-series"')]
+    assert "This history takes over at position 8 from" in back and f'href="/series/{ids["0.10.2"]}"' in back
+    assert "last measured at position 7: jax 0.10.2 → 0.10.3; jaxlib 0.10.2 → 0.10.3." in back
     assert f'href="/api/v1/runs/{runs[7]}"' in page and "95 % CI" in page
     assert client.get(f"/api/v1/runs/{runs[7]}").status_code == 200  # the run link leads somewhere
 
     fig = _figure(page)
+    marks = [a["text"] for a in fig["layout"]["annotations"] if "jax" in a["text"]]
+    assert marks == ["jax 0.10.2 → 0.10.3; jaxlib 0.10.2 → 0.10.3 (continues after)"], fig["layout"]["annotations"]
     names = [t["name"] for t in fig["data"]]
     assert names == ["samples", "median", "tpu-llo bundles", "tpu-llo ops", "max abs error"]
     median = fig["data"][1]

@@ -15,6 +15,7 @@ from service.store.series_companions import CONFIDENCE, CompanionTrace, PointRun
 REGRESSION = "#d62728"
 IMPROVEMENT = "#2ca02c"
 MEDIAN = "#1f77b4"
+TOOLCHAIN = "#555555"  # the boundary where the series goes on under another toolchain (a sibling series)
 # Kernel-size traces cycle through these (none is the median's blue or a finding's red or green); the error has
 # its own, so it never shares a colour with a kernel count.
 STATIC_COLOURS = ["#8c564b", "#9467bd", "#17becf", "#bcbd22", "#7f7f7f", "#ff7f0e", "#aec7e8", "#c5b0d5"]
@@ -110,6 +111,18 @@ def series_figure(view: SeriesView, companions: SeriesCompanions | None = None) 
         fig.add_vline(x=label, line_color=colour, line_dash="dash", line_width=2)
         fig.add_annotation(x=label, y=1.0, yref="paper", showarrow=False, yanchor="bottom", font_color=colour,
                            text=f"{finding.magnitude:+.1%} at {finding.commit_sha[:8]}")
+
+    by_position = {p.position: label for p, label in zip(view.points, labels, strict=True)}
+    for event in companions.events if companions else []:
+        label = by_position.get(event.position)
+        if label is None:
+            continue
+        # Grey, dotted, at the bottom: not a finding, but what a step across it would be blamed on.
+        fig.add_vline(x=label, line_color=TOOLCHAIN, line_dash="dot", line_width=2)
+        where = "continues after" if event.continues else "before"
+        fig.add_annotation(x=label, y=0.0, yref="paper", showarrow=False, yanchor="bottom",
+                           xanchor="right" if event.continues else "left", font_color=TOOLCHAIN,
+                           text=f"{'; '.join(event.changes[:2]) or 'environment changed'} ({where})")
 
     fig.update_xaxes(title_text="commit (first-parent position · sha)", row=rows, col=1)
     if len(view.points) >= SLIDER_POINTS:
