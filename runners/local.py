@@ -76,6 +76,8 @@ class RunRequest:
     # The working copy as it is, under ``rev``'s commit (run --working-tree): stored as a dirty run, which is an
     # environment of its own (never a point of the commit's history).
     working_tree: bool = False
+    # The project file's build (runners/build_step.py): run in each checkout, sandboxed, before its benchmarks.
+    build: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -321,6 +323,10 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
         name = repository_name(Path(request.origin.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"))
     repository = {"name": name, "url": url, "default_branch": head_branch or "main"}
     python = _interpreter(request, worktree, envs_dir)
+    if request.build:
+        from runners.build_step import run_build
+
+        run_build(request.build, worktree, python)  # after `dirty` was read: its products do not make a run dirty
     return _Prepared(request, facts.as_manifest(), repository, branch, worktree, dirty, python,
                      envs_dir / "harness" if python is not None else None)
 

@@ -7,6 +7,9 @@ the benchmarks it names are applied to every commit, as asv's ``benchmark_dir``)
     environment = "commit"      # run each commit in the environment its own lock declares (runners/envs.py);
                                 # "runner" (the default): KernelWatch's own interpreter
     python = "/opt/py/bin/python"   # or: this interpreter, with the project's dependencies installed
+    build = "python setup.py build_ext --inplace"   # how the project is installed at a commit, when importing it
+                                # from the checkout is not enough (compiled extensions): run in each checkout,
+                                # sandboxed, before its benchmarks (runners/build_step.py)
 
 No file: today's behaviour (the commit's own ``kernels_under_test/``). Keys it does not know are refused, so a
 misspelt or not-yet-supported setting is never silently ignored.
@@ -20,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-KNOWN_KEYS = ("benchmarks", "environment", "python")
+from runners.build_step import parse_build
+
+KNOWN_KEYS = ("benchmarks", "environment", "python", "build")
 ENVIRONMENTS = ("runner", "commit")
 
 
@@ -34,6 +39,7 @@ class ProjectSettings:
     benchmarks: Path | None = None  # absolute
     environment: str | None = None  # one of ENVIRONMENTS; None: not set
     python: Path | None = None  # absolute
+    build: tuple[str, ...] | None = None  # the command's words; None: nothing to build
 
 
 def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
@@ -55,7 +61,11 @@ def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
     if python is not None and environment is not None:
         raise ProjectFileError(f"{source}: environment and python both set: give one")
     interpreter = check_interpreter(source.parent / python, f"{source}: python = {python!r}") if python else None
-    return ProjectSettings(source, path, environment, interpreter)
+    try:
+        build = parse_build(table["build"], str(source)) if "build" in table else None
+    except ValueError as exc:
+        raise ProjectFileError(str(exc)) from None
+    return ProjectSettings(source, path, environment, interpreter, build)
 
 
 def check_interpreter(path: Path, what: str) -> Path:

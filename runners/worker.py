@@ -119,7 +119,8 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     affinity, single_thread = runner_noise_settings(dict(os.environ))
     requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
                            benchmarks=project.benchmarks, environment=project.environment or "runner",
-                           quick=task.quick, branch=task.branch, trigger=task.trigger, pr_number=task.pr_number,
+                           build=project.build, quick=task.quick, branch=task.branch, trigger=task.trigger,
+                           pr_number=task.pr_number,
                            cpu_affinity=affinity, xla_single_thread=single_thread,
                            capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
                 for sha in commits]

@@ -374,6 +374,7 @@ def _already_stored(settings: Settings, repo: Path, rev: str) -> bool:
 
 
 def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
+    from runners.build_step import BuildFailed
     from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
@@ -395,14 +396,14 @@ def cmd_run(settings: Settings, args: argparse.Namespace) -> int:
                 continue
             requests = [RunRequest(repo=args.repo, rev=rev, samples=args.samples, warmup=args.warmup,
                                    suite=args.suite, benchmarks=measured.benchmarks,
-                                   environment=measured.environment, python=measured.python,
+                                   environment=measured.environment, python=measured.python, build=measured.build,
                                    working_tree=args.working_tree, params=args.params,
                                    quick=args.quick, branch=args.branch, trigger=args.trigger,
                                    capture_dir=capture_dir, cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                                    xla_single_thread=args.xla_single_thread)
                         for rev in revs]
             per_commit = run_commits(requests, settings.worktree_dir, _run_progress, rounds=args.rounds)
-        except (GitError, EnvironmentBuildError) as exc:
+        except (GitError, EnvironmentBuildError, BuildFailed) as exc:
             raise InvalidInput(str(exc)) from None
         except ProcessFailed as exc:
             # the suite could not even start (none found, or it failed to import): one line, not two tracebacks

@@ -221,6 +221,7 @@ class Measured:
     benchmarks: Path | None  # None: the commit's own kernels_under_test/
     environment: str = "runner"  # runner | commit (runners/envs.py)
     python: Path | None = None  # a user-named interpreter
+    build: tuple[str, ...] | None = None  # the project file's build, run in each checkout (runners/build_step.py)
 
 
 def measured_for(repo: Path, args: argparse.Namespace, settings: Settings) -> Measured:
@@ -248,7 +249,8 @@ def measured_for(repo: Path, args: argparse.Namespace, settings: Settings) -> Me
         raise InvalidInput(str(exc)) from None
     if environment is None and python is None:  # neither option given: the project file's choice
         environment, python = project.environment, project.python
-    return Measured(given if given is not None else project.benchmarks, environment or "runner", python)
+    return Measured(given if given is not None else project.benchmarks, environment or "runner", python,
+                    project.build)
 
 
 def run_both(settings: Settings, repo: Path, base: str, head: str, args: argparse.Namespace,
@@ -257,6 +259,7 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     """Both commits' suites (``only`` these benchmarks of them, when given), benchmark by benchmark interleaved
     (ABBA...), ``rounds`` times from round ``first_round`` of the session ``run_ids`` names, through
     `kernelwatch run`'s path; each commit's manifests."""
+    from runners.build_step import BuildFailed
     from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
     from runners.local import RunRequest, run_commits
@@ -265,7 +268,8 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     measured = measured_for(repo, args, settings)
     requests = [RunRequest(repo=repo, rev=rev, samples=args.samples, warmup=args.warmup, suite=args.suite,
                            benchmarks=measured.benchmarks, environment=measured.environment,
-                           python=measured.python, params=args.params, quick=args.quick, trigger=args.trigger,
+                           python=measured.python, build=measured.build, params=args.params, quick=args.quick,
+                           trigger=args.trigger,
                            capture_dir=capture_dir,
                            cpu_isa=args.cpu_isa, cpu_affinity=args.cpu_affinity,
                            xla_single_thread=args.xla_single_thread, only=only) for rev in (base, head)]
@@ -273,7 +277,7 @@ def run_both(settings: Settings, repo: Path, base: str, head: str, args: argpars
     try:
         per_commit = run_commits(requests, settings.worktree_dir, progress, run_ids=run_ids, rounds=rounds,
                                  first_round=first_round)
-    except (GitError, EnvironmentBuildError) as exc:  # an unknown ref, a commit's unbuildable environment
+    except (GitError, EnvironmentBuildError, BuildFailed) as exc:  # an unknown ref, an unbuildable commit
         raise InvalidInput(str(exc)) from None
     for (name, rev), manifests in zip((("base", base), ("head", head)), per_commit, strict=True):
         if not manifests:
