@@ -5,6 +5,10 @@ refused with a message that names the field (and, inside a result, the result), 
 Hostile input is refused the same way: more than MAX_RESULTS results, NaN or infinite numbers, text no database
 can hold (NUL, lone surrogates), control characters anywhere but in free text, numbers past their columns' range,
 and times no reader can convert back. Artifact names are plain file names, never paths.
+
+The published JSON schema (manifest.v1.schema.json, `python -m service.contract.export`) states every one of these
+rules that JSON Schema can state, the validators' included (see _ManifestSchema and _Publish), and names the few it
+cannot in its description (Manifest's docstring); tests/unit/test_manifest_schema_parity.py holds the two to that.
 """
 
 from __future__ import annotations
@@ -12,11 +16,26 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    Strict,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
 from service.errors import InvalidInput
 
@@ -45,6 +64,28 @@ _UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]")
 # Control characters (C0, DEL, C1): refused in names, versions, flags and parameters, where they would reach a
 # header, a table or a terminal; free text (a failure's traceback, a commit subject) keeps them.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The same two rules as the published schema states them: patterns it must not match (searched, not anchored, so
+# that no reader's idea of where "$" matches matters). Lone surrogates it cannot state (Manifest's docstring).
+_SCHEMA_CONTROL = {"pattern": r"[\x00-\x1f\x7f-\x9f]"}
+_SCHEMA_NUL = {"pattern": r"\x00"}
+
+# A time as ISO 8601 text the way Python's isoformat writes it (RFC 3339 with the offset optional), each part in
+# its range and the year in _YEARS: what the parser reads and what the schema publishes, one pattern. pydantic on
+# its own also read "2026-02-01", "2026-02-01 00:00", "+0000" and Unix times (numbers, or digits as text).
+_TIMESTAMP = (r"(19[0-9]{2}|[2-8][0-9]{3}|9000)-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+              r"T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?")
+_TIMESTAMP_TEXT = re.compile(_TIMESTAMP)
+_OFFSET_AT_END = r"(Z|[+-][0-9]{2}:[0-9]{2})$"
+
+
+def _timestamp_text(value: Any) -> Any:
+    if isinstance(value, datetime):  # a runner building the model in Python
+        return value
+    if isinstance(value, str) and _TIMESTAMP_TEXT.fullmatch(value):
+        return value
+    shown = _shown(value) if isinstance(value, str) else type(value).__name__
+    raise ValueError(f"{shown} is not a time written as YYYY-MM-DDTHH:MM:SS, a fraction of a second and a UTC "
+                     f"offset (Z or +HH:MM) optional, in the years {_YEARS[0]}..{_YEARS[1]}")
 
 
 def _plausible_time(value: datetime) -> datetime:
@@ -53,7 +94,29 @@ def _plausible_time(value: datetime) -> datetime:
     return value
 
 
-Timestamp = Annotated[datetime, AfterValidator(_plausible_time)]
+class _Publish:
+    """Annotation metadata: a rule one of this module's validators enforces on a value, added to the value's
+    published JSON schema (pydantic publishes only the constraints it enforces itself)."""
+
+    def __init__(self, keywords: dict[str, Any]) -> None:
+        self.keywords = keywords
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        json_schema = handler(schema)
+        json_schema.update(self.keywords)
+        return json_schema
+
+
+# Lax (strict models read only datetime objects in Python), but only from text of the one form, or a datetime.
+# Published without RFC 3339's "date-time" format, which would refuse a time without an offset.
+Timestamp = Annotated[datetime, Strict(False), BeforeValidator(_timestamp_text), AfterValidator(_plausible_time),
+                      WithJsonSchema({
+                          "type": "string", "pattern": f"^{_TIMESTAMP}$", "not": _SCHEMA_CONTROL,
+                          "description": "A time as ISO 8601 text, YYYY-MM-DDTHH:MM:SS, a fraction of a second and a "
+                                         "UTC offset (Z or +HH:MM) optional, in the years 1900..9000",
+                      })]
+# Text that keeps its control characters (a traceback, a commit subject); NUL it cannot, as no text can.
+FreeText = Annotated[str, _Publish({"not": _SCHEMA_NUL})]
 
 
 class ManifestError(InvalidInput):
@@ -61,8 +124,9 @@ class ManifestError(InvalidInput):
 
 
 class _Strict(BaseModel):
-    # Unknown keys are refused rather than dropped: a typo in a runner must not silently lose data.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Unknown keys are refused rather than dropped: a typo in a runner must not silently lose data. No coercion
+    # either, as the schema allows none: a number that arrives as text ("0.1", "7") or a boolean is a runner's bug.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class RepositoryInfo(_Strict):
@@ -73,10 +137,10 @@ class RepositoryInfo(_Strict):
 
 class CommitInfo(_Strict):
     sha: str = Field(pattern=_SHA_PATTERN)
-    parents: list[str] = Field(default_factory=list, max_length=64)
-    author: str = Field(default="", max_length=500)
+    parents: list[Annotated[str, _Publish({"pattern": _SHA_PATTERN})]] = Field(default_factory=list, max_length=64)
+    author: FreeText = Field(default="", max_length=500)
     authored_at: Timestamp
-    subject: str = Field(default="", max_length=2000)
+    subject: FreeText = Field(default="", max_length=2000)
     # Number of first-parent ancestors: orders commits of one branch without asking git again.
     position: int = Field(ge=0, le=_INT32_MAX)
 
@@ -85,7 +149,7 @@ class CommitInfo(_Strict):
     def _parents_are_shas(cls, value: list[str]) -> list[str]:
         for parent in value:
             if len(parent) != 40 or any(c not in "0123456789abcdef" for c in parent):
-                raise ValueError(f"parent {parent!r} is not a 40-character lowercase hex sha")
+                raise ValueError(f"parent {_shown(parent)} is not a 40-character lowercase hex sha")
         return value
 
 
@@ -105,7 +169,7 @@ class EnvironmentInfo(_Strict):
     device_count: int = Field(ge=1, le=65536)
     jax_version: str = Field(max_length=64)
     jaxlib_version: str = Field(max_length=64)
-    xla_flags: str = Field(default="", max_length=10000)
+    xla_flags: FreeText = Field(default="", max_length=10000)
     cpu_model: str = Field(default="", max_length=500)
     host_isa: str = Field(default="", max_length=200)
     python_version: str = Field(default="", max_length=64)
@@ -113,16 +177,17 @@ class EnvironmentInfo(_Strict):
     topology: str = Field(default="", max_length=500)
     platform_version: str = Field(default="", max_length=500)  # the runtime's own: CUDA driver, libtpu build
     libtpu_version: str = Field(default="", max_length=64)
-    libtpu_init_args: str = Field(default="", max_length=10000)
+    libtpu_init_args: FreeText = Field(default="", max_length=10000)
     # Facts recorded for people but not part of the identity of an environment (hostname, dirty checkout...).
-    extra: dict[str, str] = Field(default_factory=dict)
+    extra: dict[str, FreeText] = Field(default_factory=dict)
     # Measured afresh by every run, so it differs from run to run on the same host: kept out of the identity, or
     # every run would start a series of its own.
     calibration: CalibrationInfo | None = None
     # CPU noise reduction a runner was asked for (runners/local.py RunRequest): the CPUs the benchmark process was
     # pinned to ("0-3,6"), and the size of XLA's CPU thread pool it was held to. Both change what is measured, so
     # both are identity; unset they are left out of it, so environments from before them keep their fingerprints.
-    cpu_affinity: str = Field(default="", max_length=2000, pattern=r"^(\d{1,5}(-\d{1,5})?(,\d{1,5}(-\d{1,5})?)*)?$")
+    cpu_affinity: str = Field(default="", max_length=2000,
+                              pattern=r"^([0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*)?$")  # ASCII digits
     cpu_threads: int | None = Field(default=None, ge=1, le=65536)
 
     def identity(self) -> dict[str, Any]:
@@ -136,12 +201,7 @@ class EnvironmentInfo(_Strict):
 UNSET_IDENTITY = ("cpu_affinity", "cpu_threads")
 
 
-class _StrictTypes(_Strict):
-    # No coercion either: a figure that arrives as text ("0.1") or a boolean is a runner's bug, refused.
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class GpuHealthInfo(_StrictTypes):
+class GpuHealthInfo(_Strict):
     """One GPU's clocks and throttle reasons as NVML read them when the run's last benchmark ended."""
 
     index: int = Field(ge=0, le=65535)
@@ -151,7 +211,7 @@ class GpuHealthInfo(_StrictTypes):
                                                                                        max_length=64)
 
 
-class HostHealthInfo(_StrictTypes):
+class HostHealthInfo(_Strict):
     """How healthy the host was while the run measured (runners/host_health.py): over the interval from before
     its first benchmark to after its last, the share of all CPU time the hypervisor stole and the share the host
     was busy, with the 1-minute load average and the CPU count at its end. Optional: runners older than it, and
@@ -182,23 +242,37 @@ class ArtifactInfo(_Strict):
     size: int = Field(ge=0, le=_INT64_MAX)
 
 
-class BenchmarkResult(_StrictTypes):  # samples as text ("0.1") or booleans are a runner's bug
+# What _params_are_plain, _cost_is_finite and _samples_are_times enforce, as the schema states it.
+_ParamName = Annotated[str, _Publish({"minLength": 1, "maxLength": 200})]
+_ParamText = Annotated[str, _Publish({"maxLength": 2000})]
+_Figure = Annotated[float, _Publish({"minimum": 0})]
+
+
+class BenchmarkResult(_Strict):
+    # _ok_has_samples, as the schema states it.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, json_schema_extra={"allOf": [
+        {"if": {"properties": {"status": {"const": "ok"}}},
+         "then": {"required": ["samples"], "properties": {"samples": {"minItems": 1}}}},
+        {"if": {"properties": {"status": {"const": "failed"}}},
+         "then": {"required": ["message"], "properties": {"message": {"type": "string", "minLength": 1}}}},
+    ]})
+
     suite: str = Field(pattern=_NAME_PATTERN)
     name: str = Field(pattern=_NAME_PATTERN)
-    params: dict[str, str | int | float | bool] = Field(default_factory=dict, max_length=MAX_PARAMS)
+    params: dict[_ParamName, _ParamText | int | float | bool] = Field(default_factory=dict, max_length=MAX_PARAMS)
     metric: str = Field(default="wall_time", pattern=_NAME_PATTERN)
     unit: str = Field(default="s", max_length=32)
     direction: Direction = "lower_is_better"
     status: ResultStatus
-    message: str | None = Field(default=None, max_length=20000)
-    samples: list[float] = Field(default_factory=list, max_length=100000)
+    message: FreeText | None = Field(default=None, max_length=20000)
+    samples: list[_Figure] = Field(default_factory=list, max_length=100000)
     compile_time_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     flops: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     bytes_accessed: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     max_abs_error: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     artifacts: list[ArtifactInfo] = Field(default_factory=list, max_length=10000)
     # XLA's cost analysis of the compiled program ("flops", "bytes accessed", "transcendentals"...).
-    cost: dict[str, float] = Field(default_factory=dict, max_length=64)
+    cost: dict[str, _Figure] = Field(default_factory=dict, max_length=64)
     # A hash of the benchmark's own code (runners/suite.py benchmark_version): an edited benchmark starts a series
     # of its own. Absent: unknown (an older runner, a source that could not be read), and the series carries on.
     benchmark_version: str | None = Field(default=None, pattern=r"^[0-9a-f]{16}$")
@@ -224,7 +298,7 @@ class BenchmarkResult(_StrictTypes):  # samples as text ("0.1") or booleans are 
     def _cost_is_finite(cls, value: dict[str, float]) -> dict[str, float]:
         for key, number in value.items():
             if not math.isfinite(number) or number < 0:
-                raise ValueError(f"cost {key!r} is {number}, not a finite non-negative number")
+                raise ValueError(f"cost {_shown(key)} is {number}, not a finite non-negative number")
         return value
 
     @field_validator("samples")
@@ -250,7 +324,7 @@ class BenchmarkResult(_StrictTypes):  # samples as text ("0.1") or booleans are 
         return json.dumps(self.params, sort_keys=True, separators=(",", ":"))
 
 
-class RoundInfo(_StrictTypes):
+class RoundInfo(_Strict):
     """Which round of which interleaved session made the run (runners/local.run_commits): runs of different
     commits with the same session and index were made back to back, so a drift of the host during the session
     lands on both alike, and a comparison pairs them."""
@@ -260,6 +334,23 @@ class RoundInfo(_StrictTypes):
 
 
 class Manifest(_Strict):
+    """The results of one run of a suite at one commit, as a runner uploads them (version 1 of the manifest).
+
+    Besides what this schema states, the service refuses what JSON Schema cannot state: a key given twice in one
+    object; an integer written as 1.0 or 1e2 where an integer is due, format_version included (to JSON Schema 1.0
+    is the integer 1); an integer parameter past the 64-bit range, beyond +-(2**63 - 1) (the schema could bound
+    it only by bounding every number); a string holding a lone surrogate (U+D800..U+DFFF); a timestamp naming a
+    day its month does not have (the calendar's); finished_at earlier than started_at; two results with the same
+    suite, name, parameters and metric; host_health's steal_fraction and busy_fraction adding up to more than 1.
+    """
+
+    # _consistent's first rule, as the schema states it: both times with a UTC offset, or neither.
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, json_schema_extra={"allOf": [
+        {"if": {"properties": {"started_at": {"pattern": _OFFSET_AT_END}}},
+         "then": {"properties": {"finished_at": {"pattern": _OFFSET_AT_END}}},
+         "else": {"properties": {"finished_at": {"not": {"pattern": _OFFSET_AT_END}}}}},
+    ]})
+
     format_version: Literal[1]
     run_id: str = Field(pattern=r"^[A-Za-z0-9_\-]{8,64}$")
     repository: RepositoryInfo
@@ -298,7 +389,7 @@ def _shown(text: str, limit: int = 80) -> str:
 
 def _where(data: dict[str, Any], loc: Sequence[str | int]) -> str:
     """A field path for people, naming the result (suite/name) a path inside ``results`` points into."""
-    parts = [str(part) for part in loc]
+    parts = [str(part) if len(str(part)) <= 80 else _shown(str(part))[1:-1] for part in loc]  # a long key
     results = data.get("results")
     if len(loc) >= 2 and loc[0] == "results" and isinstance(loc[1], int) and isinstance(results, list) \
             and 0 <= loc[1] < len(results) and isinstance(results[loc[1]], dict):
@@ -406,8 +497,27 @@ def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
         raise ManifestError(f"invalid manifest: {_describe(exc, data)}") from None
 
 
+class _ManifestSchema(GenerateJsonSchema):
+    """pydantic's JSON schema with the rules parse_manifest enforces on every value of a kind: no string holds a
+    control character (free text, whose fields say so with FreeText, only no NUL), and every number is finite
+    (each float field refuses NaN and the infinities; a number past the double range, 1e999, reads as one)."""
+
+    def str_schema(self, schema: core_schema.StringSchema) -> JsonSchemaValue:
+        json_schema = super().str_schema(schema)
+        json_schema["not"] = _SCHEMA_CONTROL
+        return json_schema
+
+    def float_schema(self, schema: core_schema.FloatSchema) -> JsonSchemaValue:
+        json_schema = super().float_schema(schema)
+        if "maximum" not in json_schema and "exclusiveMaximum" not in json_schema:
+            json_schema["maximum"] = sys.float_info.max
+        if "minimum" not in json_schema and "exclusiveMinimum" not in json_schema:
+            json_schema["minimum"] = -sys.float_info.max
+        return json_schema
+
+
 def manifest_json_schema() -> dict[str, Any]:
-    schema = Manifest.model_json_schema()
+    schema = Manifest.model_json_schema(schema_generator=_ManifestSchema)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = f"https://kernelwatch.dev/schemas/manifest-v{FORMAT_VERSION}.json"
     return schema
