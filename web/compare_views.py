@@ -30,7 +30,7 @@ from service.store.commit_compare import (
     measured_parent,
 )
 from web.charts.compare import ratio_figure, row_label
-from web.pages import add_filters
+from web.pages import add_filters, link_args
 
 bp = Blueprint("compare", __name__, template_folder="templates")
 
@@ -95,7 +95,7 @@ def _link(**changes: Any) -> str:
     assert request.endpoint is not None and request.view_args is not None
     path_args = request.view_args
     # An argument named like a path part (?sha=) would clash with it: the path wins.
-    args: dict[str, Any] = {k: v for k, v in request.args.items() if k not in path_args}
+    args: dict[str, Any] = link_args(request.args, drop=path_args)
     args.update(changes)
     if "page" not in changes:
         args.pop("page", None)

@@ -44,7 +44,7 @@ from service.store.drilldown import (
     op_table,
     result_header,
 )
-from web.pages import add_filters, service_stores
+from web.pages import add_filters, link_args, service_stores
 from web.units import format_ns, format_share, format_value
 
 bp = Blueprint("diff", __name__, template_folder="templates")
@@ -242,7 +242,7 @@ def _diff_page() -> str:
     return render_template(
         "diff.html", error=None, base=base, head=head, ops=ops, choices=choices, chosen=chosen, selected=selected,
         code=code, fusion_code=fusion_code, fusion_rows=fusion_rows, hlo_notes=hlo_notes, warnings=warnings,
-        full=full, args={k: v for k, v in request.args.items() if k != "full"})
+        full=full, args=link_args(request.args, drop=("full",)))
 
 
 @bp.get("/findings/<int:finding_id>/diff")

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 import logging
+from typing import NoReturn
 
 from flask import Blueprint, Response, current_app, request
 
@@ -21,6 +22,7 @@ from service.api.errors import error_body
 from service.context import Context
 from service.errors import KernelWatchError, PayloadTooLarge, Transient
 from service.pipeline.pull_requests import enqueue_failed, payload_problem, record_delivery, relevant
+from service.request_checks import unstorable
 
 log = logging.getLogger(__name__)
 bp = Blueprint("hooks", __name__, url_prefix="/hooks")
@@ -35,6 +37,17 @@ def signature_ok(secret: str, body: bytes, header: str | None) -> bool:
 
 
 _CODES = {400: "invalid_input", 401: "unauthorized", 413: "payload_too_large", 503: "unavailable"}
+# What ``relevant`` reads to decide on a delivery, before ``payload_problem`` checks it, and the type it must have when
+# present: a signed pull_request whose action was a list, or an issue_comment whose comment was, was a 500 (issue
+# 18's webhook fuzzing).
+_ROUTING_FIELDS: dict[str, tuple[tuple[str, type], ...]] = {
+    "pull_request": (("action", str), ("label", dict)),
+    "issue_comment": (("action", str), ("issue", dict), ("comment", dict)),
+}
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _error(status: int, message: str) -> Response:
@@ -60,12 +73,19 @@ def github() -> Response:
         return reply({"ok": True, "event": "ping"})
     if not event or not delivery or len(delivery) > 100:
         return _error(400, "a delivery needs X-GitHub-Event and X-GitHub-Delivery headers")
+    if unstorable(delivery):  # a NUL in the header was a 500 from the driver (issue 18's webhook fuzzing)
+        return _error(400, f"X-GitHub-Delivery {unstorable(delivery)}")
     try:
-        payload = json.loads(body)
+        # NaN and Infinity are no JSON (RFC 8259), and PostgreSQL's json type refuses them: they were a 500.
+        payload = json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError):
         return _error(400, "the body is not JSON (set the webhook's content type to application/json)")
     except RecursionError:
         return _error(400, "the body is nested too deeply to be a webhook delivery")
+    routing = _ROUTING_FIELDS.get(event, ()) if isinstance(payload, dict) else ()
+    for name, kind in routing:
+        if payload.get(name) is not None and not isinstance(payload[name], kind):
+            return _error(400, f"a {event} delivery's {name} must be {'an object' if kind is dict else 'a string'}")
     if not isinstance(payload, dict) or not relevant(event, payload, ctx.settings.github.pr_label):
         return reply({"ok": True, "ignored": f"{event} {payload.get('action', '') if isinstance(payload, dict) else ''}"
                       .strip()})

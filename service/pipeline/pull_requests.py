@@ -126,15 +126,15 @@ _REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
 }
 
 
-# What the handler stores of a delivery (when present), and the most its column holds: characters of a string, the
-# largest whole number. Within the shape, a sha of 5,000 characters, a NUL in a ref or a number past INTEGER was a
-# 500 in the embedded form (issue 18's webhook fuzzing); a string must be storable at all (no NUL, no surrogate).
-_STORED: dict[str, tuple[tuple[str, int], ...]] = {
-    "pull_request": (("pull_request.number", 2**31 - 1), ("pull_request.base.ref", 255),
-                     ("pull_request.base.sha", 40), ("pull_request.base.repo.full_name", 200),
-                     ("pull_request.base.repo.clone_url", 2000), ("pull_request.head.sha", 40),
-                     ("pull_request.head.repo.full_name", 200), ("installation.id", 2**63 - 1)),
-    "issue_comment": (("installation.id", 2**63 - 1),),
+# What the handler stores of a delivery (when present), of what type, and the most its column holds: characters of a
+# string, the largest whole number. Within the shape, a sha of 5,000 characters, a NUL in a ref, a number past
+# INTEGER or a fork's name that is a list was a 500 in the embedded form (issue 18's webhook fuzzing).
+_STORED: dict[str, tuple[tuple[str, type, int], ...]] = {
+    "pull_request": (("pull_request.number", int, 2**31 - 1), ("pull_request.base.ref", str, 255),
+                     ("pull_request.base.sha", str, 40), ("pull_request.base.repo.full_name", str, 200),
+                     ("pull_request.base.repo.clone_url", str, 2000), ("pull_request.head.sha", str, 40),
+                     ("pull_request.head.repo.full_name", str, 200), ("installation.id", int, 2**63 - 1)),
+    "issue_comment": (("installation.id", int, 2**63 - 1),),
 }
 
 
@@ -155,11 +155,15 @@ def payload_problem(event: str, payload: dict[str, Any]) -> str | None:
         # bool is an int to Python, and never a pull request's number
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             return f"a {event} delivery needs {path} ({kind.__name__})"
-    for path, most in _STORED.get(event, ()):
+    for path, kind, most in _STORED.get(event, ()):
         value = _at(payload, path)
-        if isinstance(value, str) and (unstorable(value) or len(value) > most):
-            return f"a {event} delivery's {path} {unstorable(value) or f'is over {most} characters'}"
-        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= most:
+        if kind is str and value is not None:
+            problem = ("is not a string" if not isinstance(value, str) else unstorable(value)
+                       or (f"is over {most} characters" if len(value) > most else None))
+            if problem:
+                return f"a {event} delivery's {path} {problem}"
+        # Any other installation id is no installation's (read as none): only a number past BIGINT is refused.
+        if kind is int and isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= most:
             return f"a {event} delivery's {path} must be a whole number from 0 to {most}"
     return None
 
