@@ -79,7 +79,14 @@ class Context:
         if self.pull_requests is not None:
             for delivery_id in stale(self.sessions, older_than=timedelta(0)):
                 background.enqueue_github_delivery(delivery_id)
-        return dataclasses.replace(self, queue=background)
+        notifier = self.notifier
+        if notifier is not None:
+            # A request's Slack announcements (a triage's edit) go to the thread too, delivered there by the
+            # notifier the queue's own work uses, which also sends the retries that are due.
+            inline = notifier
+            notifier = dataclasses.replace(notifier, dispatch=lambda alert_id: background.defer(
+                "slack", inline.send, [alert_id]))
+        return dataclasses.replace(self, queue=background, notifier=notifier)
 
     def follow_up_stats(self) -> dict[str, Any] | None:
         """What the embedded server's background queue has pending, done and failed; None elsewhere (Celery's

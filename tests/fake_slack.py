@@ -74,6 +74,10 @@ class FakeSlack:
     _reject: str | None = None
     _next_ts: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # While an unset Event, each request is counted in ``arrived`` and held unanswered until it is set (a slow
+    # Slack, to whoever waits on it).
+    hold: threading.Event | None = None
+    arrived: int = 0
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -182,6 +186,10 @@ class FakeSlack:
                 except json.JSONDecodeError:
                     body = {}
                 method = self.path.rstrip("/").rsplit("/", 1)[-1]
+                with fake._lock:
+                    fake.arrived += 1
+                if fake.hold is not None:
+                    fake.hold.wait(timeout=120)
                 status, answer, headers = fake._answer(method, body, self.headers.get("Authorization", ""))
                 with fake._lock:
                     fake.requests.append(Request(method=method, body=body, status=status))

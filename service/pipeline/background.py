@@ -3,10 +3,11 @@
 `kernelwatch serve` without Redis has no worker to hand work to. Before issue 18 its in-process queue ran every
 follow-up inside the request that caused it: a maximum-size run (10,000 results) was committed after about 5 s
 and answered after 195 s of detection, comparison and parsing, while a runner's upload timeout is 60 s; a webhook
-delivery ran a pull request's suites (minutes) before GitHub got its answer. ``BackgroundQueue`` takes the same
-tasks and runs them on one thread of the server, in the order they came, each through ``InProcessQueue`` (so the
-work itself is written once, as for the CLI's synchronous form). One thread, because the embedded store is a
-SQLite file with one writer at a time, and because detection of a series must see the runs before it.
+delivery ran a pull request's suites (minutes) before GitHub got its answer; a triage waited on Slack.
+``BackgroundQueue`` takes the same tasks and runs them on one thread of the server, in the order they came, each
+through ``InProcessQueue`` (so the work itself is written once, as for the CLI's synchronous form). One thread,
+because the embedded store is a SQLite file with one writer at a time, and because detection of a series must see
+the runs before it.
 
 A task that fails with ``Transient`` (the database busy, GitHub away) is tried again after 5, 10, 20, 40 and 80 s;
 other failures are logged and counted. ``stats()`` is what GET /api/v1/health reports of it. Work still queued
@@ -21,7 +22,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +39,10 @@ RETRY_DELAYS_S = (5.0, 10.0, 20.0, 40.0, 80.0)
 
 @dataclass(frozen=True)
 class _Task:
-    method: str  # the InProcessQueue method that does it
+    method: str  # the InProcessQueue method that does it, or a name for ``call``
     args: tuple[Any, ...]
     attempt: int = 0
+    call: Callable[..., Any] | None = None  # work that is not the inner queue's (``defer``)
 
 
 class BackgroundQueue:
@@ -82,6 +84,13 @@ class BackgroundQueue:
     def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
         self._put("enqueue_pr_reports", list(pull_request_ids))
 
+    def defer(self, name: str, call: Callable[..., Any], *args: Any) -> None:
+        """Other follow-up work of a request, run on the same thread after the queue's: a Slack announcement of a
+        triage, say (``Context.with_background_queue``)."""
+        with self._lock:
+            self._pending += 1
+        self._tasks.put(_Task(name, args, call=call))
+
     # -- for the server and its health ---------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -119,7 +128,7 @@ class BackgroundQueue:
     def _work(self) -> None:
         while (task := self._tasks.get()) is not None:
             try:
-                getattr(self.inner, task.method)(*task.args)
+                (task.call or getattr(self.inner, task.method))(*task.args)
             except Transient as exc:
                 if task.attempt < len(self.retry_delays_s):
                     self._retry_later(task, exc)
@@ -137,7 +146,7 @@ class BackgroundQueue:
         with self._lock:
             self._retried += 1
             self._last_error = f"{task.method}: {exc}"
-        again = _Task(task.method, task.args, task.attempt + 1)
+        again = _Task(task.method, task.args, task.attempt + 1, task.call)
         timer = threading.Timer(delay, self._tasks.put, args=(again,))
         timer.daemon = True
         timer.start()

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from service.contract import parse_manifest
 from service.detect.series_detector import EDivisiveDetector
 from service.integrations.slack import SlackClient
 from service.pipeline.alerts import group_findings, triage
+from service.pipeline.background import BackgroundQueue
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.notify import (
     FAILED,
@@ -155,6 +157,41 @@ def test_triage_through_the_api_replies_in_the_thread_and_edits_the_message(
     assert update.body["channel"] == CHANNEL_ID and update.body["ts"] == parent.ts
     assert parent.edits == 1 and "*State*\nacknowledged" in texts(parent.blocks)
     assert len(fake.top_level()) == 1 and row(sessions, alert_id).state == SENT
+
+
+def test_the_embedded_server_answers_a_triage_while_slack_is_slow(
+        sessions: sessionmaker[Session], database_url: str, fake: FakeSlack, tmp_path: Path) -> None:
+    """Issue 18 item 7: `kernelwatch serve`'s requests do not wait on follow-up work; a triage's Slack reply and
+    edit go to its background thread. Slack holds every request here: the triage is answered all the same."""
+    api = make_api(database_url, tmp_path, background=True, KERNELWATCH_SLACK_TOKEN=TOKEN,
+                   KERNELWATCH_SLACK_CHANNEL=CHANNEL, KERNELWATCH_SLACK_API_URL=fake.url, KERNELWATCH_FOLLOW_UP="none")
+    queue = api.ctx.queue
+    assert isinstance(queue, BackgroundQueue)
+    try:
+        for doc in builders.step_series_manifests([1e-3] * 6 + [2e-3] * 6, noise=0.002):
+            api.ctx.submit(doc)
+        assert queue.drain(120)
+        [parent] = fake.top_level()
+        with sessions() as s:
+            alert_id = s.scalars(select(Alert.id)).one()
+        fake.hold, before = threading.Event(), fake.arrived
+        try:
+            response = api.client.post(f"/api/v1/alerts/{alert_id}/triage", headers=api.auth("triage"),
+                                       json={"state": "acknowledged", "note": "slow Slack"})
+            assert response.status_code == 200 and response.json["state"] == "acknowledged", response.json
+            assert not fake.replies(parent.ts)  # nothing Slack was asked has been answered yet
+            deadline = time.monotonic() + 60
+            while fake.arrived == before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert fake.arrived > before  # ...and the thread did ask
+        finally:
+            fake.hold.set()
+        assert queue.drain(120)
+    finally:
+        api.ctx.close()
+    [reply] = fake.replies(parent.ts)
+    assert "set the state to *acknowledged*" in reply.blocks[0]["text"]["text"]
+    assert parent.edits == 1 and row(sessions, alert_id).state == SENT
 
 
 def test_triage_from_the_command_line_replies_in_the_thread(sessions: sessionmaker[Session], database_url: str,
