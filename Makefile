@@ -41,7 +41,7 @@ test: $(VENV)/.dev-installed browser
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
-	$(BIN)/mypy service runners web
+	$(BIN)/mypy kernelwatch service runners web
 	$(BIN)/python -m service.contract.export --check
 
 clean:

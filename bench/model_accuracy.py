@@ -172,8 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    f"intra_op_parallelism_threads={args.threads}").strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+    from kernelwatch.hardware import Calibration, host_hardware
     from runners.calibrate import calibrate
-    from service.model.hardware import Calibration, host_hardware
     from service.model.predict import Roofs
 
     started = time.perf_counter()

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from service.model.hardware import Calibration
+from kernelwatch.hardware import Calibration
 
 # A 2048² matmul is ~17 GFLOP: long enough (tens of ms on a CPU core) that timer and dispatch overhead vanish,
 # small enough for every runner. 64 MiB arrays are past any CPU's last-level cache, so the copy measures DRAM.

@@ -1,5 +1,5 @@
-"""The harness as another interpreter imports it: a copy of the ``runners`` package (and the two standard-library-only
-modules of ``service`` it reads) in a directory of its own, to put on that interpreter's PYTHONPATH.
+"""The harness as another interpreter imports it: a copy of the ``runners`` package (and of the standard-library-only
+``kernelwatch`` package it reads) in a directory of its own, to put on that interpreter's PYTHONPATH.
 
 A benchmark process may run in an environment built for the measured commit (runners/envs.py), with the
 project's own JAX and nothing of KernelWatch's. Putting KernelWatch's own import root on its path would not do:
@@ -17,19 +17,20 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import kernelwatch
 import runners
-
-# What the harness imports from outside ``runners`` (runners/pinning.py, sandbox.py and calibrate.py): modules of
-# the standard library alone. The packages above them get empty __init__ files, never the real ones.
-SERVICE_MODULES = ("errors.py", "model/hardware.py")
 
 
 def _sources() -> list[tuple[str, Path]]:
-    """(path in the copy, file) for everything the copy holds, in a stable order."""
-    package = Path(runners.__file__).resolve().parent
-    service = package.parent / "service"
-    files = [(f"runners/{p.relative_to(package).as_posix()}", p) for p in sorted(package.rglob("*.py"))]
-    return files + [(f"service/{name}", service / name) for name in SERVICE_MODULES]
+    """(path in the copy, file) for everything the copy holds, in a stable order: the ``runners`` package and the
+    ``kernelwatch`` package (the error vocabulary and the hardware table, standard library alone), the only code
+    of KernelWatch's the harness imports besides its own (tests/unit/test_import_contracts.py keeps it so)."""
+    files: list[tuple[str, Path]] = []
+    for package in (runners, kernelwatch):
+        assert package.__file__ is not None  # regular packages, never namespace ones
+        root = Path(package.__file__).resolve().parent
+        files += [(f"{root.name}/{p.relative_to(root).as_posix()}", p) for p in sorted(root.rglob("*.py"))]
+    return files
 
 
 @functools.cache
@@ -55,8 +56,6 @@ def harness_root(base: Path) -> Path:
             target = partial / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-        for package in ("service", "service/model"):
-            (partial / package / "__init__.py").touch()
         os.replace(partial, root)  # fails when another runner got there first: its copy is the same
     except OSError:
         if not root.is_dir():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from service.errors import InvalidInput
+from kernelwatch.errors import InvalidInput
 
 
 def format_cpu_list(cpus: Iterable[int]) -> str:

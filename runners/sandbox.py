@@ -26,7 +26,7 @@ import resource
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.errors import ConfigurationError
+from kernelwatch.errors import ConfigurationError
 
 MEMORY_LIMIT_SETTING = "KERNELWATCH_RUNNER_MEMORY_LIMIT_MB"
 CPU_LIMIT_SETTING = "KERNELWATCH_RUNNER_CPU_LIMIT_S"

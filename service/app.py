@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import Flask, render_template, request
 from sqlalchemy.exc import OperationalError
 
+from kernelwatch.errors import InvalidInput, KernelWatchError, NotFound
 from service.context import Context
-from service.errors import InvalidInput, KernelWatchError, NotFound
 from service.request_checks import request_problem
 from service.secret_key import home_secret_key
 from service.settings import Settings, load_settings

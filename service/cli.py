@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kernelwatch.errors import ConfigurationError, InvalidInput, KernelWatchError
 from runners.uploader import UploadError
 from service import cli_deliveries
 from service.cli_compare import CiRun, Comparison, Rendered, add_report_options
-from service.errors import ConfigurationError, InvalidInput, KernelWatchError
 from service.report.compare_table import terminal_safe, terminal_text
 from service.settings import Settings, load_settings
 
@@ -450,7 +450,7 @@ def _store_runs(settings: Settings, args: argparse.Namespace, documents: list[di
 
 
 def cmd_ingest(settings: Settings, path: Path) -> int:
-    from service.api.blueprint import MAX_MANIFEST_BYTES
+    from service.contract import MAX_MANIFEST_BYTES
 
     # The cap POST /runs has: /dev/zero or a runaway file is refused at it, not read into memory whole.
     try:
@@ -787,7 +787,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def cmd_predict(settings: Settings, args: argparse.Namespace) -> int:
     from runners.suite import SuiteNotFound, discover
-    from service.cli_predict import default_suite_root, predict_reports
+    from service.pipeline.predictions import default_suite_root, predict_reports
     from service.report.predict_text import predictions_to_text
     from service.store.family_points import stored_points
 

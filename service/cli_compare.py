@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from service.errors import InvalidInput, NotFound
+from kernelwatch.errors import InvalidInput, NotFound
 from service.report.compare_view import FAIL_ON, SORT_ORDERS, FailOn, SortOrder
 from service.settings import Settings
 

@@ -27,7 +27,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_deliveries(settings: Settings, args: argparse.Namespace, ctx: Any) -> int:
-    from service.errors import InvalidInput
+    from kernelwatch.errors import InvalidInput
     from service.pipeline.pull_requests import retry_delivery
     from service.store.deliveries import STATES, deliveries_view
 

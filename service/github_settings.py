@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from service.errors import ConfigurationError
+from kernelwatch.errors import ConfigurationError
 
 _PREFIX = "KERNELWATCH_"
 _HARDWARE = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")  # a runner queue's suffix, as the enqueue API accepts

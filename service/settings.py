@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from service.errors import ConfigurationError
+from kernelwatch.errors import ConfigurationError
 from service.github_settings import GitHubSettings, load_github_settings
 from service.tracked import TrackedBranch, TrackError, parse_track
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from celery import Celery
 
+from kernelwatch.errors import Transient
 from runners.artifacts import ArtifactStore
 from runners.uploader import HttpUploader
-from service.errors import Transient
 from service.settings import Settings, load_settings
 from service.store.deliveries import DELIVERY_ATTEMPTS, STALE_AFTER
 from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
@@ -173,7 +173,7 @@ def make_celery(settings: Settings) -> Celery:
 
             return execute(task, self.request.id, settings.home, upload_http)
 
-        from service.errors import Conflict
+        from kernelwatch.errors import Conflict
 
         ctx = _worker_context()
 

@@ -17,8 +17,8 @@ from flask import Blueprint, current_app, render_template, request, url_for
 from plotly.utils import PlotlyJSONEncoder
 from sqlalchemy.orm import Session
 
+from kernelwatch.errors import InvalidInput
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
-from service.errors import InvalidInput
 from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
 from service.report.compare_table import format_value, fraction_cell, has_fractions, median_cell

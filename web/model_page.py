@@ -1,6 +1,6 @@
 """/model: the whole suite on one hardware's roofline (stored figures only), and the `kernelwatch predict` form.
 
-The predict form runs the very functions the command does (service.cli_predict.predict_reports and the pure
+The predict form runs the very functions the command does (service.pipeline.predictions.predict_reports and the pure
 text formatter); a user's mistake there is an InvalidInput, shown on the page with status 400.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 from flask import Blueprint, render_template, request
 from plotly.utils import PlotlyJSONEncoder
 
-from service.cli_predict import CHIPS, CPU, hardware_key
-from service.errors import InvalidInput
+from kernelwatch.errors import InvalidInput
+from service.pipeline.predictions import CHIPS, CPU, hardware_key
 from service.store.model_points import HardwareChoice, hardware_choices, model_points, pick_hardware, repositories
 from web.charts.model import NO_PEAKS_NOTE, model_figure, suite_peaks
 from web.pages import service_stores
@@ -27,7 +27,7 @@ def _plotly(figure: dict[str, Any]) -> Any:
 
 def _predict(kernel: str, source: str, target: str, hardware: str | None, repository: str | None) -> str:
     from runners.suite import SuiteNotFound, discover
-    from service.cli_predict import default_suite_root, predict_reports
+    from service.pipeline.predictions import default_suite_root, predict_reports
     from service.report.predict_text import predictions_to_text
     from service.store.family_points import stored_points
 

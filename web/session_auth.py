@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 from flask import Blueprint, abort, current_app, g, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
+from kernelwatch.errors import NotFound
 from service import tokens
-from service.errors import NotFound
 from service.pipeline.tokens import authenticate, get_token
 from service.store.db import unit_of_work
 

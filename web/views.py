@@ -19,10 +19,11 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
+from kernelwatch.errors import InvalidInput, NotFound
 from service.detect.grouping import STATES
 from service.detect.static_diff import COUNT_UNITS
-from service.errors import InvalidInput, NotFound
-from service.pipeline.alerts import AlertFindingView, AlertView, alerts_page, triage
+from service.pipeline.alerts import alerts_page, triage
+from service.report.alert_views import AlertFindingView, AlertView
 from service.store.alert_context import AlertContext, alert_context, filter_choices
 from service.store.db import unit_of_work
 from service.store.queries import FindingView, recent_commits, series_view

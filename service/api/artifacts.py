@@ -10,10 +10,10 @@ import re
 
 from flask import Response, request
 
+from kernelwatch.errors import InvalidInput, NotFound, Transient
 from runners.artifacts import ArtifactError
 from service.api.auth import readable, requires
 from service.api.blueprint import bp, context, read_body, reply
-from service.errors import InvalidInput, NotFound, Transient
 
 _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}  # the store's disk, quota or file-size limit
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

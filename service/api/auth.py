@@ -13,9 +13,9 @@ from typing import Any, TypeVar, cast
 
 from flask import g, request
 
+from kernelwatch.errors import Forbidden, Unauthorized
 from service import tokens
 from service.api.blueprint import context
-from service.errors import Forbidden, Unauthorized
 from service.pipeline.tokens import TokenView, authenticate
 from service.store.db import unit_of_work
 

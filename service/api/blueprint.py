@@ -11,14 +11,13 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
+from kernelwatch.errors import InvalidInput, PayloadTooLarge
 from service.context import Context
-from service.errors import InvalidInput, PayloadTooLarge
 from service.request_checks import request_problem, unstorable
 
 API_PREFIX = "/api/v1"
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # app.config["KERNELWATCH_MAX_MANIFEST_BYTES"] overrides
 MAX_JSON_BYTES = 1024 * 1024  # the small bodies of triage, enqueue and token requests
 _WHOLE = re.compile(r"[0-9]{1,19}")  # ASCII digits only: str.isdigit() also takes "²", which int() refuses
 

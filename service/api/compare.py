@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from flask import Response, request
 
+from kernelwatch.errors import InvalidInput
 from service.api.auth import readable
 from service.api.blueprint import bp, context, int_arg, reply
 from service.api.paging import text_arg
-from service.errors import InvalidInput
 from service.pipeline.compare import MAX_RUNS_NAMED, compare_params, resolve
 from service.pipeline.compare_page import API_SORTS, DEFAULT_LIMIT, MAX_LIMIT, compare_page_for, parse_verdicts
 from service.report.compare_table import to_json

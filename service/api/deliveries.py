@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from flask import Response, request
 
+from kernelwatch.errors import InvalidInput
 from service.api.auth import requires
 from service.api.blueprint import bp, context, int_arg, reply
-from service.errors import InvalidInput
 from service.pipeline.pull_requests import retry_delivery
 from service.store.deliveries import STATES, deliveries_view, delivery_view
 

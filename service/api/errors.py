@@ -16,8 +16,7 @@ from flask import Flask, Response, request
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
-from service.api.blueprint import bp, reply
-from service.errors import (
+from kernelwatch.errors import (
     ConfigurationError,
     Conflict,
     Forbidden,
@@ -28,6 +27,7 @@ from service.errors import (
     Transient,
     Unauthorized,
 )
+from service.api.blueprint import bp, reply
 from service.store.db import cancelled_by_timeout
 
 log = logging.getLogger("kernelwatch.api")

@@ -16,8 +16,8 @@ from typing import Any
 
 from flask import request
 
+from kernelwatch.errors import InvalidInput
 from service.api.blueprint import int_arg
-from service.errors import InvalidInput
 from service.store.read_filters import ReadFilters
 
 MAX_LIMIT = 1000

@@ -10,11 +10,11 @@ from typing import Any
 from flask import Response, request
 from sqlalchemy.exc import SQLAlchemyError
 
+from kernelwatch.errors import InvalidInput, NotFound, Transient
 from service.api.auth import public, readable
 from service.api.blueprint import bp, context, reply
 from service.api.paging import cursor_arg, encode_cursor, findings_limit_arg, limit_arg, read_filters
 from service.detect.grouping import STATES
-from service.errors import InvalidInput, NotFound, Transient
 from service.pipeline.alerts import alerts_page
 from service.report.alerts_text import alerts_to_json
 from service.store.api_queries import repositories

@@ -8,10 +8,10 @@ from typing import Any
 
 from flask import Response, current_app
 
+from kernelwatch.errors import InvalidInput, NotFound, Transient
 from service.api.auth import readable, requires
-from service.api.blueprint import MAX_MANIFEST_BYTES, bp, context, json_object, read_body, reply
-from service.contract import parse_manifest
-from service.errors import InvalidInput, NotFound, Transient
+from service.api.blueprint import bp, context, json_object, read_body, reply
+from service.contract import MAX_MANIFEST_BYTES, parse_manifest
 from service.store.api_queries import run_results, run_view
 
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from flask import Response
 
+from kernelwatch.errors import InvalidInput
 from service.api.auth import caller_name, requires
 from service.api.blueprint import bp, context, json_object, reply
-from service.errors import InvalidInput
 from service.pipeline.alerts import triage
 from service.pipeline.tokens import create_token, list_tokens, revoke_token
 from service.report.alerts_text import alerts_to_json

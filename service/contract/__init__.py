@@ -2,6 +2,7 @@
 
 from service.contract.manifest import (
     FORMAT_VERSION,
+    MAX_MANIFEST_BYTES,
     ArtifactInfo,
     BenchmarkResult,
     CalibrationInfo,
@@ -17,6 +18,7 @@ from service.contract.manifest import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_MANIFEST_BYTES",
     "ArtifactInfo",
     "BenchmarkResult",
     "CalibrationInfo",

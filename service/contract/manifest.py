@@ -37,7 +37,7 @@ from pydantic import (
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from service.errors import InvalidInput
+from kernelwatch.errors import InvalidInput
 
 FORMAT_VERSION = 1
 
@@ -53,6 +53,9 @@ _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,200}$"
 # A real suite has hundreds of results; a run's results are stored in one transaction, at ~3,000 a second, so
 # this bounds one submission to seconds. More is refused up front, before any of them is validated.
 MAX_RESULTS = 10_000
+# The most a manifest document may weigh, read from a request or a file (the API's app.config
+# KERNELWATCH_MAX_MANIFEST_BYTES overrides it for a request).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 _INT32_MAX = 2**31 - 1  # commit positions and pull request numbers are 32-bit columns
 _INT64_MAX = 2**63 - 1
 # Times outside these years cannot be read back once shifted to UTC (Python's datetime stops at years 1 and 9999).

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from kernelwatch.errors import InvalidInput
 from service.detect.changepoints import ChangePointParams, CommitRuns, commit_runs, detect_many
-from service.errors import InvalidInput
 
 REQUIRED = ("series", "position", "value")
 RUN = "run"  # optional

@@ -17,10 +17,10 @@ from typing import NoReturn
 
 from flask import Blueprint, Response, current_app, request
 
+from kernelwatch.errors import KernelWatchError, PayloadTooLarge, Transient
 from service.api.blueprint import read_body, reply
 from service.api.errors import error_body
 from service.context import Context
-from service.errors import KernelWatchError, PayloadTooLarge, Transient
 from service.pipeline.pull_requests import enqueue_failed, payload_problem, record_delivery, relevant
 from service.request_checks import unstorable
 

@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from service.errors import Forbidden, InvalidInput, KernelWatchError, NotFound, Transient, Unauthorized
+from kernelwatch.errors import Forbidden, InvalidInput, KernelWatchError, NotFound, Transient, Unauthorized
 
 PAGE_LIMIT = 5000  # the API's largest page: a suite of a few thousand results comes in one request
 _TRANSIENT = frozenset({502, 503, 504})

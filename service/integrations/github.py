@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import jwt
 
-from service.errors import KernelWatchError, Transient
+from kernelwatch.errors import KernelWatchError, Transient
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
-from service.errors import InvalidInput, Transient
+from kernelwatch.errors import InvalidInput, Transient
 
 TIMEOUT_S = 10
 # How many 429s in a row one call sits out, and the longest Retry-After it waits for in-process. Past either, the

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from service.model.hardware import Hardware, dtype_key
+from kernelwatch.hardware import Hardware, dtype_key
 
 DEFAULT_DTYPE = "float32"  # JAX's default dtype: what a benchmark with no dtype parameter computes in
 DTYPE_PARAMS = ("dtype", "act_dtype")

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kernelwatch.hardware import Calibration, Hardware, hardware_for, host_hardware
 from service.model.compute_roof import compute_roof
-from service.model.hardware import Calibration, Hardware, hardware_for, host_hardware
 from service.model.roofline import Bound, roofline
 
 # The metric of the derived efficiency series (roofline time over measured time: 1.0 is on the roof). Ingest

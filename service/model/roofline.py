@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from service.model.hardware import Hardware
+from kernelwatch.hardware import Hardware
 
 Bound = Literal["compute", "memory"]
 Collective = Literal["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "reduce"]

@@ -18,6 +18,7 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kernelwatch.errors import InvalidInput, NotFound
 from service.detect.grouping import (
     STATES,
     AlertGroup,
@@ -29,7 +30,7 @@ from service.detect.grouping import (
     group,
     initial_state,
 )
-from service.errors import InvalidInput, NotFound
+from service.report.alert_views import AlertFindingView, AlertNoteView, AlertView
 from service.store.models import Alert, AlertNote, Benchmark, Commit, Finding, Repository, Series
 from service.store.queries import finding_metric_columns, label_of
 from service.store.read_filters import Page, ReadFilters, environment_ids, time_window, utc
@@ -48,46 +49,6 @@ class GroupingOutcome:
     updated: list[int] = field(default_factory=list)  # existing alerts that gained or lost findings
     deleted: list[int] = field(default_factory=list)  # emptied alerts nobody had written on
     emptied: list[int] = field(default_factory=list)  # emptied alerts kept for their notes
-
-
-@dataclass(frozen=True)
-class AlertFindingView:
-    id: int
-    series_id: int
-    benchmark: str
-    metric: str
-    unit: str
-    direction: str
-    magnitude: float
-    confidence: float
-    p_value: float | None
-    detector: str
-
-
-@dataclass(frozen=True)
-class AlertNoteView:
-    author: str
-    text: str
-    state_from: str
-    state_to: str | None
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class AlertView:
-    id: int
-    repository: str
-    commit_sha: str
-    commit_subject: str
-    previous_sha: str | None
-    previous_subject: str | None
-    state: str
-    kind: str
-    created_at: datetime
-    updated_at: datetime
-    findings: list[AlertFindingView]  # the largest changes, at most the findings_limit asked for
-    notes: list[AlertNoteView]
-    finding_count: int  # every finding of the alert (on the hardware asked for), listed or not
 
 
 def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:

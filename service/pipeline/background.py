@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from service.errors import Transient
+from kernelwatch.errors import Transient
 from service.pipeline.bisect import RunOrder
 from service.pipeline.queue import InProcessQueue
 

@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
+from kernelwatch.errors import InvalidInput, NotFound
 from service.detect.compare import (
     VERDICTS,
     BenchmarkKey,
@@ -29,7 +30,6 @@ from service.detect.compare import (
     compare,
 )
 from service.detect.types import Direction
-from service.errors import InvalidInput, NotFound
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC

@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
+from kernelwatch.errors import InvalidInput
 from service.detect.compare import VERDICTS, CompareParams, Comparison, ComparisonReport
-from service.errors import InvalidInput
 from service.pipeline.compare import CompareOutcome, ResolvedSide, compare_resolved, find_stored, stored_report
 from service.report.compare_table import SideLabel, comparison_from_json
 from service.store.models import StoredComparison, StoredComparisonRow

@@ -18,10 +18,10 @@ from sqlalchemy import insert, select, text, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
+from kernelwatch.errors import Conflict
 from service.contract import ArtifactInfo, BenchmarkResult, Manifest
 from service.contract.manifest import UNSET_IDENTITY
 from service.detect.summary import summarize_many
-from service.errors import Conflict
 from service.pipeline.identity import environment_fingerprint, manifest_digest, series_key, versioned_series_key
 from service.pipeline.result_roofline_rows import (
     ROOFLINE_COLUMNS,

@@ -31,9 +31,10 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.errors import NotFound
+from kernelwatch.errors import NotFound
 from service.integrations.slack import Posted, SlackRejected, SlackTransient
-from service.pipeline.alerts import AlertNoteView, GroupingOutcome, alerts_page
+from service.pipeline.alerts import GroupingOutcome, alerts_page
+from service.report.alert_views import AlertNoteView
 from service.report.slack_blocks import (
     FINDINGS_LISTED,
     SlackMessage,

@@ -28,8 +28,8 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import InvalidInput, KernelWatchError, NotFound, Transient
 from service.detect.compare import CompareParams, ComparisonReport
-from service.errors import InvalidInput, KernelWatchError, NotFound, Transient
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
 from service.report.compare_table import SideLabel

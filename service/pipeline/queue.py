@@ -12,9 +12,9 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import KernelWatchError, Transient
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector
-from service.errors import KernelWatchError, Transient
 from service.pipeline.bisect import FollowUpPolicy, GitCommitLister, RunOrder, advance_follow_ups, fail_job
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kernelwatch.hardware import Calibration, Hardware
 from service.contract import BenchmarkResult, EnvironmentInfo
 from service.model.compute_roof import params_dtype
-from service.model.hardware import Calibration, Hardware
 from service.model.result_roofline import (
     EFFICIENCY_METRIC,
     RooflineFigures,

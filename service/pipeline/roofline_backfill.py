@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
+from kernelwatch.hardware import Calibration
 from service.model.compute_roof import params_dtype
-from service.model.hardware import Calibration
 from service.model.result_roofline import result_figures, run_hardware
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC, roofline_columns
 from service.store.models import Benchmark, Environment, Result, Run, Series

@@ -8,9 +8,9 @@ from sqlalchemy import select
 from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import InvalidInput
 from runners.artifacts import ArtifactStore
 from service.contract import Manifest, parse_manifest
-from service.errors import InvalidInput
 from service.pipeline.ingest import IngestOutcome, ingest_manifest
 from service.pipeline.pull_requests import pull_requests_of_run
 from service.pipeline.queue import TaskQueue

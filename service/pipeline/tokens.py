@@ -10,8 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kernelwatch.errors import Conflict, InvalidInput, NotFound
 from service import tokens
-from service.errors import Conflict, InvalidInput, NotFound
 from service.store.models import ApiToken
 
 # last_used_at is for people deciding what to revoke; minute precision spares a write on every request.

@@ -27,8 +27,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import InvalidInput, Transient
 from runners.gitrepo import GitError, check_location, check_rev, run_git
-from service.errors import InvalidInput, Transient
 from service.store.models import Run
 from service.tracked import TrackedBranch, scheduled_run_kwargs, scheduled_task_id
 

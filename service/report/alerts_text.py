@@ -11,7 +11,7 @@ from service.detect.static_diff import STATIC_DETECTOR
 from service.report.compare_table import terminal_text
 
 if TYPE_CHECKING:
-    from service.pipeline.alerts import AlertView
+    from service.report.alert_views import AlertView
 
 
 def _short(sha: str | None) -> str:

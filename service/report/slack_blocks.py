@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from service.detect.static_diff import STATIC_DETECTOR
 
 if TYPE_CHECKING:
-    from service.pipeline.alerts import AlertNoteView, AlertView
+    from service.report.alert_views import AlertNoteView, AlertView
 
 MAX_BLOCKS = 50
 MAX_SECTION_TEXT = 3000

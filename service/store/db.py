@@ -12,8 +12,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import Transient
 from migrations import MIGRATIONS_DIR
-from service.errors import Transient
 
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE for a statement cancelled (by statement_timeout, here)
 

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from service.errors import Conflict, NotFound
+from kernelwatch.errors import Conflict, NotFound
 from service.store.db import unit_of_work
 from service.store.models import WebhookDelivery
 from service.store.read_filters import utc

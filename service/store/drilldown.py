@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from kernelwatch.hardware import hardware_for
 from runners.artifacts import ArtifactError, ArtifactMissing, ArtifactStore
 from runners.host_health import HEAVY_STEAL_FRACTION, heavy
 from service.model.collective_kinds import bus_factor_formula, collective_kind, collective_size_bytes
-from service.model.hardware import hardware_for
 from service.model.roofline import CostDisagreement, bus_factor, collective_bandwidth, cost_disagreements
 from service.store.hlo_text import TextLine, fusion_texts, module_lines
 from service.store.listings import ListingRow, LoopSpan, listing_from_artifact

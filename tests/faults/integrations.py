@@ -165,7 +165,7 @@ def github_500_429(plan: Plan) -> Outcome:
     """``runs`` pull requests reported as the report task does (``PullRequestHooks.report``, a Transient
     error retried after ``_github_countdown``, the task's own backoff), as a GitHub App (check runs and one
     comment each), while the fake GitHub is down for ``fault_s`` from the first check run on."""
-    from service.errors import Transient
+    from kernelwatch.errors import Transient
     from service.integrations.github import ClientFactory
     from service.pipeline.pull_requests import HookConfig, PullRequestHooks
     from service.store.models import PullRequest

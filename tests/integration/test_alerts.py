@@ -15,12 +15,12 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import InvalidInput, NotFound
 from runners.artifacts import ArtifactStore
 from service.contract import parse_manifest
 from service.detect.grouping import AlertGroup
 from service.detect.series_detector import EDivisiveDetector
 from service.detect.types import ChangePoint, Direction, SeriesPoint
-from service.errors import InvalidInput, NotFound
 from service.pipeline.alerts import (
     EMPTIED,
     REFILLED,

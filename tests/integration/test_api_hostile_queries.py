@@ -21,9 +21,9 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
+from kernelwatch.errors import ConfigurationError
 from service.app import create_app
 from service.context import Context
-from service.errors import ConfigurationError
 from service.settings import load_settings
 from service.store.db import limit_statements, make_engine, upgrade
 from tests import builders

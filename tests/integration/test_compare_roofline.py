@@ -17,9 +17,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.hardware import H200_SXM
 from service.contract.manifest import Manifest
 from service.detect.compare import CompareParams
-from service.model.hardware import H200_SXM
 from service.pipeline.compare import compare_resolved, resolve
 from service.pipeline.ingest import ingest_manifest
 from service.report.compare_formats import format_markdown

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
+from kernelwatch.errors import Transient
 from service.contract import parse_manifest
-from service.errors import Transient
 from service.integrations.github import ClientFactory
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.pull_requests import HookConfig, PullRequestHooks, record_delivery

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import InvalidInput
 from service.contract import parse_manifest
 from service.contract.manifest import MAX_RESULTS
-from service.errors import InvalidInput
 from service.store.models import (
     Artifact,
     Benchmark,

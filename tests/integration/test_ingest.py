@@ -10,10 +10,10 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import Conflict
 from runners.artifacts import ArtifactStore
 from service.contract import ManifestError, parse_manifest
 from service.detect.series_detector import EDivisiveDetector
-from service.errors import Conflict
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
@@ -139,7 +139,7 @@ def test_detection_is_idempotent(sessions: sessionmaker[Session]) -> None:
 
 
 def test_artifacts_are_linked_and_must_exist(sessions: sessionmaker[Session], tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from service.errors import InvalidInput
+    from kernelwatch.errors import InvalidInput
     from service.store.models import Artifact, ResultArtifact
 
     store = ArtifactStore(tmp_path / "artifacts")

@@ -11,9 +11,9 @@ import pytest
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.hardware import H200_SXM
 from service.app import create_app
 from service.context import Context
-from service.model.hardware import H200_SXM
 from service.settings import load_settings
 from tests import builders
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelwatch.errors import InvalidInput
 from service.cli import _run_revisions
-from service.errors import InvalidInput
 from tests.gitrepo import commit_all, git
 
 LIBRARY = '''"""fastops: a kernel library."""

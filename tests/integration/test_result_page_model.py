@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.hardware import H200_SXM
 from service.app import create_app
 from service.context import Context
-from service.model.hardware import H200_SXM
 from service.settings import load_settings
 from service.store import drilldown
 from service.store.models import Benchmark, Result, Series

@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.hardware import H200_SXM
 from service.app import create_app
 from service.context import Context
 from service.contract import parse_manifest
 from service.contract.manifest import UNSET_IDENTITY
 from service.detect.series_detector import EDivisiveDetector
-from service.model.hardware import H200_SXM
 from service.pipeline.alerts import list_alerts
 from service.pipeline.detection import detect_many
 from service.pipeline.identity import manifest_digest

@@ -16,7 +16,7 @@ from service.detect.grouping import (
     group,
     initial_state,
 )
-from service.pipeline.alerts import AlertFindingView, AlertNoteView, AlertView
+from service.report.alert_views import AlertFindingView, AlertNoteView, AlertView
 from service.report.alerts_text import alerts_to_json, alerts_to_text
 
 

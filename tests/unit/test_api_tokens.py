@@ -6,10 +6,10 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import MethodNotAllowed
 
+from kernelwatch.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge, Transient, Unauthorized
 from service import tokens
 from service.api.auth import bearer
 from service.api.errors import describe
-from service.errors import Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge, Transient, Unauthorized
 
 
 def test_a_minted_token_parses_back_and_only_its_hash_is_kept() -> None:

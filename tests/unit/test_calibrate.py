@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from kernelwatch.hardware import Calibration, host_hardware
 from runners import calibrate as calibrate_module
 from runners import child
 from runners.calibrate import calibrate, calibration_enabled, host_calibration
 from runners.session import BenchmarkProcess, ChildConfig
 from service.contract import EnvironmentInfo
-from service.model.hardware import Calibration, host_hardware
 from service.pipeline.identity import environment_fingerprint
 from tests.conftest import REPO_ROOT
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from service.errors import InvalidInput, NotFound, Transient, Unauthorized
+from kernelwatch.errors import InvalidInput, NotFound, Transient, Unauthorized
 from service.integrations.compare_api import CompareClient
 
 Answer = tuple[int, dict[str, Any]]

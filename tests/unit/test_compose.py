@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kernelwatch.errors import ConfigurationError
 from service.cli import build_parser
-from service.errors import ConfigurationError
 from service.settings import Settings, load_settings
 from tests.conftest import REPO_ROOT
 

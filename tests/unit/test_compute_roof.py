@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kernelwatch.hardware import H100_SXM, H200_SXM, TPU_V4, TPU_V5E, Calibration, Hardware, host_hardware
 from service.model.compute_roof import compute_roof, params_dtype
-from service.model.hardware import H100_SXM, H200_SXM, TPU_V4, TPU_V5E, Calibration, Hardware, host_hardware
 
 
 @pytest.mark.parametrize(("params", "dtype"), [

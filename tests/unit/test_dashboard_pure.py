@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from werkzeug.datastructures import MultiDict
 
+from kernelwatch.errors import InvalidInput
 from service.detect.compare import BenchmarkKey, Pair, Side, compare
-from service.errors import InvalidInput
 from service.pipeline.compare import CompareOutcome
 from service.pipeline.compare_page import compare_page, order_rows, parse_verdicts
 from service.report.compare_table import SideLabel

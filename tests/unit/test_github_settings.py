@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import ConfigurationError
+from kernelwatch.errors import ConfigurationError
 from service.settings import load_settings
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\\nMIIB\\n-----END RSA PRIVATE KEY-----"

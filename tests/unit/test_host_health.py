@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelwatch.errors import InvalidInput
 from runners.host_health import (
     HEAVY_STEAL_FRACTION,
     CpuCounters,
@@ -22,7 +23,6 @@ from runners.host_health import (
 )
 from runners.pinning import checked_affinity, format_cpu_list, parse_cpu_list
 from service.contract import HostHealthInfo
-from service.errors import InvalidInput
 
 # A 2-CPU Linux 6.x /proc/stat (abridged after the CPU lines): user nice system idle iowait irq softirq steal guest
 # guest_nice.

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from service.model.hardware import (
+from kernelwatch.hardware import (
     ACCELERATORS,
     H100_SXM,
     H200_SXM,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.model.hardware import H200_SXM, TPU_V5E
+from kernelwatch.hardware import H200_SXM, TPU_V5E
 from service.model.roofline import (
     bus_factor,
     collective_bandwidth,

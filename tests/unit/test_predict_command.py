@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from kernelwatch.errors import InvalidInput
 from runners.suite import BenchmarkSpec, Case, analytic_cost
-from service.cli_predict import hardware_key, parse_shape, predict_reports, resolve_shapes, stored_calibration
-from service.errors import InvalidInput
+from service.pipeline.predictions import hardware_key, parse_shape, predict_reports, resolve_shapes, stored_calibration
 from service.report.predict_text import predictions_to_text
 from service.store.family_points import StoredPoint
 from tests.golden import assert_golden

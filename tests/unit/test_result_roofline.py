@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from service.model.hardware import H200_SXM, TPU_V5E, Calibration, host_hardware
+from kernelwatch.hardware import H200_SXM, TPU_V5E, Calibration, host_hardware
 from service.model.result_roofline import efficiency_samples, result_figures, run_hardware
 
 HOST = Calibration(flops_per_s=100e9, bytes_per_s=10e9, dtype="float32")  # ridge at 10 FLOP/B

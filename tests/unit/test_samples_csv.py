@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from kernelwatch.errors import InvalidInput
 from service.detect.changepoints import ChangePointParams
 from service.detect.samples_csv import change_points_report, read_samples_csv
-from service.errors import InvalidInput
 
 
 def test_rows_of_one_commit_are_its_samples_and_columns_may_come_in_any_order() -> None:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import ConfigurationError
+from kernelwatch.errors import ConfigurationError
 from service.settings import load_settings, redact_url
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from service.pipeline.alerts import AlertFindingView, AlertNoteView, AlertView
+from service.report.alert_views import AlertFindingView, AlertNoteView, AlertView
 from service.report.slack_blocks import (
     MAX_BLOCKS,
     MAX_FALLBACK_TEXT,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from service.errors import ConfigurationError
+from kernelwatch.errors import ConfigurationError
 from service.integrations.slack import BoundedRateLimitRetryHandler
 from service.pipeline.notify import alert_url, backoff_s
 from service.settings import load_settings

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runners.suite import BenchmarkSpec, Params, analytic_cost, discover, load_suite_package
-from service.cli_predict import predict_reports
+from service.pipeline.predictions import predict_reports
 from service.report.predict_text import predictions_to_text
 from service.store.family_points import StoredPoint
 from tests.conftest import REPO_ROOT

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from service.errors import ConfigurationError, Transient
+from kernelwatch.errors import ConfigurationError, Transient
 from service.pipeline.tracking import tick
 from service.settings import load_settings
 from service.tracked import (

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from kernelwatch.errors import ConfigurationError
 from runners.artifacts import ArtifactStore
 from runners.uploader import HttpUploader, UploadConflict, UploadRejected, UploadUnavailable
-from service.errors import ConfigurationError
 from service.settings import load_settings
 from tests import builders
 

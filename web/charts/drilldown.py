@@ -10,8 +10,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from kernelwatch.hardware import hardware_for
 from service.model.compute_roof import DEFAULT_DTYPE, compute_roof
-from service.model.hardware import hardware_for
 from service.store.drilldown import OpRow, StoredRoofline
 from web.charts.series import time_scale
 from web.units import class_colour, format_seconds, format_si

@@ -1,5 +1,6 @@
-"""`kernelwatch predict`: the time of a kernel family at a new shape, from its analytic counts, the hardware's
-roofs and the efficiency measured at its nearest stored shapes (service/model/predict.py does the arithmetic).
+"""Predictions (`kernelwatch predict` and the dashboard's /model form alike): the time of a kernel family at a new
+shape, from its analytic counts, the hardware's roofs and the efficiency measured at its nearest stored shapes
+(service/model/predict.py does the arithmetic).
 
 Which benchmarks: ``--kernel`` is a suite ("attention") or one benchmark ("attention/attention_xla"); a suite
 answers for each of its benchmarks whose parameters include every one given. A parameter given for one shape
@@ -22,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.errors import InvalidInput
-from service.model.compute_roof import compute_roof, params_dtype
-from service.model.hardware import (
+from kernelwatch.errors import InvalidInput
+from kernelwatch.hardware import (
     H100_SXM,
     H200_SXM,
     TPU_V4,
@@ -36,6 +36,7 @@ from service.model.hardware import (
     hardware_for,
     host_hardware,
 )
+from service.model.compute_roof import compute_roof, params_dtype
 from service.model.predict import DEFAULT_EFFICIENCY, Measured, Roofs, Shape, predict
 from service.report.predict_text import PredictionReport
 from service.store.family_points import StoredPoint
@@ -268,4 +269,4 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
 
 def default_suite_root() -> Path:
     """The suite that ships beside the service (this checkout's kernels_under_test/)."""
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]

@@ -1,0 +1,47 @@
+"""What the alert faces show of an alert (the inbox, `kernelwatch alerts list`, the API, Slack): plain data, made
+by service/pipeline/alerts.py from stored rows and read by the formatters (alerts_text.py, slack_blocks.py). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class AlertFindingView:
+    id: int
+    series_id: int
+    benchmark: str
+    metric: str
+    unit: str
+    direction: str
+    magnitude: float
+    confidence: float
+    p_value: float | None
+    detector: str
+
+
+@dataclass(frozen=True)
+class AlertNoteView:
+    author: str
+    text: str
+    state_from: str
+    state_to: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AlertView:
+    id: int
+    repository: str
+    commit_sha: str
+    commit_subject: str
+    previous_sha: str | None
+    previous_subject: str | None
+    state: str
+    kind: str
+    created_at: datetime
+    updated_at: datetime
+    findings: list[AlertFindingView]  # the largest changes, at most the findings_limit asked for
+    notes: list[AlertNoteView]
+    finding_count: int  # every finding of the alert (on the hardware asked for), listed or not
