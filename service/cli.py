@@ -524,7 +524,7 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
     import uuid
 
     from runners.gitrepo import resolve
-    from service.tasks import RUN_SUITE_TASK, runner_queue
+    from service.task_names import RUN_SUITE_TASK, runner_queue
 
     commit = args.commit
     if Path(args.repo).expanduser().is_dir():
@@ -533,10 +533,10 @@ def cmd_submit(settings: Settings, args: argparse.Namespace) -> int:
             "samples": args.samples, "trigger": args.trigger, "branch": args.branch, "capture": not args.no_capture,
             "rounds": args.rounds}
     if settings.redis_url:
-        from service.tasks import make_celery
+        from service.celery_app import celery_app
 
-        result = make_celery(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(args.hardware),
-                                                 ignore_result=True)
+        result = celery_app(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(args.hardware),
+                                                ignore_result=True)
         print(f"queued {commit[:12]} on {runner_queue(args.hardware)} as task {result.id}")
         return EXIT_OK
     # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.

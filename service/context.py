@@ -17,8 +17,9 @@ from service.detect.types import Detector
 from service.pipeline.bisect import FollowUpPolicy
 from service.pipeline.ingest import IngestOutcome
 from service.pipeline.notify import SlackNotifier
+from service.pipeline.ports import TaskQueue
 from service.pipeline.pull_requests import HookConfig, PullRequestHooks
-from service.pipeline.queue import CeleryQueue, InProcessQueue, TaskQueue
+from service.pipeline.queue import CeleryQueue, InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.settings import Settings
 from service.store.db import make_engine, make_session_factory
@@ -47,9 +48,9 @@ class Context:
         notifier = _slack_notifier(settings, sessions)
         queue: TaskQueue
         if settings.redis_url:
-            from service.tasks import make_celery
+            from service.celery_app import celery_app
 
-            celery = make_celery(settings)
+            celery = celery_app(settings)  # a sender: the tasks are the workers' (service/tasks.py)
             queue = CeleryQueue(celery)
             if notifier is not None:
                 notifier.dispatch = _notify_task(celery)
@@ -127,7 +128,7 @@ def _slack_notifier(settings: Settings, sessions: sessionmaker[Session]) -> Slac
 
 def _notify_task(celery: Any) -> Callable[[int], None]:
     def dispatch(alert_id: int) -> None:
-        from service.tasks import NOTIFY_ALERT_TASK, NOTIFY_QUEUE
+        from service.task_names import NOTIFY_ALERT_TASK, NOTIFY_QUEUE
 
         celery.send_task(NOTIFY_ALERT_TASK, args=[alert_id], queue=NOTIFY_QUEUE, ignore_result=True)
 

@@ -16,27 +16,27 @@ from celery import Celery
 from kernelwatch.errors import Transient
 from runners.artifacts import ArtifactStore
 from runners.uploader import HttpUploader
+from service.celery_app import celery_app
 from service.settings import Settings, load_settings
 from service.store.deliveries import DELIVERY_ATTEMPTS, STALE_AFTER
-from service.tracked import RUN_TRACKED_TASK, beat_schedule, queued_mark_ttl_s
+from service.task_names import (
+    COMPARE_TASK,
+    DETECT_QUEUE,
+    DETECT_TASK,
+    FOLLOW_UP_FAILED_TASK,
+    GITHUB_DELIVERY_SWEEP_TASK,
+    GITHUB_DELIVERY_TASK,
+    NOTIFY_ALERT_TASK,
+    NOTIFY_DUE_TASK,
+    PARSE_SWEEP_TASK,
+    PARSE_TASK,
+    PR_REPORT_TASK,
+    RUN_SUITE_TASK,
+    RUN_TRACKED_TASK,
+)
+from service.tracked import queued_mark_ttl_s
 
 log = logging.getLogger(__name__)
-
-RUN_SUITE_TASK = "kernelwatch.run_suite"
-FOLLOW_UP_FAILED_TASK = "kernelwatch.follow_up_failed"
-NOTIFY_ALERT_TASK = "kernelwatch.notify_alert"
-NOTIFY_DUE_TASK = "kernelwatch.notify_due"
-PARSE_SWEEP_TASK = "kernelwatch.parse_sweep"
-NOTIFY_QUEUE = "notify"
-NOTIFY_SWEEP_S = 300.0  # how often beat looks for Slack deliveries whose retry is due (or whose task was lost)
-GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"
-GITHUB_DELIVERY_SWEEP_TASK = "kernelwatch.github_delivery_sweep"
-GITHUB_SWEEP_S = 300.0
-
-
-def runner_queue(hardware: str) -> str:
-    return f"runner.{hardware}"
-
 
 @lru_cache(maxsize=1)
 def _worker_context() -> Any:
@@ -53,34 +53,6 @@ def http_uploader(settings: Settings) -> HttpUploader:
     return HttpUploader(settings.service_url, settings.service_token, ArtifactStore(settings.artifacts_dir))
 
 
-def notify_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The beat entry of the Slack sweep, when Slack is configured. A sweep that no worker took in time is
-    replaced by the next one, so it expires after one period."""
-    if not settings.slack_enabled:
-        return {}
-    return {"slack sweep": {"task": NOTIFY_DUE_TASK, "schedule": NOTIFY_SWEEP_S,
-                            "options": {"queue": NOTIFY_QUEUE, "expires": NOTIFY_SWEEP_S}}}
-
-
-def parse_sweep_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The beat entry of the sweep that queues lost parses again (service/pipeline/parse_artifacts.overdue_parses):
-    once per visibility timeout, for runs that finished more than two of them ago (a parse still queued behind a
-    backlog is parsed twice at worst, which is idempotent)."""
-    period = float(max(5, settings.task_visibility_timeout_s))
-    return {"parse sweep": {"task": PARSE_SWEEP_TASK, "schedule": period,
-                            "options": {"queue": "ingest", "expires": period}}}
-
-
-def github_sweep_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
-    """The beat entry of the sweep that hands out again webhook deliveries whose handler was lost, when the hook
-    is on."""
-    if not settings.github.webhook_secret:
-        return {}
-    period = GITHUB_SWEEP_S
-    return {"github delivery sweep": {"task": GITHUB_DELIVERY_SWEEP_TASK, "schedule": period,
-                                      "options": {"queue": NOTIFY_QUEUE, "expires": period}}}
-
-
 def _github_countdown(exc: Exception, retries: int) -> float:
     """GitHub's own hint when it gave one (a rate limit says when it lifts), else exponential backoff."""
     hint = getattr(exc, "retry_after_s", None)
@@ -88,34 +60,13 @@ def _github_countdown(exc: Exception, retries: int) -> float:
 
 
 def make_celery(settings: Settings) -> Celery:
-    app = Celery("kernelwatch", broker=settings.redis_url, backend=settings.redis_url)
-    app.conf.update(
-        task_acks_late=True,  # a worker killed mid-task leaves the task for another worker
-        task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=1,  # a runner takes one suite at a time and leaves the rest to others
-        task_default_queue="detect",
-        broker_connection_retry_on_startup=True,
-        broker_transport_options={
-            "visibility_timeout": settings.task_visibility_timeout_s,
-            # Sweep for tasks of vanished workers a few times per visibility timeout (kombu's default is one
-            # real sweep per 100 s, far behind a short timeout).
-            "unacked_restore_interval": max(1, min(10, settings.task_visibility_timeout_s // 4)),
-            "unacked_restore_throttle": 1,
-        },
-        # Nothing reads a task's return value (outcomes are in the database): storing one per task filled Redis
-        # with a key per task for a day (bench/soak.py counted thousands).
-        task_ignore_result=True,
-        result_expires=24 * 3600,
-        task_serializer="json",
-        accept_content=["json"],
-        beat_schedule={**beat_schedule(settings.tracked, settings.track_period_s), **notify_schedule(settings),
-                       **parse_sweep_schedule(settings), **github_sweep_schedule(settings)},
-    )
+    """The worker's app: the configured app (service/celery_app.py) with every task registered on it."""
+    app = celery_app(settings)
     # Every task below is shared=False: a closure over this app and these settings. A shared task (Celery's
     # default) would be registered into every app made later in the same process, with the first app's
     # settings and broker in its closure.
 
-    @app.task(name="kernelwatch.parse_artifacts", bind=True, max_retries=5, shared=False)
+    @app.task(name=PARSE_TASK, bind=True, max_retries=5, shared=False)
     def parse_artifacts(self: Any, result_ids: list[int]) -> int:
         from service.pipeline.parse_artifacts import parse_results
         from service.store.db import unit_of_work
@@ -151,7 +102,7 @@ def make_celery(settings: Settings) -> Celery:
             if job_id is not None:
                 # The runner host may have no database: the job is ended by a worker that has one. As the
                 # in-process queue does (service/pipeline/queue.py), a run that cannot be made ends its job.
-                app.send_task(FOLLOW_UP_FAILED_TASK, queue="detect", ignore_result=True, args=[
+                app.send_task(FOLLOW_UP_FAILED_TASK, queue=DETECT_QUEUE, ignore_result=True, args=[
                     int(job_id), f"the {kwargs.get('trigger', 'follow-up')} run could not be made: {exc}"[:2000]])
             raise
 
@@ -185,7 +136,7 @@ def make_celery(settings: Settings) -> Celery:
 
         return execute(task, self.request.id, ctx.settings.home, upload)
 
-    @app.task(name="kernelwatch.detect_series", bind=True, max_retries=5, shared=False)
+    @app.task(name=DETECT_TASK, bind=True, max_retries=5, shared=False)
     def detect_series(self: Any, series_ids: list[int]) -> int:
         from service.pipeline.queue import detect_and_follow_up
 
@@ -196,7 +147,7 @@ def make_celery(settings: Settings) -> Celery:
         except Transient as exc:
             raise self.retry(exc=exc, countdown=min(60, 2 ** self.request.retries)) from exc
 
-    @app.task(name="kernelwatch.compare_runs", bind=True, max_retries=5, shared=False)
+    @app.task(name=COMPARE_TASK, bind=True, max_retries=5, shared=False)
     def compare_runs(self: Any, run_ids: list[int]) -> int:
         from service.pipeline.stored_comparisons import store_comparisons
 
@@ -280,7 +231,7 @@ def make_celery(settings: Settings) -> Celery:
             log.warning("handing out %d webhook delivery(ies) whose handler was lost again", len(lost))
         return lost
 
-    @app.task(name="kernelwatch.report_pull_request", bind=True, max_retries=8, shared=False)
+    @app.task(name=PR_REPORT_TASK, bind=True, max_retries=8, shared=False)
     def report_pull_request(self: Any, pull_request_id: int) -> str:
         """Compare a pull request's head with its merge-base and post the check and the comment."""
         ctx = _worker_context()

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-RUN_TRACKED_TASK = "kernelwatch.run_tracked"
+from service.task_names import RUN_TRACKED_TASK
+
 # The beat's ticks go to the detect queue: a tick is one `git ls-remote` (or rev-parse) and one indexed query,
 # cheap bookkeeping next to detection, and a queue of its own would need one more worker consuming it.
 TRACK_QUEUE = "detect"

@@ -106,11 +106,12 @@ def enqueue_run() -> Response:
         # runner to hand it to. `kernelwatch run` (or `kernelwatch submit`) runs it here instead.
         raise Transient("no runner queue in the embedded form: set KERNELWATCH_REDIS_URL and start a runner "
                         "(`kernelwatch worker --queues runner.HW`), or run it here with `kernelwatch run`")
+    from service.celery_app import celery_app
     from service.pipeline.queue import CeleryQueue
-    from service.tasks import RUN_SUITE_TASK, make_celery, runner_queue
+    from service.task_names import RUN_SUITE_TASK, runner_queue
 
     queue = context().queue
-    celery = queue.app if isinstance(queue, CeleryQueue) else make_celery(settings)
+    celery = queue.app if isinstance(queue, CeleryQueue) else celery_app(settings)
     task_id = str(uuid.uuid4())
     celery.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=runner_queue(hardware), task_id=task_id,
                      ignore_result=True)  # no result backend round trip: nothing reads it

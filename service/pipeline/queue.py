@@ -6,7 +6,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from kombu.exceptions import OperationalError as KombuOperationalError
 from redis.exceptions import RedisError
@@ -18,8 +18,21 @@ from service.detect.types import Detector
 from service.pipeline.bisect import FollowUpPolicy, GitCommitLister, RunOrder, advance_follow_ups, fail_job
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results
+from service.pipeline.ports import TaskQueue
 from service.pipeline.stored_comparisons import store_comparisons
 from service.store.db import unit_of_work
+from service.task_names import (
+    COMPARE_TASK,
+    DETECT_QUEUE,
+    DETECT_TASK,
+    GITHUB_DELIVERY_TASK,
+    INGEST_QUEUE,
+    NOTIFY_QUEUE,
+    PARSE_TASK,
+    PR_REPORT_TASK,
+    RUN_SUITE_TASK,
+    runner_queue,
+)
 
 if TYPE_CHECKING:
     from service.pipeline.alerts import GroupingOutcome
@@ -27,25 +40,6 @@ if TYPE_CHECKING:
     from service.pipeline.pull_requests import PullRequestHooks, SuiteRun
 
 log = logging.getLogger(__name__)
-
-
-class TaskQueue(Protocol):
-    def enqueue_detect(self, series_ids: Sequence[int]) -> None: ...
-
-    def enqueue_parse(self, result_ids: Sequence[int]) -> None: ...
-
-    def enqueue_runs(self, orders: Sequence[RunOrder]) -> None: ...
-
-    # A new run's commit compared with the measured commit before it, and stored (stored_comparisons.py).
-    def enqueue_compare(self, run_ids: Sequence[int]) -> None: ...
-
-    # The pull-request hook (service/pipeline/pull_requests.py): a stored webhook delivery to act on, the runs of
-    # a pull request's merge-base and head, and pull requests whose runs came in.
-    def enqueue_github_delivery(self, delivery_id: int) -> None: ...
-
-    def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None: ...
-
-    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None: ...
 
 
 FOLLOW_UP_JOB = "follow_up_job"
@@ -188,46 +182,37 @@ class InProcessQueue:
 class CeleryQueue:
     """Sends tasks by name, so the sender needs no import of the worker's task code; arguments are ids."""
 
-    DETECT_TASK = "kernelwatch.detect_series"
-    PARSE_TASK = "kernelwatch.parse_artifacts"
-    RUN_TASK = "kernelwatch.run_suite"
-
     def __init__(self, celery_app: Any) -> None:
         self.app = celery_app
 
     def enqueue_detect(self, series_ids: Sequence[int]) -> None:
         if series_ids:
-            self._send(self.DETECT_TASK, queue="detect", args=[list(series_ids)])
+            self._send(DETECT_TASK, queue=DETECT_QUEUE, args=[list(series_ids)])
 
     def enqueue_parse(self, result_ids: Sequence[int]) -> None:
         if result_ids:
-            self._send(self.PARSE_TASK, queue="ingest", args=[list(result_ids)])
-
-    COMPARE_TASK = "kernelwatch.compare_runs"
+            self._send(PARSE_TASK, queue=INGEST_QUEUE, args=[list(result_ids)])
 
     def enqueue_compare(self, run_ids: Sequence[int]) -> None:
         if run_ids:
-            self._send(self.COMPARE_TASK, queue="detect", args=[list(run_ids)])
+            self._send(COMPARE_TASK, queue=DETECT_QUEUE, args=[list(run_ids)])
 
     def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
         for order in orders:
             # The order's task id, which names the runs it stores (see InProcessQueue.enqueue_runs).
-            self._send(self.RUN_TASK, queue=f"runner.{order.hardware}", kwargs=run_task_kwargs(order),
+            self._send(RUN_SUITE_TASK, queue=runner_queue(order.hardware), kwargs=run_task_kwargs(order),
                        task_id=order.task_id)
 
-    GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"
-    PR_REPORT_TASK = "kernelwatch.report_pull_request"
-
     def enqueue_github_delivery(self, delivery_id: int) -> None:
-        self._send(self.GITHUB_DELIVERY_TASK, queue="notify", args=[delivery_id])
+        self._send(GITHUB_DELIVERY_TASK, queue=NOTIFY_QUEUE, args=[delivery_id])
 
     def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None:
         for run in runs:
-            self._send(self.RUN_TASK, queue=f"runner.{run.hardware}", kwargs=run.kwargs)
+            self._send(RUN_SUITE_TASK, queue=runner_queue(run.hardware), kwargs=run.kwargs)
 
     def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
         for pr_id in pull_request_ids:
-            self._send(self.PR_REPORT_TASK, queue="notify", args=[pr_id])
+            self._send(PR_REPORT_TASK, queue=NOTIFY_QUEUE, args=[pr_id])
 
     def _send(self, name: str, queue: str, **arguments: Any) -> None:
         # A broker that cannot be reached is a transient failure: the submitter is told (HTTP 503) and retries,

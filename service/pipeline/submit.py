@@ -12,8 +12,8 @@ from kernelwatch.errors import InvalidInput
 from runners.artifacts import ArtifactStore
 from service.contract import Manifest, parse_manifest
 from service.pipeline.ingest import IngestOutcome, ingest_manifest
+from service.pipeline.ports import TaskQueue
 from service.pipeline.pull_requests import pull_requests_of_run
-from service.pipeline.queue import TaskQueue
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Result, ResultArtifact
 

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelwatch.errors import InvalidInput, Transient
 from runners.gitrepo import GitError, check_location, check_rev, run_git
 from service.store.models import Run
+from service.task_names import runner_queue
 from service.tracked import TrackedBranch, scheduled_run_kwargs, scheduled_task_id
 
 GIT_TIMEOUT_S = 60
@@ -65,7 +66,7 @@ def tick(branch: TrackedBranch, resolve_tip: TipResolver, is_stored: IsStored, m
     if not marks.mark(task_id, mark_ttl_s):
         return TickOutcome(branch, sha, task_id, "already-queued")
     try:
-        send(f"runner.{branch.hardware}", task_id, scheduled_run_kwargs(branch, sha))
+        send(runner_queue(branch.hardware), task_id, scheduled_run_kwargs(branch, sha))
     except Exception as exc:
         marks.clear(task_id)  # not sent: the next tick (or this one's retry) must be free to send it
         raise Transient(f"cannot queue the scheduled run of {branch.label} at {sha[:12]}: {exc}") from exc

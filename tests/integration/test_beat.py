@@ -20,7 +20,8 @@ from runners.worker import SuiteTask, execute
 from service import tasks
 from service.settings import load_settings
 from service.store.db import upgrade
-from service.tracked import RUN_TRACKED_TASK, scheduled_task_id
+from service.task_names import RUN_TRACKED_TASK
+from service.tracked import scheduled_task_id
 from tests.conftest import fresh_redis
 from tests.gitrepo import commit_all, git, suite_repo
 from tests.processes import clean_env, start_kernelwatch

@@ -17,6 +17,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
+from service.context import Context
 from service.contract import parse_manifest
 from service.detect.series_detector import EDivisiveDetector
 from service.integrations.slack import SlackClient
@@ -34,6 +35,7 @@ from service.pipeline.notify import (
 )
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
+from service.settings import load_settings
 from service.store.db import unit_of_work
 from service.store.models import Alert, AlertNotification, BisectJob, Commit, Finding, Repository, Series
 from tests import builders
@@ -163,14 +165,20 @@ def test_the_embedded_server_answers_a_triage_while_slack_is_slow(
         sessions: sessionmaker[Session], database_url: str, fake: FakeSlack, tmp_path: Path) -> None:
     """Issue 18 item 7: `kernelwatch serve`'s requests do not wait on follow-up work; a triage's Slack reply and
     edit go to its background thread. Slack holds every request here: the triage is answered all the same."""
-    api = make_api(database_url, tmp_path, background=True, KERNELWATCH_SLACK_TOKEN=TOKEN,
-                   KERNELWATCH_SLACK_CHANNEL=CHANNEL, KERNELWATCH_SLACK_API_URL=fake.url, KERNELWATCH_FOLLOW_UP="none")
+    env = {"KERNELWATCH_SLACK_TOKEN": TOKEN, "KERNELWATCH_SLACK_CHANNEL": CHANNEL,
+           "KERNELWATCH_SLACK_API_URL": fake.url, "KERNELWATCH_FOLLOW_UP": "none"}
+    # The history and its alert first, synchronously (as `kernelwatch ingest` stores it), then the server.
+    seeding = Context.create(load_settings({"KERNELWATCH_HOME": str(tmp_path / "seed"),
+                                            "KERNELWATCH_DATABASE_URL": database_url, **env}))
+    try:
+        for doc in builders.step_series_manifests([1e-3] * 6 + [2e-3] * 6, noise=0.002):
+            seeding.submit(doc)
+    finally:
+        seeding.close()
+    api = make_api(database_url, tmp_path, background=True, **env)
     queue = api.ctx.queue
     assert isinstance(queue, BackgroundQueue)
     try:
-        for doc in builders.step_series_manifests([1e-3] * 6 + [2e-3] * 6, noise=0.002):
-            api.ctx.submit(doc)
-        assert queue.drain(120)
         [parent] = fake.top_level()
         with sessions() as s:
             alert_id = s.scalars(select(Alert.id)).one()

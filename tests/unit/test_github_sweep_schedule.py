@@ -5,15 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from service.celery_app import GITHUB_SWEEP_S, github_sweep_schedule
 from service.settings import load_settings
 from service.store.deliveries import DELIVERY_ATTEMPTS, STALE_AFTER
-from service.tasks import (
-    GITHUB_DELIVERY_SWEEP_TASK,
-    GITHUB_DELIVERY_TASK,
-    GITHUB_SWEEP_S,
-    github_sweep_schedule,
-    make_celery,
-)
+from service.task_names import GITHUB_DELIVERY_SWEEP_TASK, GITHUB_DELIVERY_TASK
+from service.tasks import make_celery
 
 
 def test_the_sweep_runs_only_with_the_hook_on(tmp_path: Path) -> None:

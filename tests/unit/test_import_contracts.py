@@ -115,6 +115,71 @@ def test_the_command_line_reaches_the_web_only_through_the_app() -> None:
     assert crossings(cli, ("web", "service.api", "service.hooks")) == []
 
 
+def import_graph(*packages: str) -> dict[str, set[str]]:
+    """Module → the modules of ``packages`` it imports (an imported name resolved to the module that holds it)."""
+    by_name = {module_name(p): p for p in sources(*packages)}
+    graph: dict[str, set[str]] = {}
+    for name, path in by_name.items():
+        edges = set()
+        for _, module in imports(path):
+            while module and module not in by_name:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                edges.add(module)
+        graph[name] = edges
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_loops_lazy_ones_included() -> None:
+    """Issue 19: service/context.py and service/tasks.py, and pipeline/queue.py and pipeline/submit.py, imported each
+    other (inside functions, which only hides a loop). The task and queue names now live in service/task_names.py,
+    the Celery app without its tasks in service/celery_app.py, the queue's port in pipeline/ports.py."""
+    assert cycles(import_graph("kernelwatch", "service", "runners", "web")) == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check can fail
+
+
 def test_the_contract_is_checked_on_something(tmp_path: Path) -> None:
     """Not vacuous: the walk reads every package, and a crossing is found where one is planted (inside a function,
     where a lazy import hides)."""

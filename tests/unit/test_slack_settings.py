@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from kernelwatch.errors import ConfigurationError
+from service.celery_app import notify_schedule
 from service.integrations.slack import BoundedRateLimitRetryHandler
 from service.pipeline.notify import alert_url, backoff_s
 from service.settings import load_settings
-from service.tasks import NOTIFY_ALERT_TASK, NOTIFY_DUE_TASK, make_celery, notify_schedule
+from service.task_names import NOTIFY_ALERT_TASK, NOTIFY_DUE_TASK
+from service.tasks import make_celery
 
 
 def settings(tmp_path: Path, **env: str):  # type: ignore[no-untyped-def]

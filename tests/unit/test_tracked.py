@@ -10,8 +10,8 @@ import pytest
 from kernelwatch.errors import ConfigurationError, Transient
 from service.pipeline.tracking import tick
 from service.settings import load_settings
+from service.task_names import RUN_TRACKED_TASK
 from service.tracked import (
-    RUN_TRACKED_TASK,
     TrackedBranch,
     TrackError,
     beat_schedule,

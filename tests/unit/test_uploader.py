@@ -267,7 +267,8 @@ def test_half_an_upload_configuration_says_what_to_set(tmp_path: Path, env: dict
 def test_a_run_suite_task_uploads_over_http_and_keeps_a_run_already_stored(
         serve: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import runners.worker
-    from service.tasks import RUN_SUITE_TASK, make_celery
+    from service.task_names import RUN_SUITE_TASK
+    from service.tasks import make_celery
 
     doc = builders.manifest(1)
     script = Script({("POST", "/api/v1/runs"): [(409, error("conflict", "other samples"))]})
