@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kernelwatch.errors import Transient
 from migrations import MIGRATIONS_DIR
 
+SQLITE_WRITE = "kernelwatch_sqlite_write"  # an execution option: this SQLite transaction writes (unit_of_work)
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE for a statement cancelled (by statement_timeout, here)
 
 
@@ -35,8 +36,12 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _sqlite_begin(conn: Any) -> None:
-            # ...and begin every transaction explicitly, so a rollback undoes everything since BEGIN.
-            conn.exec_driver_sql("BEGIN")
+            # ...and begin every transaction explicitly, so a rollback undoes everything since BEGIN. A unit of
+            # work (a write) takes the write lock at once: a deferred transaction that read, then wrote after
+            # another writer committed, failed at once with "database is locked" (its snapshot was stale; SQLite
+            # does not wait then), where an immediate one waits its turn (the busy timeout). The embedded server's
+            # background thread writes beside its requests (service/pipeline/background.py).
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(SQLITE_WRITE) else "BEGIN")
 
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
@@ -84,6 +89,8 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     """One transaction: committed when the block ends normally, rolled back entirely otherwise."""
     session = factory()
     try:
+        if session.get_bind().dialect.name == "sqlite":
+            session.connection(execution_options={SQLITE_WRITE: True})  # BEGIN IMMEDIATE (make_engine)
         yield session
         session.commit()
     except OperationalError as exc:
