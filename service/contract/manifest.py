@@ -403,10 +403,16 @@ def _where(data: dict[str, Any], loc: Sequence[str | int]) -> str:
     return ".".join(parts) or "(manifest)"
 
 
+# Problems a refusal names, at most: a list of a thousand entries each missing a field was a 45,000-character
+# message (found by the parity test's random mutations); the count of the rest is said.
+MAX_LISTED_PROBLEMS = 50
+
+
 def _describe(error: ValidationError, data: dict[str, Any]) -> str:
-    lines = []
-    for item in error.errors():
-        lines.append(f"{_where(data, item['loc'])}: {item['msg']}")
+    items = error.errors()
+    lines = [f"{_where(data, item['loc'])}: {item['msg']}" for item in items[:MAX_LISTED_PROBLEMS]]
+    if len(items) > MAX_LISTED_PROBLEMS:
+        lines.append(f"... and {len(items) - MAX_LISTED_PROBLEMS} more")
     return "; ".join(lines)
 
 
@@ -467,8 +473,9 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
     """Parse and validate a manifest from JSON text or an already-decoded object.
 
-    Raises ManifestError with every problem listed; an unsupported format_version is named as such, so a runner
-    newer than the service gets a clear answer instead of a list of unknown fields.
+    Raises ManifestError with every problem listed (the first MAX_LISTED_PROBLEMS, and how many more); an
+    unsupported format_version is named as such, so a runner newer than the service gets a clear answer instead of
+    a list of unknown fields.
     """
     if isinstance(payload, bytes | str):
         try:
