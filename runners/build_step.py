@@ -96,13 +96,14 @@ def run_build(build: Sequence[str], checkout: Path, python: Path | None, limits:
             except OSError as exc:
                 raise BuildFailed(f"the project's build could not start: {exc}") from None
             try:
-                returncode = proc.wait(timeout=timeout_s)
+                returncode: int | None = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                raise BuildFailed(f"the project's build ({shlex.join(build)}) ran past {timeout_s:.0f} s "
-                                  f"and was stopped{_tail(log_path)}") from None
+                returncode = None
             finally:
-                _kill_group(proc)  # nothing it started outlives it
+                _kill_group(proc)  # past its limit, or done: nothing it started outlives it
+        if returncode is None:
+            raise BuildFailed(f"the project's build ({shlex.join(build)}) ran past {timeout_s:.0f} s and was "
+                              f"stopped{_tail(log_path)}")
         if returncode != 0:
             how = f"exited {returncode}" if returncode > 0 else f"was killed by signal {-returncode}"
             raise BuildFailed(f"the project's build ({shlex.join(build)}) {how}{_tail(log_path)}")

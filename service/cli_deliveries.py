@@ -37,7 +37,7 @@ def cmd_deliveries(settings: Settings, args: argparse.Namespace, ctx: Any) -> in
     if not 1 <= args.limit <= 1000:
         raise InvalidInput("--limit is from 1 to 1000")
     for delivery_id in args.retry or []:
-        retry_delivery(ctx.sessions, ctx.queue, delivery_id)
+        retry_delivery(ctx.sessions, ctx.queue.enqueue_github_delivery, delivery_id)
         print(f"delivery {delivery_id} handed out again")
     with ctx.sessions() as session:
         views = deliveries_view(session, args.state or (), args.limit)

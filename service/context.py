@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from runners.artifacts import ArtifactStore
 from service.detect.series_detector import EDivisiveDetector
 from service.detect.types import Detector
+from service.pipeline.background import BackgroundQueue
 from service.pipeline.bisect import FollowUpPolicy
 from service.pipeline.ingest import IngestOutcome
 from service.pipeline.notify import SlackNotifier
@@ -73,7 +74,6 @@ class Context:
         previous server left queued are handed out again (it was their only handler)."""
         if not isinstance(self.queue, InProcessQueue):
             return self
-        from service.pipeline.background import BackgroundQueue
         from service.store.deliveries import stale
 
         background = BackgroundQueue(self.queue)
@@ -92,14 +92,10 @@ class Context:
     def follow_up_stats(self) -> dict[str, Any] | None:
         """What the embedded server's background queue has pending, done and failed; None elsewhere (Celery's
         queues are watched with Celery's tools, the CLI's queue works synchronously)."""
-        from service.pipeline.background import BackgroundQueue
-
         return self.queue.stats() if isinstance(self.queue, BackgroundQueue) else None
 
     def finish_follow_up(self, timeout_s: float) -> int:
         """Let the background queue's pending work finish for up to ``timeout_s`` and stop it; what was left."""
-        from service.pipeline.background import BackgroundQueue
-
         return self.queue.close(timeout_s) if isinstance(self.queue, BackgroundQueue) else 0
 
     def close(self) -> None:

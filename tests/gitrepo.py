@@ -38,6 +38,35 @@ def scale(n: int) -> Case:
 '''
 
 
+# A kernel library shaped like a real one (tests/integration/test_own_repository.py, test_build_step.py): its
+# chain's length is the planted slowdown.
+FASTOPS_LIBRARY = '''"""fastops: a kernel library."""
+import jax
+import jax.numpy as jnp
+
+STEPS = {steps}
+
+
+def chain(x, w):
+    return jax.lax.fori_loop(0, STEPS, lambda _, y: jnp.tanh(y @ w), x)
+'''
+
+FASTOPS_BENCHMARK = '''import jax.numpy as jnp
+import numpy as np
+
+import fastops
+from runners.suite import Case, benchmark
+
+
+@benchmark(suite="fastops", params=[{"n": 128}])
+def chain(n: int) -> Case:
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((n, n), dtype=np.float32))
+    w = jnp.asarray(rng.standard_normal((n, n), dtype=np.float32) / n)
+    return Case(fn=fastops.chain, args=(x, w))
+'''
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=T", *args],
                           check=True, capture_output=True, text=True).stdout.strip()

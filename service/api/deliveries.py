@@ -26,6 +26,6 @@ def get_deliveries() -> Response:
 @requires("admin")
 def post_delivery_retry(delivery_id: int) -> Response:
     ctx = context()
-    retry_delivery(ctx.sessions, ctx.queue, delivery_id)
+    retry_delivery(ctx.sessions, ctx.queue.enqueue_github_delivery, delivery_id)
     with ctx.sessions() as session:
         return reply({"delivery": delivery_view(session, delivery_id)}, 202)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -48,10 +48,6 @@ CHECK_NAME = "KernelWatch"
 STATUS_CONTEXT = "kernelwatch"
 # A commit status has no neutral state; a missing baseline must not block a merge.
 _STATUS_STATE = {"failure": "failure", "success": "success", "neutral": "success"}
-
-class DeliveryQueue(Protocol):
-    def enqueue_github_delivery(self, delivery_id: int) -> None: ...
-
 
 GitHubFor = Callable[[str, int | None], GitHubClient]  # (owner/name, installation id) -> a client acting for it
 
@@ -217,12 +213,13 @@ def enqueue_failed(sessions: sessionmaker[Session], delivery_id: int) -> None:
             delivery.state = "received"
 
 
-def retry_delivery(sessions: sessionmaker[Session], queue: DeliveryQueue, delivery_id: int) -> None:
-    """A dead-lettered (or never queued) delivery handed out again, with a fresh count of attempts: what
-    `kernelwatch deliveries --retry` and POST /api/v1/github/deliveries/<id>/retry do."""
+def retry_delivery(sessions: sessionmaker[Session], enqueue: Callable[[int], None], delivery_id: int) -> None:
+    """A dead-lettered (or never queued) delivery handed out again (``enqueue``: a queue's
+    ``enqueue_github_delivery``), with a fresh count of attempts: what `kernelwatch deliveries --retry` and
+    POST /api/v1/github/deliveries/<id>/retry do."""
     deliveries.requeue(sessions, delivery_id)
     try:
-        queue.enqueue_github_delivery(delivery_id)
+        enqueue(delivery_id)
     except KernelWatchError:
         enqueue_failed(sessions, delivery_id)
         raise

@@ -16,7 +16,7 @@ import pytest
 from runners.build_step import BuildFailed, command_for, parse_build, run_build
 from runners.project_file import ProjectFileError, read_project_settings
 from runners.sandbox import Limits
-from tests.gitrepo import commit_all, git
+from tests.gitrepo import FASTOPS_BENCHMARK, FASTOPS_LIBRARY, commit_all, git
 
 # The "compiled extension": a module the build writes into the package, from a template the commit holds (so each
 # commit's build makes that commit's code), plus what the build saw of its surroundings.
@@ -32,35 +32,11 @@ LIBRARY = '''"""fastops: its kernel lives in a module only the build makes."""
 from fastops._native import chain  # noqa: F401
 '''
 
-NATIVE = '''import jax
-import jax.numpy as jnp
-
-STEPS = {steps}
-
-
-def chain(x, w):
-    return jax.lax.fori_loop(0, STEPS, lambda _, y: jnp.tanh(y @ w), x)
-'''
-
-BENCHMARK = '''import jax.numpy as jnp
-import numpy as np
-
-import fastops
-from runners.suite import Case, benchmark
-
-
-@benchmark(suite="fastops", params=[{"n": 64}])
-def chain(n: int) -> Case:
-    x = jnp.ones((n, n), dtype=jnp.float32)
-    w = jnp.asarray(np.eye(n, dtype=np.float32) / 2)
-    return Case(fn=fastops.chain, args=(x, w))
-'''
-
 
 def built_library(root: Path, build: str | None) -> str:
     (root / "fastops").mkdir(parents=True)
     (root / "fastops" / "__init__.py").write_text(LIBRARY)
-    (root / "fastops" / "_native.py.in").write_text(NATIVE.format(steps=8))
+    (root / "fastops" / "_native.py.in").write_text(FASTOPS_LIBRARY.format(steps=8))
     (root / "build.py").write_text(BUILD_SCRIPT)
     (root / ".gitignore").write_text("fastops/_native.py\nbuild-facts.json\n")
     if build is not None:
@@ -68,7 +44,7 @@ def built_library(root: Path, build: str | None) -> str:
     else:
         (root / "kernelwatch.toml").write_text('benchmarks = "benchmarks"\n')
     (root / "benchmarks").mkdir()
-    (root / "benchmarks" / "chains.py").write_text(BENCHMARK)
+    (root / "benchmarks" / "chains.py").write_text(FASTOPS_BENCHMARK)
     git(root, "init", "-q", "-b", "main")
     return commit_all(root, "fastops")
 
@@ -94,7 +70,7 @@ def test_the_build_runs_sandboxed_in_the_checkout(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("KERNELWATCH_SLACK_TOKEN", "xoxb-not-for-repositories")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nor-this")
     run_build(("python", "build.py"), checkout, None, Limits(memory_mb=2048))
-    assert (checkout / "fastops" / "_native.py").read_text() == NATIVE.format(steps=8)
+    assert (checkout / "fastops" / "_native.py").read_text() == FASTOPS_LIBRARY.format(steps=8)
     facts = json.loads((checkout / "build-facts.json").read_text())
     assert facts["cwd"] == str(checkout) and facts["python"] == sys.executable
     assert not {"KERNELWATCH_SLACK_TOKEN", "AWS_SECRET_ACCESS_KEY"} & set(facts["env"]), facts["env"]

@@ -17,33 +17,7 @@ import pytest
 
 from kernelwatch.errors import InvalidInput
 from service.cli import _run_revisions
-from tests.gitrepo import commit_all, git
-
-LIBRARY = '''"""fastops: a kernel library."""
-import jax
-import jax.numpy as jnp
-
-STEPS = {steps}
-
-
-def chain(x, w):
-    return jax.lax.fori_loop(0, STEPS, lambda _, y: jnp.tanh(y @ w), x)
-'''
-
-BENCHMARK = '''import jax.numpy as jnp
-import numpy as np
-
-import fastops
-from runners.suite import Case, benchmark
-
-
-@benchmark(suite="fastops", params=[{"n": 128}])
-def chain(n: int) -> Case:
-    rng = np.random.default_rng(0)
-    x = jnp.asarray(rng.standard_normal((n, n), dtype=np.float32))
-    w = jnp.asarray(rng.standard_normal((n, n), dtype=np.float32) / n)
-    return Case(fn=fastops.chain, args=(x, w))
-'''
+from tests.gitrepo import FASTOPS_BENCHMARK, FASTOPS_LIBRARY, commit_all, git
 
 
 def library(root: Path) -> list[str]:
@@ -52,13 +26,13 @@ def library(root: Path) -> list[str]:
     (root / "pyproject.toml").write_text('[project]\nname = "fastops"\nversion = "0.1"\n'
                                          'dependencies = ["jax>=0.4.30"]\n')
     code = root / "fastops" / "__init__.py"
-    code.write_text(LIBRARY.format(steps=40))
+    code.write_text(FASTOPS_LIBRARY.format(steps=40))
     git(root, "init", "-q", "-b", "main")
     shas = [commit_all(root, "fastops")]
     for i in range(2):
         (root / "README.md").write_text(f"docs {i}\n")
         shas.append(commit_all(root, f"docs {i}"))
-    code.write_text(LIBRARY.format(steps=160))
+    code.write_text(FASTOPS_LIBRARY.format(steps=160))
     shas.append(commit_all(root, "fastops: a longer chain"))
     for i in range(2, 4):
         (root / "README.md").write_text(f"docs {i}\n")
@@ -77,7 +51,7 @@ def test_a_library_s_history_measured_with_benchmarks_kept_apart(tmp_path: Path)
     repo, bench = tmp_path / "fastops", tmp_path / "benchmarks"
     shas = library(repo)
     bench.mkdir()
-    (bench / "chains.py").write_text(BENCHMARK)  # no __init__.py: any directory of modules will do
+    (bench / "chains.py").write_text(FASTOPS_BENCHMARK)  # no __init__.py: any directory of modules will do
     env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path / "home")}
     env.pop("KERNELWATCH_DATABASE_URL", None)
     env.pop("KERNELWATCH_REDIS_URL", None)
@@ -155,7 +129,7 @@ def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) ->
     repo, bench = tmp_path / "fastops", tmp_path / "benchmarks"
     shas = library(repo)
     bench.mkdir()
-    (bench / "chains.py").write_text(BENCHMARK)
+    (bench / "chains.py").write_text(FASTOPS_BENCHMARK)
     code = repo / "fastops" / "__init__.py"
     code.write_text(code.read_text() + "\nfrom fastops import probe\n\n_chain = chain\n\n\n"
                     "def chain(x, w):\n    probe.check()\n    return _chain(x, w)\n")
@@ -188,7 +162,7 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
     repo, home = tmp_path / "fastops", tmp_path / "home"
     shas = library(repo)
     (repo / "benchmarks").mkdir()
-    (repo / "benchmarks" / "chains.py").write_text(BENCHMARK)
+    (repo / "benchmarks" / "chains.py").write_text(FASTOPS_BENCHMARK)
     (repo / "kernelwatch.toml").write_text('benchmarks = "benchmarks"\n')
     commit_all(repo, "benchmarks, applied to the whole history")
     uploaded: list[dict[str, object]] = []
@@ -232,7 +206,7 @@ def test_the_suite_as_of_a_commit_measures_any_other(tmp_path: Path) -> None:
     repo = tmp_path / "fastops"
     shas = library(repo)
     (repo / "benchmarks").mkdir()
-    (repo / "benchmarks" / "chains.py").write_text(BENCHMARK)
+    (repo / "benchmarks" / "chains.py").write_text(FASTOPS_BENCHMARK)
     commit_all(repo, "benchmarks")
     (repo / "benchmarks" / "chains.py").unlink()  # the working copy's are not the ones used
     env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path / "home")}
