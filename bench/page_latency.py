@@ -64,10 +64,12 @@ from timing import (
     time_requests,
 )
 
+from kernelwatch.vocabulary import Polarity
 from runners.artifacts import ArtifactStore
 from runners.local import RunRequest, run_commits
 from service.app import create_app
-from service.detect.types import ChangePoint, Direction, SeriesPoint
+from service.detect.types import ChangePoint, SeriesPoint
+from service.pipeline.jobs import JobEnv
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.settings import Settings
@@ -97,7 +99,7 @@ class NoChange:
     name = "bench-no-change"
     version = 1
 
-    def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
+    def detect(self, points: Sequence[SeriesPoint], polarity: Polarity) -> list[ChangePoint]:
         return []
 
 
@@ -188,7 +190,7 @@ def ensure_captured(sa_url: str, home: Path) -> list[CapturedPair]:
         with tempfile.TemporaryDirectory(prefix="kw-pages-capture-") as root:
             manifests = capture_runs(Path(root), store)
         captured_s = time.perf_counter() - started
-        queue = InProcessQueue(sessions, NoChange(), store)  # parses the artifacts as each run lands
+        queue = InProcessQueue(JobEnv(sessions, NoChange(), store))  # parses the artifacts as each run lands
         for manifest in manifests:
             submit_manifest(sessions, queue, manifest, store)
         pairs = captured_pairs(sessions, store)

@@ -48,11 +48,13 @@ sys.path.insert(0, str(ROOT))
 
 from runners.local import RunRequest, run_commits  # noqa: E402
 from service.detect.compare import (  # noqa: E402
+    ROUNDS_PER_LOOK,
     BenchmarkKey,
     CompareParams,
     Comparison,
     Pair,
     Side,
+    adaptive_looks,
     compare,
     looks_alpha,
     more_runs_would_decide,
@@ -187,7 +189,7 @@ def adaptive_verdict(base: Runs, head: Runs, order: list[int]) -> tuple[str, int
     verdict is undecided, up to ADAPTIVE[1], every look at --alpha split over the looks; the verdict and the
     rounds a side it took."""
     start, most = ADAPTIVE
-    alpha = looks_alpha(ALPHA, 1 + -(-(most - start) // 2))
+    alpha = looks_alpha(ALPHA, adaptive_looks(start, most))
     used = start
     while True:
         chosen, rest = order[:used], order[used:]
@@ -195,7 +197,7 @@ def adaptive_verdict(base: Runs, head: Runs, order: list[int]) -> tuple[str, int
         row = kernelwatch_row([base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen], held_out, alpha)
         if not more_runs_would_decide(row) or used >= most:
             return row.verdict, used
-        used = min(most, used + 2)
+        used = min(most, used + ROUNDS_PER_LOOK)
 
 
 def paired_verdict(base: list[list[float]], head: list[list[float]]) -> str:

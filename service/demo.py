@@ -18,7 +18,7 @@ from rich.progress import Progress
 import kernels_under_test
 from runners.local import RunRequest, run_at_commit
 from service.context import Context
-from service.pipeline.queue import detect_and_follow_up
+from service.pipeline.jobs import detect
 from service.store.queries import FindingView, all_findings
 
 MARKER = ".kernelwatch-demo"
@@ -217,8 +217,7 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
     # even when the configured queue hands detection to remote workers. It goes through the follow-up as every
     # detection does: a change this last pass finds again after its confirmation was cancelled (the change point
     # moved while later rounds landed) is confirmed now (in-process: before the summary), not left pending.
-    detect_and_follow_up(ctx.sessions, ctx.queue, sorted(series_ids), ctx.detector, ctx.artifacts,
-                         ctx.follow_up_policy, ctx.settings.repos_dir, ctx.notifier)
+    detect(ctx.jobs, ctx.queue, sorted(series_ids))
     shas = {sha for sha, _, _ in commits}
     with ctx.sessions() as session:
         findings = [f for f in all_findings(session) if f.commit_sha in shas]

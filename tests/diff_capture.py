@@ -16,9 +16,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.vocabulary import Polarity
 from runners.artifacts import ArtifactStore
 from runners.local import RunRequest, run_commits
-from service.detect.types import ChangePoint, Direction, SeriesPoint
+from service.detect.types import ChangePoint, SeriesPoint
+from service.pipeline.jobs import JobEnv
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from tests.gitrepo import two_commit_suite_repo
@@ -76,7 +78,7 @@ class StepAtLatest:
     name = "step-at-latest"
     version = 1
 
-    def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
+    def detect(self, points: Sequence[SeriesPoint], polarity: Polarity) -> list[ChangePoint]:
         if len(points) < 2:
             return []
         before, after = (float(np.median(p.samples)) for p in points[-2:])
@@ -88,6 +90,6 @@ class StepAtLatest:
 def store_captured(sessions: sessionmaker[Session], manifests: Sequence[dict[str, Any]],
                    artifacts: ArtifactStore) -> None:
     """Submit the manifests; detection, parsing and attribution run in-process as each one lands."""
-    queue = InProcessQueue(sessions, StepAtLatest(), artifacts)
+    queue = InProcessQueue(JobEnv(sessions, StepAtLatest(), artifacts))
     for manifest in manifests:
         submit_manifest(sessions, queue, manifest, artifacts)

@@ -20,7 +20,9 @@ from typing import Any
 from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices
+from service.detect.attribution import reconcile
+from service.detect.fusion_pairing import FusionPairing
+from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices, pair_fusion_lists
 from service.report.listing_diff import (
     CountDelta,
     ListingDiff,
@@ -155,8 +157,15 @@ def _fusions(view: HloView | None) -> dict[str, list[FusionRow]]:
     return {m.name: m.fusions for m in view.modules} if view is not None else {}
 
 
-def _fusion_named(view: HloView | None, name: str) -> FusionRow | None:
+def _fusion_named(view: HloView | None, name: str | None) -> FusionRow | None:
     return next((f for fs in _fusions(view).values() for f in fs if f.name == name), None)
+
+
+def _paired_names(pairing: FusionPairing, name: str) -> tuple[str | None, str | None]:
+    """The base's and the head's name of the fusion ``name`` means (a head name first); ``name`` on both sides
+    where it is no fusion's."""
+    pair = pairing.find(name)
+    return (pair.base_name, pair.head_name) if pair is not None else (name, name)
 
 
 def _fusion_view(name: str, base: FusionRow | None, head: FusionRow | None, full: bool) -> CodeView | None:
@@ -181,6 +190,15 @@ def _fusion_view(name: str, base: FusionRow | None, head: FusionRow | None, full
                     rows=list(diff.rows) if full else fold(diff.rows, FOLD_CONTEXT),
                     base_addresses=numbers(base), head_addresses=numbers(head), class_deltas=[],
                     mnemonic_deltas=count_deltas(opcodes_b, opcodes_h), notes=[])
+
+
+def _explained(ops: Any, base: Any, head: Any) -> dict[str, Any] | None:
+    """The op table's self-time change per call against the two results' median change, where both are times
+    per call (a time metric in seconds, the op table per call); None otherwise."""
+    if not ops.rows or not ops.per_call or base.unit != "s" or head.unit != "s" or base.metric != head.metric \
+            or base.median is None or head.median is None:
+        return None
+    return reconcile(ops.total_delta_ns, (base.median * 1e9, head.median * 1e9))
 
 
 def _choose(choices: Sequence[KernelChoice], name: str | None, isa: str | None) -> KernelChoice | None:
@@ -213,19 +231,25 @@ def _diff_page() -> str:
                    if h is None]
         if base is None or head is None:
             raise DiffQueryError(404, f"No {' and no '.join(missing)}: it may have been deleted, or the link is wrong.")
-        ops = diff_op_tables(op_table(session, base_id), op_table(session, head_id),
-                             profiled_calls(session, base_id), profiled_calls(session, head_id))
         hlo_b, hlo_h = hlo_view(session, base_id, store), hlo_view(session, head_id, store)
-        choices = kernel_choices(kernels(session, base_id), kernels(session, head_id))
+        # One pairing of the two sides' fusions, by structure, for the op table, the kernels and the HLO alike.
+        pairing = pair_fusion_lists(_fusions(hlo_b), _fusions(hlo_h))
+        ops = diff_op_tables(op_table(session, base_id), op_table(session, head_id),
+                             profiled_calls(session, base_id), profiled_calls(session, head_id), pairing)
+        choices = kernel_choices(kernels(session, base_id), kernels(session, head_id), pairing)
         chosen = _choose(choices, wanted, wanted_isa)
         code = fusion_code = None
         if chosen is not None:
+            base_name = chosen.base_name or chosen.name
             code = _kernel_view(chosen.name, chosen.isa,
-                                kernel_listing(session, base_id, chosen.name, store, isa=chosen.isa),
-                                kernel_listing(session, head_id, chosen.name, store, isa=chosen.isa), full)
+                                kernel_listing(session, base_id, base_name, store, isa=chosen.isa)
+                                if chosen.status != "added" else None,
+                                kernel_listing(session, head_id, chosen.name, store, isa=chosen.isa)
+                                if chosen.status != "removed" else None, full)
     selected = chosen.name if chosen is not None else wanted
     if selected is not None:
-        fusion_b, fusion_h = _fusion_named(hlo_b, selected), _fusion_named(hlo_h, selected)
+        name_b, name_h = _paired_names(pairing, selected)
+        fusion_b, fusion_h = _fusion_named(hlo_b, name_b), _fusion_named(hlo_h, name_h)
         fusion_code = _fusion_view(selected, fusion_b, fusion_h, full)
         if chosen is None and fusion_b is None and fusion_h is None:
             raise DiffQueryError(404, f"Neither result has a kernel or an HLO fusion named {selected!r}"
@@ -237,11 +261,13 @@ def _diff_page() -> str:
                         "regression of one benchmark.")
     if base.hardware != head.hardware:
         warnings.append(f"Different hardware: {base.hardware} vs {head.hardware}.")
-    fusion_rows = diff_fusion_lists(_fusions(hlo_b), _fusions(hlo_h))
+    fusion_rows = diff_fusion_lists(_fusions(hlo_b), _fusions(hlo_h), pairing)
+    explained = _explained(ops, base, head)
     hlo_notes = [f"{side}: {v.note}" for side, v in (("base", hlo_b), ("head", hlo_h)) if v is not None and v.note]
     return render_template(
         "diff.html", error=None, base=base, head=head, ops=ops, choices=choices, chosen=chosen, selected=selected,
         code=code, fusion_code=fusion_code, fusion_rows=fusion_rows, hlo_notes=hlo_notes, warnings=warnings,
+        explained=explained, fusion_pairing=pairing,
         full=full, args=link_args(request.args, drop=("full",)))
 
 

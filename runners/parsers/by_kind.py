@@ -46,7 +46,8 @@ def hlo_summary(data: bytes, source: str) -> Summary:
             "fusions": len(m.fusions),
             "opcodes": dict(sorted(m.opcodes.items())),
             "fusion_list": [{"name": f.name, "kind": f.kind, "instructions": f.instruction_count,
-                             "source": _location(f.source)} for f in m.fusions],
+                             "source": _location(f.source), "op_name": f.op_name, "fingerprint": f.fingerprint}
+                            for f in m.fusions],
         }
         for m in modules
     ]}

@@ -44,10 +44,10 @@ from runners.parsers.hlo_instruction import (
 __all__ = [  # what callers import from here, wherever it now lives
     "DEFAULT_MAX_BYTES", "FINGERPRINT_IGNORES", "MAX_LINE_CHARS", "MAX_LINE_STRUCTURE", "MAX_NESTING",
     "PARSER_VERSION", "Computation", "Fusion", "HloModule", "HloParseError", "Instruction", "SourceLocation",
-    "canonical_text", "parse_hlo_bytes", "parse_hlo_file", "parse_hlo_text",
+    "canonical_text", "fusion_fingerprint", "parse_hlo_bytes", "parse_hlo_file", "parse_hlo_text",
 ]
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: each fusion's structural fingerprint
 DEFAULT_MAX_BYTES = 256 << 20
 
 # Attributes that change with where the code was written, not with what was compiled.
@@ -79,6 +79,9 @@ class Fusion:
     instruction_count: int  # of the called computation itself; nested calls are not expanded
     op_name: str | None
     source: SourceLocation | None
+    # What it computes, names aside: a hash of its kind, its result shape and the canonical text of the
+    # computation it calls (nested calls included; see ``fusion_fingerprint``). Equal across a renumbering.
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,9 @@ class _ModuleBuilder:
                 resolved.append(instruction)
             computations.append(Computation(name, is_entry, name in fusion_targets, resolved, line))
         sizes = {c.name: len(c.instructions) for c in computations}
+        by_name = {c.name: c for c in computations}
         fusions = [Fusion(i.name, i.fusion_kind, i.called_computations[0], sizes[i.called_computations[0]],
-                          i.op_name, i.source)
+                          i.op_name, i.source, fusion_fingerprint(by_name, i))
                    for c in computations for i in c.instructions if i.opcode == "fusion"]
         opcodes = Counter(i.opcode for c in computations for i in c.instructions)
         module = HloModule(self.name, self.attributes, entries[0][0], computations, sum(sizes.values()),
@@ -190,9 +194,27 @@ def canonical_text(module: HloModule) -> str:
     the names of computation parameters are not.
     """
     by_name = {c.name: c for c in module.computations}
+    order = _call_order(by_name, [module.entry] + [c.name for c in module.computations])
+    return "\n".join([f"HloModule {module.attributes}"] + _canonical_lines(by_name, order))
+
+
+def fusion_fingerprint(computations: dict[str, Computation], fusion: Instruction) -> str:
+    """A fusion instruction's structural fingerprint: sha256 of its kind, its result shape and the canonical text
+    (``canonical_text``'s rules: names by order of appearance, no metadata) of the computation it calls and the
+    ones that calls. The called computation's parameters carry the operand shapes. Its own name, its operands'
+    names, its source lines and its ``backend_config`` are left out, so a fusion XLA renumbered, or whose
+    computation was renamed, keeps its fingerprint; one that computes something else does not."""
+    order = _call_order(computations, list(fusion.called_computations))
+    text = "\n".join([f"fusion kind={fusion.fusion_kind} shape={fusion.shape}"]
+                     + _canonical_lines(computations, order))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _call_order(by_name: dict[str, Computation], roots: list[str]) -> list[str]:
+    """Computation names in depth-first call order from each root in turn, each once."""
     order: list[str] = []
     seen: set[str] = set()
-    for root in [module.entry] + [c.name for c in module.computations]:
+    for root in roots:
         pending = [root]
         while pending:
             name = pending.pop()
@@ -201,8 +223,12 @@ def canonical_text(module: HloModule) -> str:
                 order.append(name)
                 callees = [n for i in by_name[name].instructions for n in i.called_computations]
                 pending.extend(reversed(callees))
+    return order
+
+
+def _canonical_lines(by_name: dict[str, Computation], order: list[str]) -> list[str]:
     computation_ids = {name: f"c{k}" for k, name in enumerate(order)}
-    lines = [f"HloModule {module.attributes}"]
+    lines: list[str] = []
     for name in order:
         computation = by_name[name]
         ids = {i.name: f"v{k}" for k, i in enumerate(computation.instructions)}
@@ -220,7 +246,7 @@ def canonical_text(module: HloModule) -> str:
             root = "ROOT " if instruction.is_root else ""
             lines.append(f"{root}{ids[instruction.name]} = {instruction.shape} "
                          f"{instruction.opcode}({arguments}){attributes}")
-    return "\n".join(lines)
+    return lines
 
 
 def parse_hlo_text(text: str, source: str = "<hlo>") -> list[HloModule]:

@@ -19,6 +19,7 @@ from flask import request
 from kernelwatch.errors import InvalidInput
 from service.api.blueprint import int_arg
 from service.store.read_filters import ReadFilters
+from service.store.times import utc
 
 MAX_LIMIT = 1000
 MAX_FINDINGS_LIMIT = 200  # findings listed per commit or alert; finding_count says how many there are
@@ -49,7 +50,7 @@ def time_arg(name: str) -> datetime | None:
         value = (datetime.combine(date.fromisoformat(raw), time(), UTC) if len(raw) == 10
                  else datetime.fromisoformat(raw))
         # In UTC here, where an offset that pushes year 1 or 9999 past datetime's range is still a 400.
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return utc(value)
     except (ValueError, OverflowError):
         raise InvalidInput(f"{name} must be an ISO-8601 date or datetime (2026-01-31, 2026-01-31T12:00:00Z) "
                            f"within years 1 to 9999, got {raw[:80]!r}") from None
@@ -83,7 +84,7 @@ def cursor_arg(shape: Sequence[type]) -> tuple[Any, ...] | None:
         for kind, value in zip(shape, values, strict=True):
             if kind is datetime and isinstance(value, str):
                 parsed = datetime.fromisoformat(value)
-                out.append(parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+                out.append(utc(parsed))
             elif kind is int and isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63:
                 out.append(value)
             else:

@@ -106,13 +106,9 @@ def enqueue_run() -> Response:
         # runner to hand it to. `kernelwatch run` (or `kernelwatch submit`) runs it here instead.
         raise Transient("no runner queue in the embedded form: set KERNELWATCH_REDIS_URL and start a runner "
                         "(`kernelwatch worker --queues runner.HW`), or run it here with `kernelwatch run`")
-    from service.celery_app import celery_app
-    from service.pipeline.queue import CeleryQueue
-    from service.task_names import RUN_SUITE_TASK, runner_queue
+    from service.pipeline.pull_requests import SuiteRun
+    from service.task_names import runner_queue
 
-    queue = context().queue
-    celery = queue.app if isinstance(queue, CeleryQueue) else celery_app(settings)
     task_id = str(uuid.uuid4())
-    celery.send_task(RUN_SUITE_TASK, kwargs=kwargs, queue=runner_queue(hardware), task_id=task_id,
-                     ignore_result=True)  # no result backend round trip: nothing reads it
+    context().queue.enqueue_suite_runs([SuiteRun(hardware, kwargs, task_id)])
     return reply({"task_id": task_id, "queue": runner_queue(hardware), "commit": kwargs["commit"]}, 202)

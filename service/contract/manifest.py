@@ -41,7 +41,10 @@ from kernelwatch.errors import InvalidInput
 
 FORMAT_VERSION = 1
 
-Direction = Literal["lower_is_better", "higher_is_better"]
+# The values of kernelwatch/vocabulary.py's Polarity, ResultStatus, RunStatus and Trigger, as Literals: a strict
+# model takes a string for a Literal, where it would want an enum member for an enum (tests/unit/test_vocabulary.py
+# holds the two to each other). A result's polarity is its "direction" in the manifest.
+Polarity = Literal["lower_is_better", "higher_is_better"]
 ResultStatus = Literal["ok", "failed"]
 RunStatus = Literal["complete", "partial", "failed"]
 # "schedule": a run of a tracked branch's tip made by `kernelwatch beat`.
@@ -265,7 +268,7 @@ class BenchmarkResult(_Strict):
     params: dict[_ParamName, _ParamText | int | float | bool] = Field(default_factory=dict, max_length=MAX_PARAMS)
     metric: str = Field(default="wall_time", pattern=_NAME_PATTERN)
     unit: str = Field(default="s", max_length=32)
-    direction: Direction = "lower_is_better"
+    direction: Polarity = "lower_is_better"
     status: ResultStatus
     message: FreeText | None = Field(default=None, max_length=20000)
     samples: list[_Figure] = Field(default_factory=list, max_length=100000)

@@ -35,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from kernelwatch.vocabulary import Polarity
 from service.detect.run_stats import (
     Method,
     RunNoise,
@@ -46,8 +47,8 @@ from service.detect.run_stats import (
     t_quantiles,
     with_p_values,
 )
-from service.detect.types import Direction
 
+# kernelwatch.vocabulary.ComparisonVerdict's values, as a Literal for the checker (tests/unit/test_vocabulary.py).
 Verdict = Literal["regression", "improvement", "unchanged", "inconclusive", "failed", "new", "missing"]
 VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "inconclusive", "failed", "new",
                                  "missing")
@@ -65,7 +66,7 @@ class BenchmarkKey:
     params: tuple[tuple[str, str], ...] = ()
     metric: str = "wall_time"
     unit: str = "s"
-    direction: Direction = "lower_is_better"
+    direction: Polarity = Polarity.LOWER_IS_BETTER  # the metric's polarity (the compare JSON's "direction")
     environment: str = ""  # both sides ran here: only like is compared with like
     # The version of the benchmark's code (runners/suite.py): an edited benchmark is another benchmark.
     benchmark_version: str = ""
@@ -322,6 +323,19 @@ def looks_alpha(alpha: float, looks: int) -> float:
     return alpha / looks
 
 
+# Rounds a commit each further look adds (`ci --max-rounds`): two, so that each commit goes first once more and
+# the ABBA balance holds (the last step may be one, when the rounds left are fewer).
+ROUNDS_PER_LOOK = 2
+
+
+def adaptive_looks(rounds: int, max_rounds: int) -> int:
+    """How many times a comparison that starts with ``rounds`` a commit and grows by ROUNDS_PER_LOOK while a
+    benchmark is undecided, up to ``max_rounds``, may be tested: the ``looks`` of looks_alpha."""
+    if rounds < 1 or max_rounds < rounds:
+        raise ValueError(f"rounds from {rounds} to {max_rounds}: give 1 <= rounds <= max_rounds")
+    return 1 + -(-(max_rounds - rounds) // ROUNDS_PER_LOOK)
+
+
 def _absent_verdict(base: SideResult | None, head: SideResult | None) -> Verdict | None:
     """The verdict of a pair that cannot be tested, or None when both sides are measured."""
     if head is None:
@@ -401,7 +415,7 @@ def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTe
     large = abs(ratio - 1) >= params.min_effect
     verdict, why = "unchanged", None
     if significant and large:
-        worse = (ratio > 1) == (key.direction == "lower_is_better")
+        worse = (ratio > 1) == (key.direction == Polarity.LOWER_IS_BETTER)
         verdict = "regression" if worse else "improvement"
     elif not significant and (low < 1 / (1 + params.equivalence) or high > 1 + params.equivalence):
         verdict = "inconclusive"

@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
 
-STATES: tuple[str, ...] = (
-    "untriaged", "acknowledged", "investigating", "invalid", "wontfix", "fixed", "improvement",
-)
-AlertKind = Literal["regression", "improvement", "mixed"]
+from kernelwatch.vocabulary import AlertKind, AlertState, ChangeKind
+
+STATES: tuple[AlertState, ...] = tuple(AlertState)
 
 
 class TriageError(ValueError):
@@ -36,7 +34,7 @@ class GroupableFinding:
     repository_id: int
     commit_id: int  # first commit of the new level
     previous_commit_id: int | None  # last commit of the old level
-    direction: str  # regression | improvement
+    direction: str  # a ChangeKind: regression | improvement
 
 
 RangeKey = tuple[int, int | None, int]  # repository, previous commit, commit
@@ -55,7 +53,7 @@ class AlertGroup:
         return (self.repository_id, self.previous_commit_id, self.commit_id)
 
     @property
-    def initial_state(self) -> str:
+    def initial_state(self) -> AlertState:
         return initial_state(self.kind)
 
 
@@ -63,16 +61,16 @@ def alert_kind(directions: Iterable[str]) -> AlertKind:
     """regression or improvement when every finding agrees, else mixed; no findings at all count as a
     regression, so that an empty alert is never quietly taken for good news."""
     seen = set(directions)
-    if seen == {"improvement"}:
-        return "improvement"
-    if seen <= {"regression"}:
-        return "regression"
-    return "mixed"
+    if seen == {ChangeKind.IMPROVEMENT}:
+        return AlertKind.IMPROVEMENT
+    if seen <= {ChangeKind.REGRESSION}:
+        return AlertKind.REGRESSION
+    return AlertKind.MIXED
 
 
-def initial_state(kind: str) -> str:
+def initial_state(kind: str) -> AlertState:
     """The state grouping gives an alert nobody has triaged: improvements need no one's attention."""
-    return "improvement" if kind == "improvement" else "untriaged"
+    return AlertState.IMPROVEMENT if kind == AlertKind.IMPROVEMENT else AlertState.UNTRIAGED
 
 
 def group(findings: Iterable[GroupableFinding]) -> list[AlertGroup]:
@@ -90,7 +88,7 @@ def group(findings: Iterable[GroupableFinding]) -> list[AlertGroup]:
                                          else g.previous_commit_id))
 
 
-def check_transition(current: str, target: str, has_note: bool) -> str | None:
+def check_transition(current: str, target: str, has_note: bool) -> AlertState | None:
     """The state to record for a triage of an alert in ``current`` to ``target``: ``target``, or None when the
     triage is a note only. Raises TriageError for an unknown state or a triage that changes nothing."""
     if target not in STATES:
@@ -99,4 +97,4 @@ def check_transition(current: str, target: str, has_note: bool) -> str | None:
         if not has_note:
             raise TriageError(f"the alert is already {current}; give a note to comment on it")
         return None
-    return target
+    return AlertState(target)

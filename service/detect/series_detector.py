@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from kernelwatch.vocabulary import ChangeKind, Polarity
 from service.detect.changepoints import ChangePointParams, commit_runs, detect_levels
-from service.detect.types import ChangePoint, Direction, SeriesPoint
+from service.detect.types import ChangePoint, SeriesPoint
 
 
 class EDivisiveDetector:
@@ -20,14 +21,15 @@ class EDivisiveDetector:
     def __init__(self, params: ChangePointParams | None = None) -> None:
         self.params = params or ChangePointParams()
 
-    def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
+    def detect(self, points: Sequence[SeriesPoint], polarity: Polarity) -> list[ChangePoint]:
         usable = [p for p in sorted(points, key=lambda p: p.position) if len(p.samples) > 0]
         if not usable:
             return []
         runs = commit_runs([p.run_medians() for p in usable])
         changes = []
         for change in detect_levels(runs.levels, self.params, runs=runs.runs, within=runs.within):
-            worse = change.after > change.before if direction == "lower_is_better" else change.after < change.before
+            worse = (change.after > change.before if polarity == Polarity.LOWER_IS_BETTER
+                     else change.after < change.before)
             changes.append(ChangePoint(
                 index=change.index,
                 commit_id=usable[change.index].commit_id,
@@ -36,7 +38,7 @@ class EDivisiveDetector:
                 after=change.after,
                 magnitude=change.magnitude,
                 noise_units=change.noise_units,
-                kind="regression" if worse else "improvement",
+                kind=ChangeKind.REGRESSION if worse else ChangeKind.IMPROVEMENT,
                 p_value=change.p_value,
             ))
         return changes

@@ -10,8 +10,11 @@ change of the code under test.
 A layer that was not captured, or whose artifacts are not parsed yet or failed to parse, is ``None`` on that
 side, and is not compared: "unknown" never reads as "everything was removed".
 
-Matching is by name: modules by module name, fusions by fusion name, kernels by (isa, symbol). XLA numbers
-fusions (``fusion.3``); an edit that renumbers them shows as one fusion removed and another added.
+Modules match by module name. Fusions are paired by structure (``service.detect.fusion_pairing``): XLA
+renumbers fusions (``fusion.3`` becomes ``fusion.7``) when the graph around them changes, and a renumbered fusion
+whose computation is the same is neither removed nor added nor changed (it is listed as ``renamed``). Kernels
+match by (isa, symbol), the base's symbol read through that pairing where it is a fusion's name (XLA CPU names a
+kernel after its fusion): a renumbered fusion's kernel is compared with its own kernel on the other side.
 
 A kernel changed only when what a finding reports of it changed: its instruction or bundle count, spills or mix.
 Where both sides have a digest of the code bytes (x86) and the digests are equal, the code is the same and it
@@ -33,6 +36,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kernelwatch.vocabulary import ChangeKind
+from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions
+
 # The detector name of static findings, as stored (Finding.detector): exact, so never in units of noise.
 STATIC_DETECTOR = "static-diff"
 
@@ -44,6 +50,9 @@ class FusionInfo:
     name: str
     kind: str | None
     instructions: int
+    fingerprint: str | None = None  # what it computes, names aside (the parser's); None: not stored
+    op_name: str | None = None
+    source: str | None = None  # "file:line"
 
 
 @dataclass(frozen=True)
@@ -105,11 +114,12 @@ def _count_deltas(before: Mapping[str, int], after: Mapping[str, int]) -> dict[s
 
 @dataclass(frozen=True)
 class FusionChange:
-    name: str
+    name: str  # the head's
     kind_before: str | None
     kind_after: str | None
     instructions_before: int
     instructions_after: int
+    base_name: str | None = None  # where the base's fusion had another name
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,7 @@ class ModuleDiff:
     fusions_added: Sequence[FusionInfo]
     fusions_removed: Sequence[FusionInfo]
     fusions_changed: Sequence[FusionChange]
+    fusions_renamed: Sequence[tuple[str, str]] = ()  # (base name, head name): the same computation renumbered
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -134,9 +145,11 @@ class ModuleDiff:
             "fusions": {
                 "added": [_fusion_dict(f) for f in self.fusions_added],
                 "removed": [_fusion_dict(f) for f in self.fusions_removed],
-                "changed": [{"name": c.name, "kind": {"before": c.kind_before, "after": c.kind_after},
+                "changed": [{"name": c.name, "base_name": c.base_name,
+                             "kind": {"before": c.kind_before, "after": c.kind_after},
                              "instructions": _change(c.instructions_before, c.instructions_after)}
                             for c in self.fusions_changed],
+                "renamed": [{"base": b, "head": h} for b, h in self.fusions_renamed],
             },
         }
 
@@ -154,11 +167,12 @@ class KernelDiff:
     after: KernelInfo | None
     mix: Mapping[str, int]  # class or slot family → after - before, non-zero only
     code_changed: bool  # what is reported of it differs (see the module docstring); True for added and removed
+    base_name: str | None = None  # the base's symbol, where its fusion was renumbered
 
     def as_dict(self) -> dict[str, Any]:
         b, a = self.before, self.after
         return {
-            "name": self.name, "isa": self.isa, "status": self.status,
+            "name": self.name, "base_name": self.base_name, "isa": self.isa, "status": self.status,
             "instructions": _change(b.instructions if b else None, a.instructions if a else None),
             "bundles": _change(b.bundles if b else None, a.bundles if a else None),
             "spills": _change(b.spills if b else None, a.spills if a else None),
@@ -192,6 +206,7 @@ class StaticDiff:
     spills_after: int
     hlo_instructions_before: int
     hlo_instructions_after: int
+    pairing: FusionPairing | None = None  # the fusions paired by structure; None unless HLO was compared
 
     @property
     def magnitude(self) -> float:
@@ -208,8 +223,8 @@ class StaticDiff:
         return self.hlo_instructions_after > self.hlo_instructions_before
 
     @property
-    def direction(self) -> Literal["regression", "improvement"]:
-        return "regression" if self.grew else "improvement"
+    def direction(self) -> ChangeKind:
+        return ChangeKind.REGRESSION if self.grew else ChangeKind.IMPROVEMENT
 
     @property
     def metric(self) -> str:
@@ -221,6 +236,7 @@ class StaticDiff:
         return MEASURE_METRICS[self.measure][1]
 
     def kernel(self, name: str, isa: str | None = None) -> KernelDiff | None:
+        """The kernel diff of a head symbol (or a removed kernel's base symbol)."""
         return next((k for k in self.kernels if k.name == name and (isa is None or k.isa == isa)), None)
 
     def summary(self) -> str:
@@ -276,6 +292,7 @@ class StaticDiff:
                        "hlo_instructions": _change(self.hlo_instructions_before, self.hlo_instructions_after)},
             "modules": [m.as_dict() for m in self.modules],
             "kernels": [k.as_dict() for k in self.kernels],
+            "fusion_pairing": self.pairing.as_dict() if self.pairing is not None else None,
         }
 
 
@@ -285,21 +302,39 @@ def _size(k: KernelInfo | None) -> int:
     return int(k.bundles if k.bundles is not None else (k.instructions or 0))
 
 
-def diff_modules(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]) -> list[ModuleDiff]:
-    """Added, removed and changed modules (by name), in name order."""
+def fusion_shapes(modules: Sequence[HloModuleInfo]) -> list[FusionShape]:
+    return [FusionShape(m.name, f.name, f.fingerprint, f.kind, f.instructions, f.op_name, f.source)
+            for m in modules for f in m.fusions]
+
+
+def pair_module_fusions(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]) -> FusionPairing:
+    """The fusions of two sides' modules paired by structure (``service.detect.fusion_pairing``)."""
+    return pair_fusions(fusion_shapes(before), fusion_shapes(after))
+
+
+def diff_modules(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo],
+                 pairing: FusionPairing | None = None) -> list[ModuleDiff]:
+    """Added, removed and changed modules (by name), in name order; fusions paired by structure."""
     old = {m.name: m for m in before}
     new = {m.name: m for m in after}
+    pairing = pairing if pairing is not None else pair_module_fusions(before, after)
     out = []
     for name in sorted(set(old) | set(new)):
         b, a = old.get(name), new.get(name)
         b_fusions = {f.name: f for f in b.fusions} if b else {}
         a_fusions = {f.name: f for f in a.fusions} if a else {}
-        added = [a_fusions[n] for n in sorted(set(a_fusions) - set(b_fusions))]
-        removed = [b_fusions[n] for n in sorted(set(b_fusions) - set(a_fusions))]
-        changed = [FusionChange(n, b_fusions[n].kind, a_fusions[n].kind, b_fusions[n].instructions,
-                                a_fusions[n].instructions)
-                   for n in sorted(set(a_fusions) & set(b_fusions))
-                   if (b_fusions[n].kind, b_fusions[n].instructions) != (a_fusions[n].kind, a_fusions[n].instructions)]
+        pairs = [p for p in pairing.pairs if p.module == name]
+        added = [a_fusions[p.head.name] for p in pairs if p.status == "added" and p.head is not None]
+        removed = [b_fusions[p.base.name] for p in pairs if p.status == "removed" and p.base is not None]
+        changed = []
+        for p in pairs:
+            if p.status != "changed" or p.base is None or p.head is None:
+                continue
+            fb, fa = b_fusions[p.base.name], a_fusions[p.head.name]
+            changed.append(FusionChange(fa.name, fb.kind, fa.kind, fb.instructions, fa.instructions,
+                                        fb.name if fb.name != fa.name else None))
+        renamed = [(p.base.name, p.head.name) for p in pairs
+                   if p.status == "renamed" and p.base is not None and p.head is not None]
         if b is None or a is None:
             status: Literal["added", "removed", "changed", "unchanged"] = "added" if b is None else "removed"
         elif b.fingerprint != a.fingerprint or added or removed or changed:
@@ -313,7 +348,8 @@ def diff_modules(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]
                               instructions_before=b.instructions if b else None,
                               instructions_after=a.instructions if a else None,
                               opcodes=_count_deltas(b.opcodes if b else {}, a.opcodes if a else {}),
-                              fusions_added=added, fusions_removed=removed, fusions_changed=changed))
+                              fusions_added=added, fusions_removed=removed, fusions_changed=changed,
+                              fusions_renamed=renamed))
     return out
 
 
@@ -322,10 +358,31 @@ def _same_code(before: KernelInfo, after: KernelInfo) -> bool:
     return before.digest is not None and before.digest == after.digest
 
 
-def _as_counted_before(before: Sequence[KernelInfo], after: Sequence[KernelInfo]) -> list[KernelInfo]:
+def _keyed_before(before: Sequence[KernelInfo], rename: Mapping[str, str] | None,
+                  after_names: set[str] | None = None) -> dict[tuple[str, str], KernelInfo]:
+    """The base's kernels keyed by (isa, head name): a symbol ``rename`` maps (a fusion paired by structure)
+    takes its head's name; another keeps its own unless a renamed kernel took it (then it stays apart)."""
+    rename = rename or {}
+    out: dict[tuple[str, str], KernelInfo] = {}
+    for k in before:
+        if k.name in rename:
+            out[(k.isa, rename[k.name])] = k
+    for k in before:
+        if k.name not in rename:
+            key = (k.isa, k.name)
+            # The head's symbol of this name belongs to another base fusion, or to a new one: not this kernel.
+            taken = key in out or k.name in set(rename.values()) or (after_names is not None
+                                                                    and k.name in after_names)
+            out[(k.isa, k.name + "\x00base") if taken else key] = k
+    return out
+
+
+def _as_counted_before(before: Sequence[KernelInfo], after: Sequence[KernelInfo],
+                       rename: Mapping[str, str] | None = None,
+                       unpaired: set[str] | None = None) -> list[KernelInfo]:
     """``after`` with each kernel whose bytes are those of its ``before`` counted as ``before`` counted them, so
     that the totals, like the kernel list, move only with the code."""
-    old = {(k.isa, k.name): k for k in before}
+    old = _keyed_before(before, rename, unpaired)
     out = []
     for k in after:
         b = old.get((k.isa, k.name))
@@ -333,22 +390,36 @@ def _as_counted_before(before: Sequence[KernelInfo], after: Sequence[KernelInfo]
     return out
 
 
-def diff_kernels(before: Sequence[KernelInfo], after: Sequence[KernelInfo]) -> list[KernelDiff]:
-    """Added, removed and changed kernels (by isa and name), in (isa, name) order."""
-    old = {(k.isa, k.name): k for k in before}
+def diff_kernels(before: Sequence[KernelInfo], after: Sequence[KernelInfo],
+                 rename: Mapping[str, str] | None = None, unpaired: set[str] | None = None) -> list[KernelDiff]:
+    """Added, removed and changed kernels (by isa and head name), in (isa, name) order. ``rename``: base symbol
+    → head symbol of the fusions paired under another name; ``unpaired``: head symbols of fusions new in the head
+    (a base kernel of that name is another computation, so the two are removed and added, not compared)."""
+    old = _keyed_before(before, rename, unpaired)
     new = {(k.isa, k.name): k for k in after}
     out = []
     for key in sorted(set(old) | set(new)):
         b, a = old.get(key), new.get(key)
+        name = key[1].removesuffix("\x00base")
+        base_name = b.name if b is not None and b.name != name else None
         mix = _count_deltas(b.mix if b else {}, a.mix if a else {})
         if b is None or a is None:
-            out.append(KernelDiff(key[1], key[0], "added" if b is None else "removed", b, a, mix, True))
+            out.append(KernelDiff(name, key[0], "added" if b is None else "removed", b, a, mix, True, base_name))
             continue
         if _same_code(b, a):
             continue
         if (b.instructions, b.bundles, b.spills) != (a.instructions, a.bundles, a.spills) or mix:
-            out.append(KernelDiff(key[1], key[0], "changed", b, a, mix, True))
+            out.append(KernelDiff(name, key[0], "changed", b, a, mix, True, base_name))
     return out
+
+
+def kernel_rename(pairing: FusionPairing | None) -> tuple[dict[str, str], set[str]]:
+    """From a fusion pairing: base symbol → head symbol where they differ, and the head symbols of new fusions."""
+    if pairing is None:
+        return {}, set()
+    rename = {b: h for b, h in pairing.base_to_head().items() if b != h}
+    added = {p.head.name for p in pairing.pairs if p.status == "added" and p.head is not None}
+    return rename, added
 
 
 def _totals(kernels: Sequence[KernelInfo]) -> tuple[int, int, int, bool]:
@@ -360,9 +431,11 @@ def diff_static(before: StaticRecords, after: StaticRecords) -> StaticDiff:
     """The exact difference of two results' static records; layers unknown on either side are not compared."""
     compared_hlo = before.modules is not None and after.modules is not None
     compared_kernels = before.kernels is not None and after.kernels is not None
-    after_kernels = _as_counted_before(before.kernels or (), after.kernels or ())
-    modules = diff_modules(before.modules or (), after.modules or ()) if compared_hlo else []
-    kernels = diff_kernels(before.kernels or (), after_kernels) if compared_kernels else []
+    pairing = pair_module_fusions(before.modules or (), after.modules or ()) if compared_hlo else None
+    rename, unpaired = kernel_rename(pairing)
+    after_kernels = _as_counted_before(before.kernels or (), after.kernels or (), rename, unpaired)
+    modules = diff_modules(before.modules or (), after.modules or (), pairing) if compared_hlo else []
+    kernels = diff_kernels(before.kernels or (), after_kernels, rename, unpaired) if compared_kernels else []
     hlo_b = sum(m.instructions for m in before.modules or ()) if compared_hlo else 0
     hlo_a = sum(m.instructions for m in after.modules or ()) if compared_hlo else 0
     measure: Measure = "none"
@@ -380,4 +453,4 @@ def diff_static(before: StaticRecords, after: StaticRecords) -> StaticDiff:
     return StaticDiff(changed=bool(modules or kernels), compared_hlo=compared_hlo, compared_kernels=compared_kernels,
                       modules=modules, kernels=kernels, measure=measure, value_before=value_b, value_after=value_a,
                       spills_before=spills_b, spills_after=spills_a, hlo_instructions_before=hlo_b,
-                      hlo_instructions_after=hlo_a)
+                      hlo_instructions_after=hlo_a, pairing=pairing)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
+from kernelwatch.vocabulary import ChangeKind, Polarity
 from service.detect.run_stats import run_medians
-
-Direction = Literal["lower_is_better", "higher_is_better"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class ChangePoint:
     after: float
     magnitude: float  # after / before - 1
     noise_units: float  # the step in units of the series' own commit-to-commit noise
-    kind: Literal["regression", "improvement"]
+    kind: ChangeKind  # worse or better, for the series' polarity
     p_value: float | None = None  # None where the detector has no test behind its verdict
 
 
@@ -47,4 +46,4 @@ class Detector(Protocol):
     name: str
     version: int
 
-    def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]: ...
+    def detect(self, points: Sequence[SeriesPoint], polarity: Polarity) -> list[ChangePoint]: ...

@@ -17,19 +17,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
+from kernelwatch.vocabulary import ChangeKind
 from runners.artifacts import ArtifactStore
 from service.detect.attribution import (
     ATTRIBUTION_SCHEMA,
     DEFAULT_PARAMS,
     AttributionParams,
-    Direction,
     Side,
     attribute,
 )
-from service.pipeline.result_records import CommitRecords, DisassemblyLoader, load_commit_records
+from service.pipeline.result_records import TIME_METRICS, CommitRecords, DisassemblyLoader, load_commit_records
 from service.store.models import Finding, Series
 
 
@@ -45,6 +44,18 @@ def _basis(finding: Finding, before: CommitRecords | None, after: CommitRecords 
 
     return {"previous_commit_id": finding.previous_commit_id, "commit_id": finding.commit_id,
             "before": side(before), "after": side(after), "disassembly": disassembly}
+
+
+_SECONDS_NS = {"s": 1e9, "ms": 1e6, "us": 1e3, "µs": 1e3, "ns": 1.0}
+
+
+def _time_per_call_ns(finding: Finding, series: Series) -> tuple[float, float] | None:
+    """The finding's level before and after, in ns per benchmark call, where it measures a time (a static
+    finding counts code; a bandwidth series is no time); what the op table's deltas are reconciled with."""
+    scale = _SECONDS_NS.get(series.unit)
+    if finding.metric is not None or series.metric not in TIME_METRICS or scale is None:
+        return None
+    return finding.value_before * scale, finding.value_after * scale
 
 
 def attribute_finding(session: Session, finding: Finding, artifacts: ArtifactStore | None = None, *,
@@ -69,11 +80,11 @@ def attribute_finding(session: Session, finding: Finding, artifacts: ArtifactSto
     if artifacts is not None:
         loader = DisassemblyLoader(session, artifacts, {"before": before.static_result_id if before else None,
                                                         "after": after.static_result_id if after else None})
-    direction: Direction | None = ("regression" if finding.direction == "regression" else
-                                   "improvement" if finding.direction == "improvement" else None)
+    direction = next((kind for kind in ChangeKind if kind == finding.direction), None)
     value = attribute(Side(before.ops, before.static) if before else Side(),
                       Side(after.ops, after.static) if after else Side(),
-                      direction=direction, disassembly=loader, params=params, static_first=finding.kind == "static")
+                      direction=direction, disassembly=loader, params=params, static_first=finding.kind == "static",
+                      wall_ns_per_call=_time_per_call_ns(finding, series))
     value["basis"] = basis
     if value == stored:
         return False
@@ -92,16 +103,3 @@ def attribute_findings(session: Session, finding_ids: Sequence[int], artifacts: 
     session.flush()
     return changed
 
-
-def findings_of_series(session: Session, series_ids: Sequence[int], commit_ids: Sequence[int] | None = None,
-                       exclude_detector: str | None = None) -> list[int]:
-    """Ids of the findings on these series (touching these commits, as commit or previous commit, if given)."""
-    if not series_ids:
-        return []
-    query = select(Finding.id).where(Finding.series_id.in_(list(series_ids)))
-    if commit_ids is not None:
-        query = query.where(or_(Finding.commit_id.in_(list(commit_ids)),
-                                Finding.previous_commit_id.in_(list(commit_ids))))
-    if exclude_detector is not None:
-        query = query.where(Finding.detector != exclude_detector)
-    return list(session.scalars(query.order_by(Finding.id)))

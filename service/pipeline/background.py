@@ -5,7 +5,7 @@ follow-up inside the request that caused it: a maximum-size run (10,000 results)
 and answered after 195 s of detection, comparison and parsing, while a runner's upload timeout is 60 s; a webhook
 delivery ran a pull request's suites (minutes) before GitHub got its answer; a triage waited on Slack.
 ``BackgroundQueue`` takes the same tasks and runs them on one thread of the server, in the order they came, each
-through ``InProcessQueue`` (so the work itself is written once, as for the CLI's synchronous form). One thread,
+through ``InProcessQueue`` (so the work itself is the job table's, as for the CLI's synchronous form). One thread,
 because the embedded store is a SQLite file with one writer at a time, and because detection of a series must see
 the runs before it.
 
@@ -24,14 +24,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernelwatch.errors import Transient
-from service.pipeline.bisect import RunOrder
-from service.pipeline.queue import InProcessQueue
-
-if TYPE_CHECKING:
-    from service.pipeline.pull_requests import SuiteRun
+from service.pipeline.jobs import Call
+from service.pipeline.queue import InProcessQueue, JobQueue
 
 log = logging.getLogger(__name__)
 RETRY_DELAYS_S = (5.0, 10.0, 20.0, 40.0, 80.0)
@@ -39,14 +36,14 @@ RETRY_DELAYS_S = (5.0, 10.0, 20.0, 40.0, 80.0)
 
 @dataclass(frozen=True)
 class _Task:
-    method: str  # the InProcessQueue method that does it, or a name for ``call``
-    args: tuple[Any, ...]
+    name: str  # the job's, or the name given to ``defer``
+    call: Callable[[], Any]
     attempt: int = 0
-    call: Callable[..., Any] | None = None  # work that is not the inner queue's (``defer``)
 
 
-class BackgroundQueue:
-    """A ``TaskQueue`` whose tasks run on one background thread, through ``inner``."""
+class BackgroundQueue(JobQueue):
+    """A ``TaskQueue`` whose jobs run on one background thread, each through ``inner`` (whose queue the job's own
+    follow-ups go to: they run inside it, as in the CLI's synchronous form)."""
 
     def __init__(self, inner: InProcessQueue, retry_delays_s: Sequence[float] = RETRY_DELAYS_S) -> None:
         self.inner = inner
@@ -61,35 +58,13 @@ class BackgroundQueue:
         self._thread = threading.Thread(target=self._work, name="kernelwatch-follow-up", daemon=True)
         self._thread.start()
 
-    # -- TaskQueue --------------------------------------------------------------------------------------------------
-
-    def enqueue_detect(self, series_ids: Sequence[int]) -> None:
-        self._put("enqueue_detect", list(series_ids))
-
-    def enqueue_parse(self, result_ids: Sequence[int]) -> None:
-        self._put("enqueue_parse", list(result_ids))
-
-    def enqueue_runs(self, orders: Sequence[RunOrder]) -> None:
-        self._put("enqueue_runs", list(orders))
-
-    def enqueue_compare(self, run_ids: Sequence[int]) -> None:
-        self._put("enqueue_compare", list(run_ids))
-
-    def enqueue_github_delivery(self, delivery_id: int) -> None:
-        self._put("enqueue_github_delivery", delivery_id)
-
-    def enqueue_suite_runs(self, runs: Sequence[SuiteRun]) -> None:
-        self._put("enqueue_suite_runs", list(runs))
-
-    def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
-        self._put("enqueue_pr_reports", list(pull_request_ids))
+    def submit(self, job_call: Call) -> None:
+        self._put(_Task(job_call.job.name, lambda: self.inner.submit(job_call)))
 
     def defer(self, name: str, call: Callable[..., Any], *args: Any) -> None:
         """Other follow-up work of a request, run on the same thread after the queue's: a Slack announcement of a
         triage, say (``Context.with_background_queue``)."""
-        with self._lock:
-            self._pending += 1
-        self._tasks.put(_Task(name, args, call=call))
+        self._put(_Task(name, lambda: call(*args)))
 
     # -- for the server and its health ---------------------------------------------------------------------------
 
@@ -118,35 +93,33 @@ class BackgroundQueue:
 
     # -- the thread -----------------------------------------------------------------------------------------------
 
-    def _put(self, method: str, *args: Any) -> None:
-        if len(args) == 1 and isinstance(args[0], list) and not args[0]:
-            return  # nothing to do: the inner queue would return at once
+    def _put(self, task: _Task) -> None:
         with self._lock:
             self._pending += 1
-        self._tasks.put(_Task(method, args))
+        self._tasks.put(task)
 
     def _work(self) -> None:
         while (task := self._tasks.get()) is not None:
             try:
-                (task.call or getattr(self.inner, task.method))(*task.args)
+                task.call()
             except Transient as exc:
                 if task.attempt < len(self.retry_delays_s):
                     self._retry_later(task, exc)
                     continue
-                self._finish(failed=f"{task.method} gave up after {task.attempt + 1} attempts: {exc}")
+                self._finish(failed=f"{task.name} gave up after {task.attempt + 1} attempts: {exc}")
             except Exception as exc:  # noqa: BLE001 - one task's failure must not stop the tasks after it
-                log.exception("follow-up task %s failed", task.method)
-                self._finish(failed=f"{task.method}: {type(exc).__name__}: {exc}")
+                log.exception("follow-up task %s failed", task.name)
+                self._finish(failed=f"{task.name}: {type(exc).__name__}: {exc}")
             else:
                 self._finish()
 
     def _retry_later(self, task: _Task, exc: Exception) -> None:
         delay = self.retry_delays_s[task.attempt]
-        log.warning("follow-up task %s failed (%s); trying again in %.0f s", task.method, exc, delay)
+        log.warning("follow-up task %s failed (%s); trying again in %.0f s", task.name, exc, delay)
         with self._lock:
             self._retried += 1
-            self._last_error = f"{task.method}: {exc}"
-        again = _Task(task.method, task.args, task.attempt + 1, task.call)
+            self._last_error = f"{task.name}: {exc}"
+        again = _Task(task.name, task.call, task.attempt + 1)
         timer = threading.Timer(delay, self._tasks.put, args=(again,))
         timer.daemon = True
         timer.start()

@@ -20,13 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from kernelwatch.vocabulary import JobState
 from runners.gitrepo import GitError, ensure_repository, first_parent_range
 from service.detect.confirmation import ConfirmParams, decide, next_to_measure
-from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
+from service.store import bisect_jobs as stored
+from service.store.models import BisectJob, Commit, Finding, Series
 from service.store.run_noise import run_noise
+from service.store.runs import run_ids_at
 
 OPEN_STATES = ("pending", "running")
 # A job the follow-up stopped because its change point moved or went: no verdict on that change, so a change
@@ -90,13 +92,6 @@ def _params_filter(params: dict[str, object]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
-def _samples_per_run(session: Session, series_id: int, commit_id: int) -> int:
-    """The most samples one run at this commit took of the series (0: none measured it)."""
-    rows = session.scalars(select(Result.samples).join(Run, Run.id == Result.run_id)
-                           .where(Result.series_id == series_id, Run.commit_id == commit_id, Result.status == "ok"))
-    return max((len(samples or ()) for samples in rows), default=0)
-
-
 def confirm_task_id(job_id: int, round_index: int) -> str:
     """The task id of a confirmation's round: no dashes (the runner strips them to make run ids, and appends
     "-c1" and "-r..." after one), unique per job and round, the same again for a redelivered task."""
@@ -109,8 +104,7 @@ def _job_runs(session: Session, series_id: int, job: BisectJob, rounds: int,
     those runs measured (one list per run: the run is the unit of replication). A run that landed without a
     measurement of the series (its benchmark failed) counts as landed: it is not on its way any more."""
     tasks = {confirm_task_id(job.id, r) for r in range(rounds)}
-    runs = session.execute(select(Run.id, Run.run_uid, Run.commit_id).where(
-        Run.trigger == CONFIRM, Run.commit_id.in_(list(commit_ids)))).all()
+    runs = stored.runs_at(session, CONFIRM, commit_ids)
     # Only this job's runs: those of a cancelled confirmation of the same commits, or of another change that
     # shares one of them, were neither asked for nor interleaved with this job's other side.
     mine = {run_id: (uid.split("-", 1)[0], commit_id) for run_id, uid, commit_id in runs
@@ -120,9 +114,7 @@ def _job_runs(session: Session, series_id: int, job: BisectJob, rounds: int,
         landed[commit_id].add(task)
     samples: dict[int, list[list[float]]] = defaultdict(list)
     if mine:
-        for run_id, values in session.execute(select(Result.run_id, Result.samples).where(
-                Result.run_id.in_(list(mine)), Result.series_id == series_id, Result.status == "ok")
-                .order_by(Result.run_id)):
+        for run_id, values in stored.ok_samples(session, list(mine), series_id):
             if values:
                 samples[mine[run_id][1]].append([float(v) for v in values])
     return {c: (len(landed[c]), samples[c]) for c in commit_ids}
@@ -138,13 +130,11 @@ def _order(job: BisectJob, series: Series, shas: list[str], trigger: str, sample
 
 
 def _open_job(session: Session, series_id: int, purpose: str) -> BisectJob | None:
-    return session.scalars(select(BisectJob).where(BisectJob.series_id == series_id, BisectJob.purpose == purpose,
-                                                   BisectJob.state.in_(OPEN_STATES))
-                           .order_by(BisectJob.id.desc())).first()
+    return stored.open_job(session, series_id, purpose, OPEN_STATES)
 
 
 def _finish(job: BisectJob, state: str, message: str, culprit: str | None = None) -> None:
-    job.state, job.message, job.updated_at = state, message, datetime.now(UTC)
+    job.state, job.message, job.updated_at = JobState(state), message, datetime.now(UTC)
     if culprit is not None:
         job.culprit_sha = culprit
 
@@ -157,9 +147,7 @@ def advance_follow_ups(session: Session, series_ids: Sequence[int], lister: Comm
         series = session.get(Series, series_id)
         if series is None:
             continue
-        findings = session.scalars(select(Finding).where(
-            Finding.series_id == series_id, Finding.kind == "time", Finding.direction == "regression",
-            Finding.previous_commit_id.is_not(None))).all()
+        findings = stored.followed_findings(session, series_id)
         # One change per series is followed at a time: the newest, which is what a person will ask about first.
         target = max(findings, key=lambda f: session.get(Commit, f.commit_id).position, default=None)  # type: ignore[union-attr]
         orders += _advance_series(session, series, target, lister, policy)
@@ -181,7 +169,7 @@ def _advance_series(session: Session, series: Series, finding: Finding | None, l
     assert good is not None and bad is not None
     # As many samples as one run at the head took, within reason: not the head's samples pooled over its runs,
     # which grew with every confirmation round landed there.
-    samples = min(MAX_FOLLOW_UP_SAMPLES, max(10, _samples_per_run(session, series.id, bad.id)))
+    samples = min(MAX_FOLLOW_UP_SAMPLES, max(10, stored.samples_per_run(session, series.id, bad.id)))
     if policy.bisect:
         between = lister.between(series.repository.url, good.sha, bad.sha)
         if between or bisect_job is not None:
@@ -236,9 +224,7 @@ def _confirm_step(session: Session, series: Series, finding: Finding, good: Comm
     now = datetime.now(UTC)
     # A cancelled confirmation of this same change gave no verdict: a change point that went and came back (a
     # finding detection re-created, under the same id or another) is confirmed anew.
-    done = session.scalars(select(BisectJob).where(
-        BisectJob.series_id == series.id, BisectJob.purpose == CONFIRM, BisectJob.good_commit_sha == good.sha,
-        BisectJob.bad_commit_sha == bad.sha, BisectJob.state.not_in((*OPEN_STATES, CANCELLED)))).first()
+    done = stored.job_of_change(session, series.id, CONFIRM, good.sha, bad.sha, (*OPEN_STATES, CANCELLED))
     if done is not None:
         return None  # this exact change was already confirmed or refuted
     if job is not None and (job.good_commit_sha, job.bad_commit_sha) != (good.sha, bad.sha):
@@ -260,7 +246,7 @@ def _confirm_step(session: Session, series: Series, finding: Finding, good: Comm
     expect_increase = finding.value_after > finding.value_before
     # The spread between runs from the series' other replicated commits: the two compared commits' own runs
     # (this job's and any other) are what is being tested, not history.
-    compared = session.scalars(select(Run.id).where(Run.commit_id.in_((good.id, bad.id)))).all()
+    compared = run_ids_at(session, (good.id, bad.id))
     noise = run_noise(session, [series.id], [series.environment_id], compared).get(series.id)
     decision = decide(base, head, expect_increase, requested, noise, policy.confirm_params)
     if decision.verdict == "undecided":

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import String, cast, select
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import InvalidInput, NotFound
+from kernelwatch.vocabulary import Polarity
 from service.detect.compare import (
     VERDICTS,
     BenchmarkKey,
@@ -29,24 +29,16 @@ from service.detect.compare import (
     Side,
     compare,
 )
-from service.detect.types import Direction
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
 from service.report.compare_table import SideLabel, comparison_from_json, geomeans_from_json, params_from_json
-from service.store.models import (
-    Benchmark,
-    Commit,
-    Environment,
-    Repository,
-    Result,
-    Run,
-    Series,
-    StoredComparison,
-    StoredComparisonRow,
-)
+from service.store import comparisons as stored_comparisons
+from service.store.commits import commit_of, commits_with_prefix, repository_named
+from service.store.models import Commit, Environment, Repository, StoredComparison
 from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise
+from service.store.runs import run_named, runs_named, runs_of_commit
 
 MIN_PREFIX = 4
 MAX_RUNS_NAMED = 64  # run ids one reference may list
@@ -73,14 +65,14 @@ class CompareOutcome:
 def _repository(session: Session, name: str | None) -> Repository | None:
     if name is None:
         return None
-    repository = session.scalars(select(Repository).filter_by(name=name)).first()
+    repository = repository_named(session, name)
     if repository is None:
         raise NotFound(f"no repository named {name!r}")
     return repository
 
 
 def side_for_commit(session: Session, ref: str, commit: Commit, repository_name: str) -> ResolvedSide:
-    runs = session.scalars(select(Run).where(Run.commit_id == commit.id).order_by(Run.started_at, Run.id)).all()
+    runs = runs_of_commit(session, commit.id)
     if not runs:
         raise NotFound(f"commit {commit.sha[:12]} of {repository_name} has no runs")
     return ResolvedSide(
@@ -116,7 +108,7 @@ def resolve(session: Session, ref: str, repository_name: str | None = None,
         if sha is None:
             raise NotFound(f"no run, commit or git ref matches {ref!r} in repository {repository.name} "
                            f"({repository.url})") from None
-    commit = session.scalars(select(Commit).filter_by(repository_id=repository.id, sha=sha.lower())).first()
+    commit = commit_of(session, repository.id, sha.lower())
     if commit is None:
         raise NotFound(f"{ref!r} is commit {sha[:12]} of {repository.name}, which has no stored runs")
     return side_for_commit(session, ref, commit, repository.name)
@@ -125,7 +117,7 @@ def resolve(session: Session, ref: str, repository_name: str | None = None,
 def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
     """Exactly these runs, all of one commit (a `kernelwatch ci` side: the runs it just made, one per
     environment), labelled with the commit's sha."""
-    runs = session.scalars(select(Run).where(Run.run_uid.in_(list(run_uids))).order_by(Run.started_at, Run.id)).all()
+    runs = runs_named(session, run_uids)
     if len(runs) != len(set(run_uids)):
         found = {r.run_uid for r in runs}
         raise NotFound(f"no run {', '.join(sorted(set(run_uids) - found))}")
@@ -142,7 +134,7 @@ def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
 
 
 def _resolve_stored(session: Session, ref: str, repository: Repository | None) -> ResolvedSide:
-    run = session.scalars(select(Run).filter_by(run_uid=ref)).first()
+    run = run_named(session, ref)
     if run is not None:
         commit = session.get(Commit, run.commit_id)
         owner = session.get(Repository, commit.repository_id) if commit is not None else None
@@ -157,12 +149,8 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
         raise NotFound(f"no run {ref!r}, and it is not a commit sha{where}")
     if len(ref) < MIN_PREFIX:
         raise InvalidInput(f"{ref!r} is too short: a sha prefix needs at least {MIN_PREFIX} hex digits")
-    stmt = (select(Commit, Repository.name).join(Repository, Commit.repository_id == Repository.id)
-            .where(Commit.sha.startswith(ref.lower())).order_by(Repository.name, Commit.sha)
-            .limit(_SHOWN_MATCHES + 1))
-    if repository is not None:
-        stmt = stmt.where(Commit.repository_id == repository.id)
-    matches = session.execute(stmt).all()
+    matches = commits_with_prefix(session, ref.lower(), repository.id if repository is not None else None,
+                                  limit=_SHOWN_MATCHES + 1)
     if not matches:
         raise NotFound(f"no run or commit matches {ref!r}{where}")
     if len(matches) > 1:
@@ -200,10 +188,12 @@ def _environment_label(env: Environment) -> str:
     return f"{env.backend} {env.device_count}x {env.device_kind} [{env.fingerprint[:10]}]"
 
 
-def _direction(value: str) -> Direction:
-    if value not in ("lower_is_better", "higher_is_better"):
-        raise InvalidInput(f"a stored series has direction {value!r}")
-    return "higher_is_better" if value == "higher_is_better" else "lower_is_better"
+def _direction(value: str) -> Polarity:
+    """A stored series' polarity (its ``direction`` column)."""
+    try:
+        return Polarity(value)
+    except ValueError:
+        raise InvalidInput(f"a stored series has direction {value!r}") from None
 
 
 def _params(params: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -240,19 +230,12 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     # The result rows carry only what varies per result; each series, benchmark and environment is read once
     # (a commit of 5,000 results names 1,000 benchmarks and 5 environments: joining them into every row
     # multiplied the bytes read and decoded several times over).
-    rows = session.execute(
-        select(Result.series_id, Result.status, Result.message, cast(Result.samples, String), Series.benchmark_id,
-               Series.environment_id, Series.metric, Series.unit, Series.direction, Result.roofline_fraction,
-               Result.run_id, Series.benchmark_version)
-        .join(Series, Result.series_id == Series.id)
-        .where(Result.run_id.in_(side.run_ids), Series.environment_id.in_(environments))
-        .order_by(Result.run_id, Result.id)
-    ).all()
+    rows = stored_comparisons.side_results(session, side.run_ids, environments)
     # What identifies a benchmark and an environment, read off each ORM object once (not once per result).
-    benchmarks = {b.id: (b.suite, b.name, b.params_key, b.params) for b in session.scalars(
-        select(Benchmark).where(Benchmark.id.in_({row.benchmark_id for row in rows})))}
-    envs = {e.id: (e.fingerprint, _environment_label(e)) for e in session.scalars(
-        select(Environment).where(Environment.id.in_(environments)))}
+    benchmarks = {b.id: (b.suite, b.name, b.params_key, b.params)
+                  for b in stored_comparisons.benchmarks(session, {row[4] for row in rows})}
+    envs = {e.id: (e.fingerprint, _environment_label(e))
+            for e in stored_comparisons.environments(session, environments)}
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
     for row, samples in zip(rows, sample_lists, strict=True):
@@ -297,8 +280,7 @@ def _folded(identities: set[tuple[Any, ...]], pools: Sequence[dict[tuple[Any, ..
 
 
 def _describe(session: Session, ids: set[int]) -> str:
-    envs = session.scalars(select(Environment).where(Environment.id.in_(ids)).order_by(Environment.fingerprint))
-    return ", ".join(_environment_label(e) for e in envs)
+    return ", ".join(_environment_label(e) for e in stored_comparisons.environments(session, ids))
 
 
 def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -324,8 +306,7 @@ def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: C
 def find_stored(session: Session, base: ResolvedSide, head: ResolvedSide,
                 params: CompareParams) -> StoredComparison | None:
     """The comparison of exactly these sides made on write (service/pipeline/stored_comparisons.py)."""
-    key = comparison_key(base.run_ids, head.run_ids, params)
-    return session.scalars(select(StoredComparison).filter_by(key=key)).first()
+    return stored_comparisons.stored_comparison(session, comparison_key(base.run_ids, head.run_ids, params))
 
 
 def stored_report(header: dict[str, Any], rows: Sequence[Comparison], whole: bool) -> ComparisonReport:
@@ -343,8 +324,7 @@ def stored_outcome(session: Session, base: ResolvedSide, head: ResolvedSide,
     stored = find_stored(session, base, head, params)
     if stored is None:
         return None
-    rows = session.scalars(select(StoredComparisonRow.row).where(StoredComparisonRow.comparison_id == stored.id)
-                           .order_by(StoredComparisonRow.position)).all()
+    rows = stored_comparisons.stored_rows(session, stored.id)
     report = stored_report(stored.header, [comparison_from_json(r) for r in rows], whole=True)
     return CompareOutcome(base.label, head.label, report, tuple(stored.header["notes"]))
 

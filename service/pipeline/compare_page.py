@@ -10,16 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import case, select
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import InvalidInput
 from service.detect.compare import VERDICTS, CompareParams, Comparison, ComparisonReport
 from service.pipeline.compare import CompareOutcome, ResolvedSide, compare_resolved, find_stored, stored_report
 from service.report.compare_table import SideLabel, comparison_from_json
-from service.store.models import StoredComparison, StoredComparisonRow
+from service.store.comparisons import stored_rows_page
+from service.store.models import StoredComparison
 
 # The orders the API documents; the pages offer a few more (a column header each).
 API_SORTS = ("name", "change")
@@ -99,32 +98,14 @@ def compare_page(outcome: CompareOutcome, verdicts: set[str] | None = None, sort
                        total=len(order))
 
 
-def _stored_order(sort: str) -> list[Any]:
-    """The SQL order of a stored comparison's rows that ``order_rows`` gives a computed one."""
-    row = StoredComparisonRow
-    rank = case(*[(row.verdict == v, r) for v, r in _VERDICT_RANK.items()], else_=9)
-    change_rank = case((row.verdict == "regression", 0), (row.verdict == "improvement", 1), else_=2)
-    orders: dict[str, list[Any]] = {
-        "name": [],
-        "change": [change_rank, row.size.desc()],
-        "ratio": [row.ratio.is_(None), row.ratio],
-        "-ratio": [row.ratio.is_(None), row.ratio.desc()],
-        "verdict": [rank, row.size.desc()],
-        "p": [row.p_value.is_(None), row.p_value],
-    }
-    return [*orders[sort], row.position]
-
-
 def stored_page(session: Session, stored: StoredComparison, outcome_labels: tuple[SideLabel, SideLabel],
                 verdicts: set[str] | None, sort: str, offset: int, limit: int) -> ComparePage:
     """A page of a comparison stored on write: its rows read by the page's filter and order, nothing else."""
     if sort not in SORTS:
         raise InvalidInput(f"sort is one of {', '.join(SORTS)}, got {sort[:80]!r}")
     header = stored.header
-    query = select(StoredComparisonRow.row).where(StoredComparisonRow.comparison_id == stored.id)
-    if verdicts is not None:
-        query = query.where(StoredComparisonRow.verdict.in_(sorted(verdicts)))
-    rows = session.scalars(query.order_by(*_stored_order(sort)).offset(offset).limit(limit)).all()
+    # In SQL, the order ``order_rows`` gives a computed comparison.
+    rows = stored_rows_page(session, stored.id, verdicts, sort, _VERDICT_RANK, offset, limit)
     report = stored_report(header, [comparison_from_json(r) for r in rows], whole=False)
     total = sum(int(n) for v, n in header["summary"].items() if verdicts is None or v in verdicts)
     base, head = outcome_labels

@@ -14,18 +14,28 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector, SeriesPoint
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.alerts import GroupingOutcome, group_series
-from service.pipeline.attribution import attribute_findings, findings_of_series
+from service.pipeline.attribution import attribute_findings
+from service.pipeline.bisect import FollowUpPolicy, GitCommitLister, advance_follow_ups
 from service.pipeline.static_detection import STATIC_DETECTOR, detect_static
+from service.store import findings as stored
+from service.store.db import unit_of_work
+from service.store.findings import findings_of_series
 from service.store.locks import lock_series
-from service.store.models import Commit, Finding, Repository, Result, Run, Series
+from service.store.models import Finding, Series
+from service.store.series_history import default_branch_samples
+
+if TYPE_CHECKING:
+    from service.pipeline.notify import SlackNotifier
+    from service.pipeline.ports import TaskQueue
 
 # Metrics that measure speed; any other metric a benchmark reports (rel_error, recall...) measures its numerics,
 # which regress too: a low-precision kernel that loses accuracy is flagged even when it got faster.
@@ -54,21 +64,7 @@ def default_branch_points(session: Session, series: Series,
     them kept apart (``run_sizes``, runs in id order): the newest ``limit`` measured commits, or all of them; and
     whether older ones were left out. The detector needs the runs: on a shared host one process's median moves
     20-100 % from the next one's, so a pool of every sample is the median of whichever run took the most."""
-    measured = (Result.series_id == series.id, Result.status == "ok", Run.branch == Repository.default_branch)
-    query = (select(Commit.id, Commit.position, Run.id, Result.samples)
-             .join(Run, Run.id == Result.run_id)
-             .join(Commit, Commit.id == Run.commit_id)
-             .join(Repository, Repository.id == Commit.repository_id)
-             .where(*measured))
-    cut = False
-    if limit is not None:
-        older = session.scalar(  # the newest commit left out, if any is
-            select(Commit.position).join(Run, Run.commit_id == Commit.id).join(Result, Result.run_id == Run.id)
-            .join(Repository, Repository.id == Commit.repository_id).where(*measured)
-            .group_by(Commit.position).order_by(Commit.position.desc()).offset(limit).limit(1))
-        if older is not None:
-            query, cut = query.where(Commit.position > older), True
-    rows = session.execute(query).all()
+    rows, cut = default_branch_samples(session, series.id, limit)
     by_run: dict[tuple[int, int], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for commit_id, position, run_id, samples in rows:
         if samples:  # a run with no sample of the series did not measure it
@@ -90,7 +86,7 @@ def detect_series(session: Session, series_id: int, detector: Detector, limit: i
     if series is None:
         return []
     points, cut = default_branch_points(session, series, limit)
-    changes = detector.detect(points, series.direction)  # type: ignore[arg-type]
+    changes = detector.detect(points, series.direction)
     # A history longer than the limit was cut: its first commits lack the level before them.
     live_from = points[min(settled, len(points) - 1)].position if cut else None
     if live_from is not None:
@@ -98,12 +94,8 @@ def detect_series(session: Session, series_id: int, detector: Detector, limit: i
         changes = [c for c in changes if by_id[c.commit_id] >= live_from]
 
     # Findings of a detector this service no longer runs (an older engine) would otherwise stay forever.
-    session.execute(delete(Finding).where(Finding.series_id == series_id, Finding.kind.in_(STATISTICAL_KINDS),
-                                          Finding.detector != detector.name))
-    stored = select(Finding).filter_by(series_id=series_id, detector=detector.name)
-    if live_from is not None:
-        stored = stored.join(Commit, Commit.id == Finding.commit_id).where(Commit.position >= live_from)
-    existing = {f.commit_id: f for f in session.scalars(stored)}
+    stored.delete_other_detectors(session, series_id, STATISTICAL_KINDS, detector.name)
+    existing = {f.commit_id: f for f in stored.detector_findings(session, series_id, detector.name, live_from)}
     kind = finding_kind(series.metric)
     keep: set[int] = set()
     now = datetime.now(UTC)
@@ -124,10 +116,9 @@ def detect_series(session: Session, series_id: int, detector: Detector, limit: i
         keep.add(change.commit_id)
     stale = [cid for cid in existing if cid not in keep]
     if stale:
-        session.execute(delete(Finding).where(Finding.series_id == series_id, Finding.detector == detector.name,
-                                              Finding.commit_id.in_(stale)))
+        stored.delete_findings_at(session, series_id, detector.name, stale)
     session.flush()
-    return [f.id for f in session.scalars(select(Finding).filter_by(series_id=series_id, detector=detector.name))]
+    return stored.detector_finding_ids(session, series_id, detector.name)
 
 
 def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,
@@ -145,4 +136,46 @@ def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,
     outcome = group_series(session, series_ids)  # findings at one commit range become one alert, in this transaction
     if on_grouped is not None:
         on_grouped(session, outcome)
+    return found
+
+
+# --- detection and what follows it (the detect job, service/pipeline/jobs.py) ---------------------------------
+
+def follow_up(sessions: sessionmaker[Session], queue: TaskQueue, series_ids: Sequence[int],
+              policy: FollowUpPolicy | None, repos_dir: Path, notifier: SlackNotifier | None = None) -> None:
+    """After detection committed: advance bisect and confirm jobs, in a transaction of their own, then hand the
+    runs they ask for to the queue (only after that transaction committed, so a run never races its job row).
+    A job that ended there owes its alert's thread a reply: marked in that transaction, sent after it."""
+    if policy is None or not (policy.bisect or policy.confirm):
+        return
+    verdicts: list[int] = []
+    with unit_of_work(sessions) as session:
+        orders = advance_follow_ups(session, list(series_ids), GitCommitLister(repos_dir), policy)
+        if notifier is not None:
+            verdicts = notifier.mark_verdicts(session, list(series_ids))
+    if orders:
+        queue.enqueue_runs(orders)
+    if notifier is not None:
+        notifier.send(verdicts)
+
+
+def detect_and_follow_up(sessions: sessionmaker[Session], queue: TaskQueue, series_ids: Sequence[int],
+                         detector: Detector, artifacts: ArtifactStore | None, policy: FollowUpPolicy | None,
+                         repos_dir: Path | None, notifier: SlackNotifier | None = None) -> int:
+    """Detection in one transaction, then its follow-ups, then the announcements of the alerts it made. The
+    announcements go last: a new alert whose change the follow-up starts bisecting is held until that ends
+    (each bisection step replaces the alert with a narrower one; see ``service.pipeline.notify``)."""
+    marked: list[int] = []
+
+    def on_grouped(session: Session, outcome: GroupingOutcome) -> None:
+        assert notifier is not None
+        marked.extend(notifier.mark_grouped(session, outcome))
+
+    with unit_of_work(sessions) as session:
+        found = detect_many(session, list(series_ids), detector, artifacts,
+                            on_grouped=on_grouped if notifier is not None else None)
+    if repos_dir is not None:
+        follow_up(sessions, queue, series_ids, policy, repos_dir, notifier)
+    if notifier is not None:
+        notifier.send(marked)
     return found

@@ -7,15 +7,12 @@ benchmark, series) are created on first sight, tolerating a concurrent ingest th
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import insert, select, text, tuple_, update
-from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import Conflict
@@ -30,20 +27,10 @@ from service.pipeline.result_roofline_rows import (
     roofline_figures,
     run_roof,
 )
-from service.store.models import (
-    Artifact,
-    Benchmark,
-    Commit,
-    Environment,
-    Repository,
-    Result,
-    ResultArtifact,
-    Run,
-    Series,
-)
-
-T = TypeVar("T")
-CHUNK = 1000  # rows per batched lookup or INSERT
+from service.store import ingest_rows
+from service.store.ingest_rows import get_or_create
+from service.store.models import Artifact, Benchmark, Commit, Environment, Repository, ResultArtifact, Run, Series
+from service.store.runs import run_named
 
 
 @dataclass(frozen=True)
@@ -54,42 +41,16 @@ class IngestOutcome:
     captured_result_ids: list[int] = field(default_factory=list)  # new results with artifacts to parse
 
 
-def _get_or_create(session: Session, model: type[T], lookup: dict[str, Any], build: Callable[[], T]) -> T:
-    stmt = select(model).filter_by(**lookup)
-    found = session.scalars(stmt).first()
-    if found is not None:
-        return found
-    try:
-        # A savepoint, so losing a race to a concurrent ingest costs only this insert.
-        with session.begin_nested():
-            obj = build()
-            session.add(obj)
-        return obj
-    except IntegrityError:
-        return session.scalars(stmt).one()
-
-
-def _chunks(items: list[T]) -> Iterator[list[T]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start:start + CHUNK]
-
-
 def _benchmark_ids(session: Session, results: Sequence[BenchmarkResult]) -> dict[tuple[str, str, str], int]:
     """The benchmark id of every (suite, name, params_key) the results name: looked up in batches, the few
     missing ones created (first sight)."""
     first: dict[tuple[str, str, str], BenchmarkResult] = {}
     for r in results:
         first.setdefault((r.suite, r.name, r.params_key()), r)
-    ids: dict[tuple[str, str, str], int] = {}
-    for chunk in _chunks(list(first)):
-        for id_, suite, name, params_key in session.execute(
-            select(Benchmark.id, Benchmark.suite, Benchmark.name, Benchmark.params_key)
-            .where(tuple_(Benchmark.suite, Benchmark.name, Benchmark.params_key).in_(chunk))
-        ):
-            ids[(suite, name, params_key)] = id_
+    ids = ingest_rows.benchmark_ids(session, list(first))
     for key, r in first.items():
         if key not in ids:
-            ids[key] = _get_or_create(
+            ids[key] = get_or_create(
                 session, Benchmark, {"suite": r.suite, "name": r.name, "params_key": key[2]},
                 partial(Benchmark, suite=r.suite, name=r.name, params_key=key[2], params=dict(r.params),
                         unit=r.unit, direction=r.direction),
@@ -101,10 +62,7 @@ def _series_ids(session: Session, repository_id: int, environment_id: int,
                 wanted: dict[str, BenchmarkResult]) -> dict[str, int]:
     """The series id of every key, looked up in batches; the missing ones (first sight) created, with their
     benchmarks."""
-    ids: dict[str, int] = {}
-    for chunk in _chunks(list(wanted)):
-        found = session.execute(select(Series.id, Series.key).where(Series.key.in_(chunk)))
-        ids.update((key, id_) for id_, key in found)
+    ids = ingest_rows.series_ids(session, list(wanted))
     missing = {key: r for key, r in wanted.items() if key not in ids}
     if missing:
         benchmark_ids = _benchmark_ids(session, list(missing.values()))
@@ -113,7 +71,7 @@ def _series_ids(session: Session, repository_id: int, environment_id: int,
                             benchmark_id=benchmark_ids[(r.suite, r.name, r.params_key())],
                             environment_id=environment_id, metric=r.metric, unit=r.unit, direction=r.direction,
                             benchmark_version=r.benchmark_version)
-            ids[key] = _get_or_create(session, Series, {"key": key}, build).id
+            ids[key] = get_or_create(session, Series, {"key": key}, build).id
     return ids
 
 
@@ -122,11 +80,8 @@ def _versioned_keys(session: Session, keys: list[str], results: Sequence[Benchma
     arrived for it (or adopted it, when it was stored before versions were), and a result of another version of
     the benchmark goes to a series of that version's own: an edited benchmark starts a new history rather than
     a step. A result without a version carries on in the series as it is."""
-    versions: dict[str, str | None] = {}
     asked = sorted({k for k, r in zip(keys, results, strict=True) if r.benchmark_version is not None})
-    for chunk in _chunks(asked):
-        versions.update((key, version) for key, version in session.execute(
-            select(Series.key, Series.benchmark_version).where(Series.key.in_(chunk))))
+    versions = ingest_rows.series_versions(session, asked)
     out = []
     adopt: dict[str, str] = {}
     for key, r in zip(keys, results, strict=True):
@@ -139,10 +94,7 @@ def _versioned_keys(session: Session, keys: list[str], results: Sequence[Benchma
     for key, version in adopt.items():
         by_version.setdefault(version, []).append(key)
     for version, adopted in by_version.items():  # one UPDATE per version and chunk, not one per series
-        for chunk in _chunks(sorted(adopted)):
-            # Only where still unclaimed: of two versions arriving at once, the second goes on under its own key.
-            session.execute(update(Series).where(Series.key.in_(chunk), Series.benchmark_version.is_(None))
-                            .values(benchmark_version=version))
+        ingest_rows.adopt_version(session, sorted(adopted), version)  # only where still unclaimed
     return out
 
 
@@ -150,7 +102,7 @@ def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactIn
     now = datetime.now(UTC)
     seen: set[tuple[int, str]] = set()
     for info in artifacts:
-        artifact = _get_or_create(
+        artifact = get_or_create(
             session, Artifact, {"sha256": info.sha256},
             partial(Artifact, sha256=info.sha256, kind=info.kind, size=info.size, created_at=now),
         )
@@ -165,35 +117,6 @@ def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactIn
 RESULT_COLUMNS = ("id", "run_id", "series_id", "status", "message", "samples", "sample_count", "median", "mean",
                   "stddev", "minimum", "maximum", "compile_time_s", "flops", "bytes_accessed", "max_abs_error",
                   "cost", *ROOFLINE_COLUMNS)
-
-
-def _insert_results(session: Session, rows: list[dict[str, Any]]) -> list[int]:
-    """Insert the rows in order and return their ids, in order. On PostgreSQL with psycopg: ids drawn from the
-    sequence in one query, then one COPY (a multi-row INSERT of a thousand results spends most of its time in
-    the driver rewriting placeholders); elsewhere, multi-row INSERT ... RETURNING."""
-    if not rows:
-        return []
-    connection = session.connection()
-    if connection.dialect.name == "postgresql" and connection.dialect.driver == "psycopg":
-        ids = list(session.scalars(text("SELECT nextval(pg_get_serial_sequence('result', 'id')) "
-                                        "FROM generate_series(1, :n)"), {"n": len(rows)}))
-        raw: Any = connection.connection.dbapi_connection
-        statement = f"COPY result ({', '.join(RESULT_COLUMNS)}) FROM STDIN"
-        dbapi_error = connection.dialect.loaded_dbapi.Error
-        try:
-            with raw.cursor() as cursor, cursor.copy(statement) as copy:
-                for id_, row in zip(ids, rows, strict=True):
-                    row = {**row, "id": id_, "samples": json.dumps(row["samples"]), "cost": json.dumps(row["cost"])}
-                    copy.write_row(tuple(row[c] for c in RESULT_COLUMNS))
-        except dbapi_error as exc:
-            # As SQLAlchemy would have raised it (IntegrityError, OperationalError...): callers sort failures
-            # by those classes (an unavailable database is transient, a duplicate is not).
-            raise DBAPIError.instance(statement, None, exc, dbapi_error) from exc
-        return ids
-    result_ids: list[int] = []
-    for chunk in _chunks(rows):
-        result_ids += session.scalars(insert(Result).returning(Result.id, sort_by_parameter_order=True), chunk)
-    return result_ids
 
 
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
@@ -213,26 +136,26 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         if result["benchmark_version"] is None:
             del result["benchmark_version"]
     digest = manifest_digest(payload)
-    existing = session.scalars(select(Run).filter_by(run_uid=manifest.run_id)).first()
+    existing = run_named(session, manifest.run_id)
     if existing is not None:
         if existing.manifest_digest != digest:
             raise Conflict(f"run {manifest.run_id} was already submitted with different content")
         return IngestOutcome(run_id=existing.id, created=False)
 
     repo_info = manifest.repository
-    repository = _get_or_create(
+    repository = get_or_create(
         session, Repository, {"name": repo_info.name},
         lambda: Repository(name=repo_info.name, url=repo_info.url, default_branch=repo_info.default_branch),
     )
     c = manifest.commit
-    commit = _get_or_create(
+    commit = get_or_create(
         session, Commit, {"repository_id": repository.id, "sha": c.sha},
         lambda: Commit(repository_id=repository.id, sha=c.sha, parents=list(c.parents), author=c.author,
                        authored_at=c.authored_at, subject=c.subject, position=c.position),
     )
     env = manifest.environment
     fingerprint = environment_fingerprint(env.identity())
-    environment = _get_or_create(
+    environment = get_or_create(
         session, Environment, {"fingerprint": fingerprint},
         lambda: Environment(fingerprint=fingerprint, backend=env.backend, device_kind=env.device_kind,
                             device_count=env.device_count, details=env.identity()),
@@ -276,7 +199,7 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
             bytes_accessed=r.bytes_accessed, max_abs_error=r.max_abs_error, cost=dict(r.cost),
             **roofline_columns(figure),
         ))
-    result_ids = _insert_results(session, rows)
+    result_ids = ingest_rows.insert_results(session, rows, RESULT_COLUMNS)  # COPY on PostgreSQL, in these columns
     captured: list[int] = []
     for result_id, r in zip(result_ids, results, strict=True):
         if r.artifacts:

@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import and_, func, or_, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import NotFound
 from service.integrations.slack import Posted, SlackRejected, SlackTransient
-from service.pipeline.alerts import GroupingOutcome, alerts_page
+from service.pipeline.alerts import GroupingOutcome, get_alert
 from service.report.alert_views import AlertNoteView
 from service.report.slack_blocks import (
     FINDINGS_LISTED,
@@ -44,14 +42,17 @@ from service.report.slack_blocks import (
     slack_alert,
     verdict_reply,
 )
+from service.store import alerts as stored_alerts
+from service.store import notifications as stored
+from service.store.bisect_jobs import jobs_of_alert
 from service.store.db import unit_of_work
-from service.store.models import Alert, AlertNote, AlertNotification, Benchmark, BisectJob, Environment, Finding, Series
+from service.store.models import Alert, AlertNotification
+from service.store.notifications import FAILED, PENDING, SENT
 from service.store.queries import label_of
-from service.store.read_filters import ReadFilters
+from service.store.times import utc
 
 log = logging.getLogger(__name__)
 
-PENDING, SENT, FAILED = "pending", "sent", "failed"
 FINISHED_JOB_STATES = ("done", "failed")  # a cancelled job (the change moved) is no news
 LEASE_S = 300  # one delivery at a time per alert; longer than a delivery's worst case of retried calls
 MAX_ATTEMPTS = 8  # transient failures in a row before a row is given up as failed (about 2 hours of backoff)
@@ -97,11 +98,8 @@ def backoff_s(attempts: int) -> float:
     return float(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, attempts - 1)))
 
 
-def _utc(value: datetime | None) -> datetime | None:
-    # SQLite hands timestamps back without their zone; every one stored here is UTC.
-    if value is None:
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+def _utc_or_none(value: datetime | None) -> datetime | None:
+    return None if value is None else utc(value)
 
 
 def alert_url(public_url: str | None, alert_id: int) -> str | None:
@@ -122,25 +120,18 @@ def mark(session: Session, alert_ids: Iterable[int], channel: str, create: bool,
     ids = sorted(set(alert_ids))
     if not ids:
         return []
-    existing = set(session.scalars(select(AlertNotification.alert_id).where(
-        AlertNotification.alert_id.in_(ids), AlertNotification.channel == channel)))
+    existing = stored.notified(session, ids, channel)
     if existing:
-        session.execute(
-            update(AlertNotification)
-            .where(AlertNotification.alert_id.in_(sorted(existing)), AlertNotification.channel == channel)
-            .values(state=PENDING, next_attempt_at=now, updated_at=now, revision=AlertNotification.revision + 1))
+        stored.make_pending(session, sorted(existing), channel, now)
     marked = set(existing)
     if create:
         for alert_id in ids:
             if alert_id in existing:
                 continue
-            try:
-                with session.begin_nested():
-                    session.add(AlertNotification(alert_id=alert_id, channel=channel, state=PENDING, attempts=0,
-                                                  next_attempt_at=now, revision=1, note_cursor=0, replied_jobs=[],
-                                                  created_at=now, updated_at=now))
-            except IntegrityError:
-                pass  # another transaction made it first: it is pending, which is all this wanted
+            # When another transaction made it first, it is pending: all this wanted.
+            stored.add_if_absent(session, AlertNotification(
+                alert_id=alert_id, channel=channel, state=PENDING, attempts=0, next_attempt_at=now, revision=1,
+                note_cursor=0, replied_jobs=[], created_at=now, updated_at=now))
             marked.add(alert_id)
     session.flush()
     return sorted(marked)
@@ -159,14 +150,7 @@ def mark_verdicts(session: Session, series_ids: Sequence[int], channel: str) -> 
     yet."""
     if not series_ids:
         return []
-    rows = session.execute(
-        select(Finding.alert_id, BisectJob.id, AlertNotification.replied_jobs)
-        .select_from(BisectJob)
-        .join(Finding, Finding.id == BisectJob.finding_id)
-        .join(AlertNotification, (AlertNotification.alert_id == Finding.alert_id)
-              & (AlertNotification.channel == channel))
-        .where(BisectJob.series_id.in_(sorted(set(series_ids))), BisectJob.state.in_(FINISHED_JOB_STATES))
-    ).all()
+    rows = stored.ended_jobs(session, series_ids, channel, FINISHED_JOB_STATES)
     owed = {alert_id for alert_id, job_id, replied in rows if alert_id is not None and job_id not in (replied or [])}
     return mark(session, owed, channel, create=False)
 
@@ -174,24 +158,13 @@ def mark_verdicts(session: Session, series_ids: Sequence[int], channel: str) -> 
 def due(session: Session, channel: str, now: datetime | None = None, limit: int = 100) -> list[int]:
     """Alerts whose announcement is due: pending (a new event, or a retry whose backoff is over), or sent but
     behind its alert (triaged by a face that marks nothing, e.g. the dashboard's form: caught here instead)."""
-    now = now or datetime.now(UTC)
-    return list(session.scalars(
-        select(AlertNotification.alert_id)
-        .join(Alert, Alert.id == AlertNotification.alert_id)
-        .where(AlertNotification.channel == channel,
-               or_(and_(AlertNotification.state == PENDING,
-                        or_(AlertNotification.next_attempt_at.is_(None), AlertNotification.next_attempt_at <= now)),
-                   and_(AlertNotification.state == SENT, Alert.updated_at > AlertNotification.sent_at)),
-               or_(AlertNotification.claimed_until.is_(None), AlertNotification.claimed_until < now))
-        .order_by(AlertNotification.next_attempt_at, AlertNotification.id).limit(limit)))
+    return stored.due(session, channel, now or datetime.now(UTC), limit)
 
 
 def retry_failed(session: Session, channel: str, now: datetime | None = None) -> list[int]:
     """Put the given-up rows back to pending (after the token or channel was fixed); the alerts concerned."""
     now = now or datetime.now(UTC)
-    ids = list(session.scalars(select(AlertNotification.alert_id).where(
-        AlertNotification.channel == channel, AlertNotification.state == FAILED)))
-    return mark(session, ids, channel, create=False, now=now)
+    return mark(session, stored.failed(session, channel), channel, create=False, now=now)
 
 
 def notification_status(session: Session, alert_ids: Sequence[int]) -> dict[int, list[NotificationStatus]]:
@@ -199,11 +172,11 @@ def notification_status(session: Session, alert_ids: Sequence[int]) -> dict[int,
     found: dict[int, list[NotificationStatus]] = {}
     if not alert_ids:
         return found
-    for row in session.scalars(select(AlertNotification).where(
-            AlertNotification.alert_id.in_(sorted(set(alert_ids)))).order_by(AlertNotification.id)):
+    for row in stored.rows_of(session, alert_ids):
         found.setdefault(row.alert_id, []).append(NotificationStatus(
             channel=row.channel, state=row.state, attempts=row.attempts, last_error=row.last_error,
-            next_attempt_at=_utc(row.next_attempt_at), sent_at=_utc(row.sent_at), posted=row.message_ts is not None))
+            next_attempt_at=_utc_or_none(row.next_attempt_at), sent_at=_utc_or_none(row.sent_at),
+            posted=row.message_ts is not None))
     return found
 
 
@@ -261,25 +234,12 @@ def deliver(sessions: sessionmaker[Session], sender: Sender, alert_id: int, chan
 def _claim(sessions: sessionmaker[Session], alert_id: int, channel: str, now: datetime) -> tuple[int, int] | None:
     """(row id, revision seen) with the lease taken; (-1, -1) when another delivery holds it; None: no row."""
     with unit_of_work(sessions) as session:
-        row = session.scalars(select(AlertNotification).where(AlertNotification.alert_id == alert_id,
-                                                              AlertNotification.channel == channel)).first()
-        if row is None:
-            return None
-        # A conditional update, not a read-then-write: of two deliveries racing, exactly one matches.
-        taken = session.execute(
-            update(AlertNotification)
-            .where(AlertNotification.id == row.id,
-                   or_(AlertNotification.claimed_until.is_(None), AlertNotification.claimed_until < now))
-            .values(claimed_until=now + timedelta(seconds=LEASE_S))
-            .execution_options(synchronize_session=False))
-        if taken.rowcount == 0:  # type: ignore[attr-defined]
-            return -1, -1
-        return row.id, row.revision
+        return stored.claim(session, alert_id, channel, now, until=now + timedelta(seconds=LEASE_S))
 
 
 def _release(sessions: sessionmaker[Session], row_id: int) -> None:
     with unit_of_work(sessions) as session:
-        session.execute(update(AlertNotification).where(AlertNotification.id == row_id).values(claimed_until=None))
+        stored.release(session, row_id)
 
 
 def _finish(sessions: sessionmaker[Session], row_id: int, revision: int, now: datetime, synced_at: datetime) -> bool:
@@ -287,15 +247,7 @@ def _finish(sessions: sessionmaker[Session], row_id: int, revision: int, now: da
     when the delivery read the alert, not when it ended: an alert changed in between is later than it, so
     ``due`` finds it behind."""
     with unit_of_work(sessions) as session:
-        done = session.execute(
-            update(AlertNotification).where(AlertNotification.id == row_id, AlertNotification.revision == revision)
-            .values(state=SENT, attempts=0, last_error=None, next_attempt_at=None, claimed_until=None,
-                    sent_at=synced_at, updated_at=now).execution_options(synchronize_session=False))
-        if done.rowcount:  # type: ignore[attr-defined]
-            return True
-        session.execute(update(AlertNotification).where(AlertNotification.id == row_id)
-                        .values(claimed_until=None, updated_at=now))
-        return False
+        return stored.finish(session, row_id, revision, now, synced_at)
 
 
 def _record_failure(sessions: sessionmaker[Session], row_id: int, alert_id: int, error: str, now: datetime,
@@ -336,7 +288,7 @@ def _sync(sessions: sessionmaker[Session], sender: Sender, row_id: int, alert_id
     if ts is None and snapshot.finding_count == 0:
         return SENT  # emptied before it was ever announced: nothing to say (a refill marks it again)
     if ts is None:
-        held_since = _utc(snapshot.created_at) or now
+        held_since = utc(snapshot.created_at)
         if snapshot.bisecting and now - held_since < timedelta(seconds=MAX_HOLD_S):
             _record(sessions, row_id, state=PENDING, next_attempt_at=now + timedelta(seconds=HOLD_RECHECK_S),
                     claimed_until=None, last_error=None, updated_at=now)
@@ -370,8 +322,7 @@ def _sync(sessions: sessionmaker[Session], sender: Sender, row_id: int, alert_id
 
 def _record(sessions: sessionmaker[Session], row_id: int, **values: Any) -> None:
     with unit_of_work(sessions) as session:
-        session.execute(update(AlertNotification).where(AlertNotification.id == row_id).values(**values)
-                        .execution_options(synchronize_session=False))
+        stored.record(session, row_id, **values)
 
 
 def _digest(message: SlackMessage) -> str:
@@ -380,33 +331,21 @@ def _digest(message: SlackMessage) -> str:
 
 def _snapshot(session: Session, alert_id: int, note_cursor: int, public_url: str | None) -> _Snapshot:
     # The worst findings only, ranked in SQL, and the count of all: an alert where a thousand series moved
-    # costs a page of rows. The page just above the alert's id starts with the alert, when it still exists.
-    page = alerts_page(session, ReadFilters(), limit=1, after=alert_id + 1, findings_limit=FINDINGS_LISTED)
-    if not page.items or page.items[0].id != alert_id:
-        raise NotFound(f"no alert {alert_id}")
-    view = page.items[0]
+    # costs a page of rows. NotFound when the alert is gone.
+    view = get_alert(session, alert_id, findings_limit=FINDINGS_LISTED)
     alert = session.get(Alert, alert_id)
     assert alert is not None
-    device = select(Series.id, Environment.device_kind).join(Environment, Environment.id == Series.environment_id)
-    hardware = dict(session.execute(device.where(Series.id.in_(sorted({f.series_id for f in view.findings}) or [-1])))
-                    .all())
-    every_kind = sorted(session.scalars(
-        select(Environment.device_kind).distinct().join(Series, Series.environment_id == Environment.id)
-        .join(Finding, Finding.series_id == Series.id).where(Finding.alert_id == alert_id)))
-    finding_ids = select(Finding.id).where(Finding.alert_id == alert_id).scalar_subquery()
-    jobs = session.execute(
-        select(BisectJob, Benchmark.suite, Benchmark.name, Benchmark.params)
-        .join(Series, Series.id == BisectJob.series_id).join(Benchmark, Benchmark.id == Series.benchmark_id)
-        .where(BisectJob.finding_id.in_(finding_ids)).order_by(BisectJob.id)).all()
+    hardware = stored_alerts.device_kinds_of_series(session, [f.series_id for f in view.findings])
+    every_kind = stored_alerts.device_kinds_of_alert(session, alert_id)
+    jobs = jobs_of_alert(session, alert_id)
     verdicts = [SlackVerdict(job_id=job.id, purpose=job.purpose, state=job.state,
                              benchmark=label_of(suite, name, params), culprit_sha=job.culprit_sha,
                              message=job.message or "")
                 for job, suite, name, params in jobs if job.state in FINISHED_JOB_STATES]
     bisecting = any(job.purpose == "bisect" and job.state in ("pending", "running") for job, *_ in jobs)
     notes = [(n.id, AlertNoteView(author=n.author, text=n.text, state_from=n.state_from, state_to=n.state_to,
-                                  created_at=_utc(n.created_at) or n.created_at))
-             for n in session.scalars(select(AlertNote).where(AlertNote.alert_id == alert_id,
-                                                              AlertNote.id > note_cursor).order_by(AlertNote.id))]
+                                  created_at=utc(n.created_at)))
+             for n in stored_alerts.notes_after(session, alert_id, note_cursor)]
     message = alert_message(slack_alert(view, hardware, verdicts, alert_url(public_url, alert_id),
                                         hardware=every_kind))
     return _Snapshot(message=message, notes=notes, verdicts=verdicts, bisecting=bisecting,
@@ -481,6 +420,4 @@ class SlackNotifier:
     def counts(self) -> dict[str, int]:
         """Rows of this channel per state (pending, sent, failed)."""
         with self.sessions() as session:
-            return {state: n for state, n in session.execute(
-                select(AlertNotification.state, func.count(AlertNotification.id))
-                .where(AlertNotification.channel == self.channel).group_by(AlertNotification.state))}
+            return stored.counts(session, self.channel)

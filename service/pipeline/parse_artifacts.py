@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, select
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import PARSERS, ParseFailure, parse
+from service.store import artifacts as artifact_rows
 from service.store.locks import lock_results
-from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Run
+from service.store.models import HloModuleRecord, KernelCode, OpStat
 
 
 def _parser_kind(kind: str) -> str | None:
@@ -28,16 +28,12 @@ def _parser_kind(kind: str) -> str | None:
 
 def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
     """Parse every parseable artifact of one result; returns how many records were stored."""
-    links = session.execute(
-        select(ResultArtifact, Artifact).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
-        .where(ResultArtifact.result_id == result_id).order_by(ResultArtifact.name)
-    ).all()
+    links = artifact_rows.links_of(session, result_id)
     if any(artifact.pruned_at is not None for _, artifact in links):
         # Retention removed some of its bytes: the records parsed before are all that is left of them, and
         # parsing again would delete those and find nothing to replace them with.
         return 0
-    for table in (OpStat, KernelCode, HloModuleRecord):
-        session.execute(delete(table).where(table.result_id == result_id))
+    artifact_rows.delete_records(session, result_id)
     stored = 0
     done: set[int] = set()
     seen: set[tuple[str, ...]] = set()  # the first artifact naming a kernel, module or op wins
@@ -137,10 +133,7 @@ def stale_results(session: Session) -> list[int]:
     pruned artifact (its stored records are kept as they are: see parse_result)."""
     found: set[int] = set()
     pruned: set[int] = set()
-    rows = session.execute(select(ResultArtifact.result_id, Artifact.kind, ResultArtifact.parsed_version,
-                                  Artifact.pruned_at)
-                           .join(Artifact, Artifact.id == ResultArtifact.artifact_id)).all()
-    for result_id, kind, parsed, pruned_at in rows:
+    for result_id, kind, parsed, pruned_at in artifact_rows.parse_states(session):
         if pruned_at is not None:
             pruned.add(result_id)
         parser_kind = _parser_kind(kind)
@@ -154,12 +147,4 @@ def overdue_parses(session: Session, finished_before: datetime, limit: int = 100
     parse task was lost. Celery's Redis transport pops a task and only then records it as unacknowledged, so a
     worker killed in between loses it and late acknowledgement cannot bring it back (celery/celery#7950); the
     beat's sweep (service/tasks.py) queues these again. A pruned result is never overdue: its bytes are gone."""
-    pruned = (select(ResultArtifact.result_id).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
-              .where(ResultArtifact.result_id == Result.id, Artifact.pruned_at.is_not(None)))
-    return list(session.scalars(
-        select(ResultArtifact.result_id).distinct()
-        .join(Artifact, Artifact.id == ResultArtifact.artifact_id)
-        .join(Result, Result.id == ResultArtifact.result_id).join(Run, Run.id == Result.run_id)
-        .where(ResultArtifact.parsed_version.is_(None), Artifact.kind.in_(sorted(PARSERS)),
-               Run.finished_at < finished_before, ~exists(pruned))
-        .order_by(ResultArtifact.result_id).limit(limit)))
+    return artifact_rows.unread_results(session, sorted(PARSERS), finished_before, limit)

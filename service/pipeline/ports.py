@@ -1,6 +1,7 @@
 """What the pipeline asks of whoever carries its follow-up work: the queue's port. The embedded server, the CLI and
 the Celery service each plug in their own (service/pipeline/queue.py InProcessQueue and CeleryQueue,
-service/pipeline/background.py); the use cases that enqueue (submit.py, the follow-ups) know only this."""
+service/pipeline/background.py), all of them carriers of the one job table (service/pipeline/jobs.py); the use
+cases that enqueue (submit.py, the follow-ups) know only this."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class TaskQueue(Protocol):
 
     # A new run's commit compared with the measured commit before it, and stored (stored_comparisons.py).
     def enqueue_compare(self, run_ids: Sequence[int]) -> None: ...
+
+    # A follow-up run that could not be made: its bisect or confirm job ends failed, saying why.
+    def enqueue_follow_up_failed(self, job_id: int, message: str) -> None: ...
 
     # The pull-request hook (service/pipeline/pull_requests.py): a stored webhook delivery to act on, the runs of
     # a pull request's merge-base and head, and pull requests whose runs came in.

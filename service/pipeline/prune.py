@@ -26,29 +26,25 @@ marked rows again, as long as they stay old) deletes them. A file already gone c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
 
-from sqlalchemy import and_, func, or_, select, union, update
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
-from service.store.models import Alert, Artifact, Finding, Result, ResultArtifact, Run, Series
+from service.store import retention
+from service.store.times import utc
 
 # Alerts someone still has to act on; the others (invalid, wontfix, fixed, improvement) are closed.
 # (A subset of service.detect.grouping.STATES; tests/unit/test_prune_durations.py holds the two together.)
 OPEN_ALERT_STATES: frozenset[str] = frozenset({"untriaged", "acknowledged", "investigating"})
 
-CHUNK = 500  # ids per IN (...) list
 # A temporary file this old in the store is a write whose process died (an upload is written in seconds).
 UNFINISHED_WRITE_AGE_S = 3600.0
 _UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 _DURATION = re.compile(r"(?:\d+[mhdw])+")
 _PART = re.compile(r"(\d+)([mhdw])")
-
-T = TypeVar("T")
 
 
 def parse_duration(text: str) -> timedelta:
@@ -104,26 +100,9 @@ class PruneOutcome:
     unfinished_swept: int = 0  # temporary files of writes a killed process never finished
 
 
-def _chunks(items: Sequence[T]) -> Iterator[Sequence[T]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start:start + CHUNK]
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
 def _old_artifacts(session: Session, cutoff: datetime) -> list[PruneCandidate]:
-    last_use = (select(ResultArtifact.artifact_id.label("artifact_id"), func.max(Run.finished_at).label("last_used"))
-                .join(Result, Result.id == ResultArtifact.result_id).join(Run, Run.id == Result.run_id)
-                .group_by(ResultArtifact.artifact_id).subquery())
-    rows = session.execute(
-        select(Artifact.id, Artifact.sha256, Artifact.kind, Artifact.size, Artifact.pruned_at)
-        .outerjoin(last_use, last_use.c.artifact_id == Artifact.id)
-        .where(or_(last_use.c.last_used < cutoff,
-                   and_(last_use.c.last_used.is_(None), Artifact.created_at < cutoff)))
-        .order_by(Artifact.id))
-    return [PruneCandidate(id, sha, kind, size, pruned_at) for id, sha, kind, size, pruned_at in rows]
+    return [PruneCandidate(id, sha, kind, size, pruned_at)
+            for id, sha, kind, size, pruned_at in retention.old_artifacts(session, cutoff)]
 
 
 def _basis_results(attributions: Iterable[dict[str, object] | None]) -> set[int]:
@@ -141,42 +120,16 @@ def _basis_results(attributions: Iterable[dict[str, object] | None]) -> set[int]
 
 
 def _kept_for_alerts(session: Session) -> set[int]:
-    open_alert = Alert.state.in_(sorted(OPEN_ALERT_STATES))
-    open_finding = or_(Finding.alert_id.is_(None),
-                       Finding.alert_id.in_(select(Alert.id).where(open_alert)))
-    commits = union(select(Alert.commit_id).where(open_alert),
-                    select(Alert.previous_commit_id).where(open_alert),
-                    select(Finding.commit_id).where(open_finding),
-                    select(Finding.previous_commit_id).where(open_finding)).subquery()
-    kept = set(session.scalars(
-        select(ResultArtifact.artifact_id).join(Result, Result.id == ResultArtifact.result_id)
-        .join(Run, Run.id == Result.run_id).where(Run.commit_id.in_(select(commits.c[0])))))
-    basis = sorted(_basis_results(session.scalars(select(Finding.attribution).where(open_finding))))
-    for chunk in _chunks(basis):
-        kept.update(session.scalars(select(ResultArtifact.artifact_id).where(ResultArtifact.result_id.in_(chunk))))
+    states = sorted(OPEN_ALERT_STATES)
+    kept = retention.artifacts_at_open_commits(session, states)
+    basis = sorted(_basis_results(retention.open_finding_attributions(session, states)))
+    kept.update(retention.artifacts_of_results(session, basis))
     return kept
-
-
-def _kept_as_newest(session: Session) -> set[int]:
-    """The artifacts behind each series' newest ok result: those captured in its run for its benchmark and
-    environment (a run's other metrics show the records of the result that captured them)."""
-    ranked = (select(Result.run_id, Series.benchmark_id, Series.environment_id,
-                     func.row_number().over(partition_by=Result.series_id,
-                                            order_by=(Run.finished_at.desc(), Run.id.desc())).label("rank"))
-              .join(Run, Run.id == Result.run_id).join(Series, Series.id == Result.series_id)
-              .where(Result.status == "ok").subquery())
-    newest = (select(ranked.c.run_id, ranked.c.benchmark_id, ranked.c.environment_id)
-              .where(ranked.c.rank == 1).distinct().subquery())
-    return set(session.scalars(
-        select(ResultArtifact.artifact_id).join(Result, Result.id == ResultArtifact.result_id)
-        .join(Series, Series.id == Result.series_id)
-        .join(newest, and_(newest.c.run_id == Result.run_id, newest.c.benchmark_id == Series.benchmark_id,
-                           newest.c.environment_id == Series.environment_id))))
 
 
 def plan_prune(session: Session, older_than: timedelta, now: datetime) -> PrunePlan:
     """What a prune at ``now`` would remove (the module docstring has the rules); reads only."""
-    now = _utc(now)
+    now = utc(now)
     try:
         cutoff = now - older_than
     except OverflowError:
@@ -185,7 +138,7 @@ def plan_prune(session: Session, older_than: timedelta, now: datetime) -> PruneP
     if not old:
         return PrunePlan(now, older_than, cutoff, (), 0, 0)
     for_alerts = _kept_for_alerts(session)
-    as_newest = _kept_as_newest(session) - for_alerts
+    as_newest = retention.artifacts_of_newest_runs(session) - for_alerts
     chosen = tuple(a for a in old if a.id not in for_alerts and a.id not in as_newest)
     return PrunePlan(now, older_than, cutoff, chosen,
                      kept_for_alerts=sum(1 for a in old if a.id in for_alerts),
@@ -201,13 +154,8 @@ def apply_prune(session: Session, store: ArtifactStore, plan: PrunePlan, now: da
     say so. Retention runs rarely, on content months old; the next run capturing the same bytes uploads them."""
     current = {a.id for a in plan_prune(session, plan.older_than, plan.now).artifacts}
     chosen = [a for a in plan.artifacts if a.id in current]
-    stamp = _utc(now or datetime.now(UTC))
-    unmarked = [a.id for a in chosen if a.pruned_at is None]
-    marked = 0
-    for chunk in _chunks(unmarked):
-        result = session.execute(update(Artifact).where(Artifact.id.in_(chunk), Artifact.pruned_at.is_(None))
-                                 .values(pruned_at=stamp).execution_options(synchronize_session=False))
-        marked += int(getattr(result, "rowcount", 0) or 0)
+    stamp = utc(now or datetime.now(UTC))
+    marked = retention.mark_pruned(session, [a.id for a in chosen if a.pruned_at is None], stamp)
     session.commit()  # the rows say "pruned" before any file goes: a crash from here on leaves no dangling row
     deleted = freed = missing = 0
     swept, swept_bytes = store.sweep_incoming(UNFINISHED_WRITE_AGE_S)

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, or_, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import InvalidInput, KernelWatchError, NotFound, Transient
+from kernelwatch.vocabulary import DeliveryState, PullRequestState
 from service.detect.compare import CompareParams, ComparisonReport
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
@@ -36,8 +35,11 @@ from service.report.compare_table import SideLabel
 from service.report.pr_comment import MARKER, CommentContext, check_output, compare_url, conclusion, format_comment
 from service.report.pr_comment import status_description as describe
 from service.store import deliveries
+from service.store import pull_requests as stored_prs
+from service.store.commits import repositories_holding, sha_of_run
 from service.store.db import unit_of_work
-from service.store.models import Commit, PullRequest, Repository, Run, WebhookDelivery
+from service.store.models import PullRequest, WebhookDelivery
+from service.store.runs import environment_run_counts
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class HookConfig:
     label: str = "kernelwatch:run"
     samples: int = 20
     # Runs per side, interleaved round by round: a verdict counts runs (and pairs those of one round); even, so
-    # that each side goes first as often (service/cli.py CI_ROUNDS).
+    # that each side goes first as often (service/cli/ci.py CI_ROUNDS).
     rounds: int = 4
     public_url: str = ""
     check_runs: bool = True  # a GitHub App posts check runs; a plain token posts commit statuses
@@ -70,6 +72,7 @@ class SuiteRun:
 
     hardware: str
     kwargs: dict[str, Any]
+    task_id: str | None = None  # None: the carrier names it; a tracked branch's tick names its own (once per tip)
 
 
 @dataclass(frozen=True)
@@ -188,20 +191,15 @@ def record_delivery(sessions: sessionmaker[Session], delivery_uid: str, event: s
     redelivery). A delivery whose enqueue failed earlier (still ``received``) is handed out again."""
     now = datetime.now(UTC)
     with unit_of_work(sessions) as session:
-        found = session.scalars(select(WebhookDelivery).filter_by(delivery_uid=delivery_uid)
-                                .with_for_update()).first()
+        found = deliveries.locked_by_uid(session, delivery_uid)
         if found is None:
-            try:
-                with session.begin_nested():
-                    found = WebhookDelivery(delivery_uid=delivery_uid, event=event, payload=payload,
-                                            state="queued", received_at=now)
-                    session.add(found)
-                return found.id
-            except IntegrityError:
-                return None  # a concurrent delivery of the same id stored it first; it enqueues it
+            found = WebhookDelivery(delivery_uid=delivery_uid, event=event, payload=payload,
+                                    state=DeliveryState.QUEUED, received_at=now)
+            # None when a concurrent delivery of the same id stored it first: it enqueues it.
+            return found.id if deliveries.add_new(session, found) else None
         if found.state != "received":
             return None
-        found.state = "queued"
+        found.state = DeliveryState.QUEUED
         return found.id
 
 
@@ -210,7 +208,7 @@ def enqueue_failed(sessions: sessionmaker[Session], delivery_id: int) -> None:
     with unit_of_work(sessions) as session:
         delivery = session.get(WebhookDelivery, delivery_id)
         if delivery is not None and delivery.state == "queued":
-            delivery.state = "received"
+            delivery.state = DeliveryState.RECEIVED
 
 
 def retry_delivery(sessions: sessionmaker[Session], enqueue: Callable[[int], None], delivery_id: int) -> None:
@@ -227,12 +225,10 @@ def retry_delivery(sessions: sessionmaker[Session], enqueue: Callable[[int], Non
 
 def pull_requests_of_run(session: Session, run_id: int) -> list[int]:
     """The tracked pull requests whose head or merge-base is this run's commit: they may be ready to report."""
-    sha = session.scalar(select(Commit.sha).join(Run, Run.commit_id == Commit.id).where(Run.id == run_id))
+    sha = sha_of_run(session, run_id)
     if sha is None:
         return []
-    return list(session.scalars(select(PullRequest.id).where(
-        PullRequest.state == "running", or_(PullRequest.head_sha == sha, PullRequest.merge_base_sha == sha))
-        .order_by(PullRequest.id)))
+    return stored_prs.with_commit(session, sha, "running")
 
 
 class PullRequestHooks:
@@ -300,13 +296,12 @@ class PullRequestHooks:
 
     def _close(self, facts: PullRequestFacts) -> None:
         with unit_of_work(self.sessions) as session:
-            pr = session.scalars(select(PullRequest).filter_by(repository=facts.repository,
-                                                               number=facts.number)).first()
+            pr = stored_prs.pull_request(session, facts.repository, facts.number)
             if pr is None:
                 return
             # Runs that will never be reported: their check run stops spinning (closed before they were in).
             unfinished = pr.check_run_id if pr.state == "running" and pr.reported_key is None else None
-            pr.state, pr.updated_at = "closed", datetime.now(UTC)
+            pr.state, pr.updated_at = PullRequestState.CLOSED, datetime.now(UTC)
             repository, installation = pr.repository, pr.installation_id
         if unfinished is not None and self.github is not None and self.config.check_runs:
             client, check_id = self.github(repository, installation), unfinished
@@ -320,10 +315,10 @@ class PullRequestHooks:
         now = datetime.now(UTC)
         name = f"{facts.repository}#{facts.number}"
         with unit_of_work(self.sessions) as session:
-            pr = session.scalars(select(PullRequest).filter_by(repository=facts.repository, number=facts.number)
-                                 .with_for_update()).first()
+            pr = stored_prs.pull_request(session, facts.repository, facts.number, lock=True)
             if pr is None:
-                pr = PullRequest(repository=facts.repository, number=facts.number, state="waiting", created_at=now)
+                pr = PullRequest(repository=facts.repository, number=facts.number, state=PullRequestState.WAITING,
+                                 created_at=now)
                 session.add(pr)
             unchanged = (pr.state == "running" and pr.head_sha == facts.head_sha and pr.base_sha == facts.base_sha
                          and pr.merge_base_sha is not None)
@@ -333,7 +328,7 @@ class PullRequestHooks:
             if approve:
                 pr.approved_sha = facts.head_sha
             if facts.from_fork and pr.approved_sha != facts.head_sha:
-                pr.state = "waiting"
+                pr.state = PullRequestState.WAITING
                 return (f"{name} is from {facts.head_repository}: waiting for a maintainer's label "
                         f"{self.config.label!r} or a {RUN_COMMAND} comment"), []
             if unchanged and not rerun:
@@ -342,10 +337,10 @@ class PullRequestHooks:
             pr_id = pr.id
         merge_base = self._merge_base(facts)
         with unit_of_work(self.sessions) as session:
-            pr = session.get(PullRequest, pr_id, with_for_update=True)
+            pr = stored_prs.locked(session, pr_id)
             if pr is None or pr.head_sha != facts.head_sha:
                 return f"{name} moved on meanwhile", []  # the event that moved it schedules its own runs
-            pr.merge_base_sha, pr.state, pr.reported_key = merge_base, "running", None
+            pr.merge_base_sha, pr.state, pr.reported_key = merge_base, PullRequestState.RUNNING, None
             # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
             # progress); the comment stays the same one.
             pr.check_run_id, pr.check_run_sha = None, None
@@ -377,7 +372,7 @@ class PullRequestHooks:
         if not made:
             return
         with unit_of_work(self.sessions) as session:
-            pr = session.get(PullRequest, pr_id, with_for_update=True)
+            pr = stored_prs.locked(session, pr_id)
             if pr is not None and pr.head_sha == facts.head_sha and pr.check_run_id is None:
                 pr.check_run_id, pr.check_run_sha = made[0], facts.head_sha
 
@@ -410,7 +405,7 @@ class PullRequestHooks:
         One transaction holding the pull request's row: two reports of one pull request never both create a
         comment."""
         with unit_of_work(self.sessions) as session:
-            pr = session.get(PullRequest, pull_request_id, with_for_update=True)
+            pr = stored_prs.locked(session, pull_request_id)
             if pr is None or pr.state != "running" or pr.merge_base_sha is None:
                 return "nothing to report"
             base, head, repository = _sides(session, pr.merge_base_sha, pr.head_sha)
@@ -499,16 +494,13 @@ class PullRequestHooks:
 def _rounds_landed(session: Session, head: ResolvedSide) -> int:
     """How many runs the head has in the environment that has the fewest (a suite that needs several
     environments makes a run of each per round)."""
-    rows = session.execute(select(Run.environment_id, func.count(Run.id)).where(Run.id.in_(head.run_ids))
-                           .group_by(Run.environment_id)).all()
-    return min((n for _, n in rows), default=0)
+    return min((n for _, n in environment_run_counts(session, head.run_ids)), default=0)
 
 
 def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:
     """Both sides' runs, in the repository that has the head (preferring one that has the merge-base too: a
     fork registered as a repository of its own holds the same commits)."""
-    rows = session.execute(select(Commit.sha, Repository.name).join(Repository, Repository.id == Commit.repository_id)
-                           .where(Commit.sha.in_([merge_base, head]))).all()
+    rows = repositories_holding(session, [merge_base, head])
     holders: dict[str, set[str]] = {}
     for sha, name in rows:
         holders.setdefault(name, set()).add(sha)

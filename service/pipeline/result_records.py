@@ -10,33 +10,22 @@ still unparsed (parsing may land after detection) or half-broken is unknown, nev
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import ParseFailure, parse
 from service.detect.attribution import OpRecord, OpTable, SideName
+from service.detect.fusion_pairing import source_text
 from service.detect.static_diff import FusionInfo, HloModuleInfo, KernelInfo, StaticRecords, spills_of
-from service.store.models import (
-    Artifact,
-    Commit,
-    HloModuleRecord,
-    KernelCode,
-    OpStat,
-    Repository,
-    Result,
-    ResultArtifact,
-    Run,
-    Series,
-)
+from service.store.models import HloModuleRecord, KernelCode, OpStat
+from service.store.records import artifact_states, benchmark_results, kernel_source, records_by_result
 
 TIME_METRICS = ("wall_time", "device_time", "execution_time")
 LAYER_KINDS = {"hlo": ("hlo",), "kernels": ("x86-obj", "sass", "llo"), "ops": ("xplane",)}
-CHUNK = 500  # ids per IN (...) list
 
 
 @dataclass(frozen=True)
@@ -49,34 +38,16 @@ class CommitRecords:
     op_result_ids: tuple[int, ...]
 
 
-def _chunks(ids: Sequence[int]) -> Iterable[list[int]]:
-    for start in range(0, len(ids), CHUNK):
-        yield list(ids[start:start + CHUNK])
-
-
 def _known_layers(session: Session, result_ids: Sequence[int]) -> dict[int, set[str]]:
     """Per result, the layers whose artifacts exist and were all parsed for that result without error."""
     state: dict[int, dict[str, bool]] = defaultdict(dict)
     layer_of = {kind: layer for layer, kinds in LAYER_KINDS.items() for kind in kinds}
-    for chunk in _chunks(result_ids):
-        rows = session.execute(
-            select(ResultArtifact.result_id, Artifact.kind, ResultArtifact.parsed_version, Artifact.parse_error)
-            .join(Artifact, Artifact.id == ResultArtifact.artifact_id).where(ResultArtifact.result_id.in_(chunk))
-        ).all()
-        for result_id, kind, parsed, error in rows:
-            layer = layer_of.get(kind)
-            if layer is not None:
-                ok = parsed is not None and error is None
-                state[result_id][layer] = state[result_id].get(layer, True) and ok
+    for result_id, kind, parsed, error in artifact_states(session, result_ids):
+        layer = layer_of.get(kind)
+        if layer is not None:
+            ok = parsed is not None and error is None
+            state[result_id][layer] = state[result_id].get(layer, True) and ok
     return {rid: {layer for layer, ok in layers.items() if ok} for rid, layers in state.items()}
-
-
-def _by_result(session: Session, table: Any, result_ids: Sequence[int]) -> dict[int, list[Any]]:
-    out: dict[int, list[Any]] = defaultdict(list)
-    for chunk in _chunks(result_ids):
-        for row in session.scalars(select(table).where(table.result_id.in_(chunk)).order_by(table.id)):
-            out[row.result_id].append(row)
-    return out
 
 
 def kernel_info(row: KernelCode) -> KernelInfo:
@@ -86,7 +57,8 @@ def kernel_info(row: KernelCode) -> KernelInfo:
 
 
 def module_info(row: HloModuleRecord) -> HloModuleInfo:
-    fusions = tuple(FusionInfo(str(f.get("name")), f.get("kind"), int(f.get("instructions") or 0))
+    fusions = tuple(FusionInfo(str(f.get("name")), f.get("kind"), int(f.get("instructions") or 0),
+                               f.get("fingerprint") or None, f.get("op_name"), source_text(f.get("source")))
                     for f in row.fusions or ())
     return HloModuleInfo(name=row.name, fingerprint=row.fingerprint, instructions=row.instructions,
                          opcodes=dict(row.opcodes or {}), fusions=fusions)
@@ -96,16 +68,7 @@ def load_commit_records(session: Session, benchmark_id: int, environment_id: int
                         commit_ids: Sequence[int] | None = None, *, default_branch_only: bool = False,
                         with_ops: bool = True) -> dict[int, CommitRecords]:
     """Per commit (the given ones, or every commit the benchmark ran at), its records in this environment."""
-    query = (select(Result.id, Result.sample_count, Run.commit_id, Commit.position)
-             .join(Run, Run.id == Result.run_id).join(Series, Series.id == Result.series_id)
-             .join(Commit, Commit.id == Run.commit_id)
-             .where(Series.benchmark_id == benchmark_id, Series.environment_id == environment_id))
-    if commit_ids is not None:
-        query = query.where(Run.commit_id.in_(list(commit_ids)))
-    if default_branch_only:
-        query = (query.join(Repository, Repository.id == Commit.repository_id)
-                 .where(Run.branch == Repository.default_branch))
-    rows = session.execute(query.order_by(Result.id)).all()
+    rows = benchmark_results(session, benchmark_id, environment_id, commit_ids, default_branch_only)
     result_ids = [r.id for r in rows]
     known = _known_layers(session, result_ids)
     by_commit: dict[int, list[Any]] = defaultdict(list)
@@ -118,10 +81,10 @@ def load_commit_records(session: Session, benchmark_id: int, environment_id: int
             layers = len(known.get(r.id, set()) & {"hlo", "kernels"})
             if layers > best:
                 chosen[commit_id], best = r.id, layers
-    modules = _by_result(session, HloModuleRecord, sorted(chosen.values()))
-    kernels = _by_result(session, KernelCode, sorted(chosen.values()))
+    modules = records_by_result(session, HloModuleRecord, sorted(chosen.values()))
+    kernels = records_by_result(session, KernelCode, sorted(chosen.values()))
     with_op_table = [rid for rid in result_ids if "ops" in known.get(rid, set())] if with_ops else []
-    ops = _by_result(session, OpStat, with_op_table)
+    ops = records_by_result(session, OpStat, with_op_table)
 
     out = {}
     for commit_id, results in by_commit.items():
@@ -168,13 +131,7 @@ class DisassemblyLoader:
         result_id = self.results.get(side)
         if result_id is None:
             return None
-        row = self.session.execute(
-            select(KernelCode.artifact_id, Artifact.kind, Artifact.sha256, ResultArtifact.name)
-            .join(Artifact, Artifact.id == KernelCode.artifact_id)
-            .join(ResultArtifact, (ResultArtifact.artifact_id == Artifact.id)
-                  & (ResultArtifact.result_id == KernelCode.result_id))
-            .where(KernelCode.result_id == result_id, KernelCode.isa == isa, KernelCode.name == name)
-        ).first()
+        row = kernel_source(self.session, result_id, isa, name)
         if row is None:
             return None
         if row.artifact_id not in self._parsed:

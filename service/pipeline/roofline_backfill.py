@@ -11,16 +11,14 @@ series start at the first run ingested with the model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
 
 from kernelwatch.hardware import Calibration
 from service.model.compute_roof import params_dtype
 from service.model.result_roofline import result_figures, run_hardware
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC, roofline_columns
-from service.store.models import Benchmark, Environment, Result, Run, Series
+from service.store.roofline import figure_inputs, write_figures
 
 BATCH = 2000  # rows updated per round trip; a whole table is never held in memory
 
@@ -43,16 +41,6 @@ def _calibration(stored: object) -> Calibration | None:
         return None
 
 
-def _candidates(recompute: bool) -> Select[Any]:
-    query = (select(Result.id, Result.flops, Result.bytes_accessed, Result.median, Benchmark.params,
-                    Environment.backend, Environment.device_kind, Run.calibration)
-             .join(Series, Series.id == Result.series_id).join(Benchmark, Benchmark.id == Series.benchmark_id)
-             .join(Run, Run.id == Result.run_id).join(Environment, Environment.id == Run.environment_id)
-             .where(Series.metric == ROOFLINE_METRIC, Result.status == "ok")
-             .order_by(Result.id))
-    return query if recompute else query.where(Result.roofline_s.is_(None))
-
-
 def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCounts:
     """Compute and store the figures of every ok wall-time result without them (all of them with ``recompute``).
     Idempotent; the caller's unit of work commits."""
@@ -60,7 +48,7 @@ def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCoun
     last = 0
     while True:
         # Keyset batches by id: bounded memory, and no cursor held open across the updates.
-        rows = session.execute(_candidates(recompute).where(Result.id > last).limit(BATCH)).all()
+        rows = figure_inputs(session, ROOFLINE_METRIC, last, BATCH, recompute)
         if not rows:
             return counts
         last = rows[-1][0]
@@ -77,5 +65,5 @@ def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCoun
                 continue
             updates.append({"id": result_id, **roofline_columns(figures)})
         if updates:
-            session.execute(update(Result), updates)
+            write_figures(session, updates)
             counts.filled += len(updates)

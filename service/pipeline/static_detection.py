@@ -16,15 +16,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from kernelwatch.vocabulary import FindingKind
 from runners.artifacts import ArtifactStore
 from service.detect.static_diff import STATIC_DETECTOR, diff_static
-from service.pipeline.attribution import attribute_findings, findings_of_series
+from service.pipeline.attribution import attribute_findings
 from service.pipeline.result_records import TIME_METRICS, CommitRecords, load_commit_records
+from service.store import findings as stored
+from service.store.findings import findings_of_series
 from service.store.locks import lock_series
-from service.store.models import Finding, Result, Run, Series
+from service.store.models import Finding, Series
+from service.store.series_lookups import benchmark_series, parsed_result_places, series_of_metrics
 
 STATIC_DETECTOR_VERSION = 2  # 2: equal code digests are no change; findings carry their metric and unit
 
@@ -37,8 +40,7 @@ def detect_static_series(session: Session, series: Series,
         records = load_commit_records(session, series.benchmark_id, series.environment_id,
                                       default_branch_only=True, with_ops=False)
     known = sorted((r for r in records.values() if r.static is not None), key=lambda r: (r.position, r.commit_id))
-    existing = {f.commit_id: f for f in session.scalars(
-        select(Finding).filter_by(series_id=series.id, detector=STATIC_DETECTOR))}
+    existing = {f.commit_id: f for f in stored.detector_findings(session, series.id, STATIC_DETECTOR)}
     keep: set[int] = set()
     now = datetime.now(UTC)
     for before, after in zip(known, known[1:], strict=False):
@@ -54,7 +56,7 @@ def detect_static_series(session: Session, series: Series,
             existing[after.commit_id] = finding
         finding.previous_commit_id = before.commit_id
         finding.detector_version = STATIC_DETECTOR_VERSION
-        finding.kind = "static"
+        finding.kind = FindingKind.STATIC
         finding.direction = diff.direction
         finding.magnitude = diff.magnitude
         finding.confidence = 1.0  # exact: the same toolchain makes the same code
@@ -65,22 +67,18 @@ def detect_static_series(session: Session, series: Series,
         keep.add(after.commit_id)
     stale = [cid for cid in existing if cid not in keep]
     if stale:
-        session.execute(delete(Finding).where(Finding.series_id == series.id, Finding.detector == STATIC_DETECTOR,
-                                              Finding.commit_id.in_(stale)))
+        stored.delete_findings_at(session, series.id, STATIC_DETECTOR, stale)
     session.flush()
-    return [f.id for f in session.scalars(select(Finding).filter_by(series_id=series.id, detector=STATIC_DETECTOR)
-                                          .order_by(Finding.id))]
+    return stored.detector_finding_ids(session, series.id, STATIC_DETECTOR, by_id=True)
 
 
 def _primary_time_series(session: Session, benchmark_id: int, environment_id: int) -> int | None:
     """The one time series of a benchmark in an environment that carries its static findings: wall time when it
     has one, else the first of the other time metrics. Its wall and device time measure the same code, and one
     code change found on both would be counted twice in every alert."""
-    rows = session.execute(select(Series.id, Series.metric).where(
-        Series.benchmark_id == benchmark_id, Series.environment_id == environment_id,
-        Series.metric.in_(TIME_METRICS))).all()
-    ranked = sorted(rows, key=lambda r: (TIME_METRICS.index(r.metric), r.id))
-    return ranked[0].id if ranked else None
+    rows = series_of_metrics(session, benchmark_id, environment_id, TIME_METRICS)
+    ranked = sorted(rows, key=lambda r: (TIME_METRICS.index(r[1]), r[0]))
+    return ranked[0][0] if ranked else None
 
 
 def detect_static(session: Session, series_ids: Sequence[int], artifacts: ArtifactStore | None = None) -> list[int]:
@@ -96,8 +94,7 @@ def detect_static(session: Session, series_ids: Sequence[int], artifacts: Artifa
         primary = _primary_time_series(session, benchmark_id, environment_id)
         others = [m for m in members if m != primary]
         if others:
-            session.execute(delete(Finding).where(Finding.series_id.in_(others),
-                                                  Finding.detector == STATIC_DETECTOR))
+            stored.delete_detector_findings(session, others, STATIC_DETECTOR)
         series = session.get(Series, primary) if primary is not None else None
         if series is not None:
             records = load_commit_records(session, benchmark_id, environment_id, default_branch_only=True,
@@ -113,18 +110,13 @@ def refresh_after_parse(session: Session, result_ids: Sequence[int], artifacts: 
     commit or previous commit holds one of these results. Returns how many attributions changed."""
     if not result_ids:
         return 0
-    rows = session.execute(
-        select(Series.benchmark_id, Series.environment_id, Run.commit_id)
-        .join(Result, Result.series_id == Series.id).join(Run, Run.id == Result.run_id)
-        .where(Result.id.in_(list(result_ids)))
-    ).all()
+    rows = parsed_result_places(session, result_ids)
     if not rows:
         return 0
-    commits = sorted({r.commit_id for r in rows})
+    commits = sorted({commit_id for _, _, commit_id in rows})
     series_ids: set[int] = set()
-    for benchmark_id, environment_id in {(r.benchmark_id, r.environment_id) for r in rows}:
-        series_ids.update(session.scalars(select(Series.id).where(
-            Series.benchmark_id == benchmark_id, Series.environment_id == environment_id)))
+    for benchmark_id, environment_id in {(b, e) for b, e, _ in rows}:
+        series_ids.update(benchmark_series(session, benchmark_id, environment_id))
     ordered = sorted(series_ids)
     lock_series(session, ordered)  # as detect_many: one detection of a series at a time
     detect_static(session, ordered, artifacts)  # keeps the time series among them

@@ -14,15 +14,16 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.detect.compare import CompareParams
 from service.pipeline.compare import compare_resolved, comparison_key, side_for_commit
 from service.report.compare_table import to_json
+from service.store import comparisons as stored_comparisons
 from service.store.commit_compare import commit_info, measured_parent
+from service.store.commits import commit_of
 from service.store.db import unit_of_work
-from service.store.models import Commit, Repository, Run, StoredComparison, StoredComparisonRow
+from service.store.models import Commit, Repository, Run, StoredComparison
 
 DEFAULT_PARAMS = CompareParams()
 SIZE_UNKNOWN = 1e300  # a change with no ratio (from a zero median, or a side missing): larger than any other
@@ -52,18 +53,16 @@ def store_comparison_for_run(session: Session, run_id: int,
     parent_sha = measured_parent(session, info, sorted(head.environment_ids))
     if parent_sha is None:
         return None
-    base_commit = session.scalars(select(Commit).filter_by(repository_id=repository.id, sha=parent_sha)).one()
+    base_commit = commit_of(session, repository.id, parent_sha)
+    assert base_commit is not None  # the commit page's measured parent is a stored commit
     base = side_for_commit(session, base_commit.sha, base_commit, repository.name)
     key = comparison_key(base.run_ids, head.run_ids, params)
-    existing = session.scalars(select(StoredComparison).filter_by(key=key)).first()
+    existing = stored_comparisons.stored_comparison(session, key)
     if existing is not None:
         return existing
     outcome = compare_resolved(session, base, head, params, stored=False)
     document = to_json(outcome.report, outcome.base, outcome.head, outcome.notes)
-    superseded = select(StoredComparison.id).where(StoredComparison.base_commit_id == base_commit.id,
-                                                   StoredComparison.head_commit_id == commit.id)
-    session.execute(delete(StoredComparisonRow).where(StoredComparisonRow.comparison_id.in_(superseded)))
-    session.execute(delete(StoredComparison).where(StoredComparison.id.in_(superseded)))
+    stored_comparisons.delete_comparisons_of(session, base_commit.id, commit.id)
     stored = StoredComparison(key=key, base_commit_id=base_commit.id, head_commit_id=commit.id,
                               header={k: v for k, v in document.items() if k != "benchmarks"},
                               created_at=datetime.now(UTC))
@@ -71,8 +70,7 @@ def store_comparison_for_run(session: Session, run_id: int,
     session.flush()
     rows = [{"comparison_id": stored.id, "position": i, "verdict": r["verdict"], "size": change_size(r["ratio"]),
              "ratio": r["ratio"], "p_value": r["p_value"], "row": r} for i, r in enumerate(document["benchmarks"])]
-    if rows:
-        session.execute(insert(StoredComparisonRow), rows)
+    stored_comparisons.insert_rows(session, rows)
     session.flush()
     return stored
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import InvalidInput
@@ -14,8 +12,10 @@ from service.contract import Manifest, parse_manifest
 from service.pipeline.ingest import IngestOutcome, ingest_manifest
 from service.pipeline.ports import TaskQueue
 from service.pipeline.pull_requests import pull_requests_of_run
+from service.store.artifacts import unparsed_of
 from service.store.db import unit_of_work
-from service.store.models import Artifact, Result, ResultArtifact
+from service.store.errors import DataError, IntegrityError
+from service.store.runs import results_of_run
 
 
 def submit_manifest(
@@ -79,8 +79,6 @@ def _store(sessions: sessionmaker[Session],
 
 def _follow_ups(session: Session, run_id: int) -> tuple[list[int], list[int]]:
     """(results of the run with artifacts not parsed yet, series the run measured) of a stored run."""
-    rows = session.execute(select(Result.id, Result.series_id, Result.status).where(Result.run_id == run_id)).all()
-    unparsed = set(session.scalars(
-        select(ResultArtifact.result_id).join(Artifact, Artifact.id == ResultArtifact.artifact_id)
-        .where(ResultArtifact.result_id.in_([r.id for r in rows]), ResultArtifact.parsed_version.is_(None))))
-    return sorted(unparsed), sorted({r.series_id for r in rows if r.status == "ok"})
+    rows = results_of_run(session, run_id)
+    unparsed = unparsed_of(session, [result_id for result_id, _, _ in rows])
+    return sorted(unparsed), sorted({series_id for _, series_id, status in rows if status == "ok"})

@@ -6,13 +6,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import Conflict, InvalidInput, NotFound
 from service import tokens
+from service.store import tokens as stored_tokens
 from service.store.models import ApiToken
+from service.store.times import utc
 
 # last_used_at is for people deciding what to revoke; minute precision spares a write on every request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -45,24 +45,21 @@ def create_token(session: Session, name: str, scopes: Iterable[str]) -> tuple[To
         scope_list = tokens.check_scopes(scopes)
     except ValueError as exc:
         raise InvalidInput(str(exc)) from None
-    taken = session.scalars(select(ApiToken.id).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))).first()
+    taken = stored_tokens.active_token_named(session, name)
     if taken is not None:
         raise Conflict(f"an active token named {name!r} exists (id {taken}); revoke it first or pick another name")
     for _ in range(3):  # 48 random bits of prefix: a collision is rare, and then another draw settles it
         minted = tokens.mint()
         row = ApiToken(name=name, scopes=scope_list, prefix=minted.prefix, secret_hash=minted.secret_hash,
                        created_at=datetime.now(UTC))
-        try:
-            with session.begin_nested():
-                session.add(row)
-        except IntegrityError:
+        if not stored_tokens.add_token(session, row):
             continue
         return _view(row), minted.token
     raise Conflict("could not draw an unused token prefix; try again")
 
 
 def list_tokens(session: Session) -> list[TokenView]:
-    return [_view(t) for t in session.scalars(select(ApiToken).order_by(ApiToken.id))]
+    return [_view(t) for t in stored_tokens.all_tokens(session)]
 
 
 def get_token(session: Session, token_id: int) -> TokenView:
@@ -78,8 +75,7 @@ def revoke_token(session: Session, ref: str | int) -> TokenView:
     if isinstance(ref, int) or ref.isdigit():
         row = session.get(ApiToken, int(ref))
     if row is None and isinstance(ref, str):
-        row = session.scalars(select(ApiToken).where(ApiToken.name == ref)
-                              .order_by(ApiToken.revoked_at.is_(None).desc(), ApiToken.id.desc())).first()
+        row = stored_tokens.token_named(session, ref)
     if row is None:
         raise NotFound(f"no token {ref!r} (give its id or its name)")
     if row.revoked_at is None:
@@ -95,16 +91,14 @@ def authenticate(session: Session, raw: str) -> TokenView | None:
         prefix, secret = tokens.parse(raw)
     except tokens.TokenFormatError:
         return None
-    row = session.scalars(select(ApiToken).where(ApiToken.prefix == prefix)).first()
+    row = stored_tokens.token_with_prefix(session, prefix)
     if not tokens.matches(secret, row.secret_hash if row is not None else None):
         return None
     assert row is not None
     if row.revoked_at is not None:
         return None
     now = datetime.now(UTC)
-    last = row.last_used_at
-    if last is not None and last.tzinfo is None:  # SQLite hands back naive datetimes
-        last = last.replace(tzinfo=UTC)
+    last = None if row.last_used_at is None else utc(row.last_used_at)  # SQLite hands back naive datetimes
     if last is None or now - last >= LAST_USED_RESOLUTION:
         row.last_used_at = now
         session.flush()

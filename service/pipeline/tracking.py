@@ -23,13 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from sqlalchemy import or_, select
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import InvalidInput, Transient
 from runners.gitrepo import GitError, check_location, check_rev, run_git
-from service.store.models import Run
+from service.store.runs import run_stored
 from service.task_names import runner_queue
 from service.tracked import TrackedBranch, scheduled_run_kwargs, scheduled_task_id
 
@@ -109,14 +107,7 @@ def scheduled_run_stored(sessions: sessionmaker[Session]) -> IsStored:
     environment; environments after the first get ``-d<group>`` suffixes)."""
 
     def is_stored(task_id: str) -> bool:
-        run_uid = task_id.replace("-", "")
-        try:
-            with sessions() as session:
-                found = session.scalar(select(Run.id).where(or_(Run.run_uid == run_uid,
-                                                                Run.run_uid.like(f"{run_uid}-d%"))).limit(1))
-        except OperationalError as exc:
-            raise Transient(f"database unavailable: {exc.orig}") from exc
-        return found is not None
+        return run_stored(sessions, task_id.replace("-", ""))  # Transient when the database is away
 
     return is_stored
 

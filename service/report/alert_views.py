@@ -1,5 +1,5 @@
 """What the alert faces show of an alert (the inbox, `kernelwatch alerts list`, the API, Slack): plain data, made
-by service/pipeline/alerts.py from stored rows and read by the formatters (alerts_text.py, slack_blocks.py). Pure."""
+by service/store/alerts.py from stored rows and read by the formatters (alerts_text.py, slack_blocks.py). Pure."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ class AlertFindingView:
     benchmark: str
     metric: str
     unit: str
-    direction: str
+    direction: str  # a ChangeKind: regression | improvement
     magnitude: float
-    confidence: float
+    confidence: float  # noise units, not a confidence level: the stored column's and the API field's name
     p_value: float | None
     detector: str
 

@@ -1,4 +1,8 @@
-"""Two results' op tables joined by (module, op), with the deltas of time, share and occurrences. PURE.
+"""Two results' op tables joined, with the deltas of time, share and occurrences. PURE.
+
+Ops that are fusions join through the fusion pairing where one is given (``service.detect.fusion_pairing``:
+by structure, so a fusion XLA renumbered joins its own op, and a new fusion that took an old number is new);
+every other op joins by (module, op).
 
 Times are per benchmark call where both sides say how many calls their profiled pass made (a result's profile
 runs as many calls as it has samples, and two results need not have the same count), else the raw totals of
@@ -14,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
+
+from service.detect.fusion_pairing import FusionPairing, join_ops
 
 OpStatus = Literal["added", "removed", "common"]
 
@@ -48,6 +54,8 @@ class OpDiffRow:
     status: OpStatus
     base: Side | None
     head: Side | None
+    base_op: str | None = None  # the base's name of a fusion XLA renumbered
+    structure: str | None = None  # the fusion pair's status (same, renamed, changed, ...); None: not a fusion
 
     @property
     def self_ns_delta(self) -> float:
@@ -106,16 +114,22 @@ def _sides(ops: Sequence[OpLike], calls: int | None) -> tuple[dict[tuple[str, st
 
 
 def diff_op_tables(base: Sequence[OpLike], head: Sequence[OpLike], base_calls: int | None = None,
-                   head_calls: int | None = None) -> OpTableDiff:
+                   head_calls: int | None = None, pairing: FusionPairing | None = None) -> OpTableDiff:
     """Join two op tables (see the module docstring); calls given on both sides make the times per call."""
     per_call = bool(base_calls and head_calls)
     b, base_total = _sides(base, base_calls if per_call else None)
     h, head_total = _sides(head, head_calls if per_call else None)
     rows = []
-    for key in b.keys() | h.keys():
-        bs, hs = b.get(key), h.get(key)
+    for key_b, key_h in join_ops(list(b), list(h), pairing):
+        bs, hs = b.get(key_b) if key_b else None, h.get(key_h) if key_h else None
+        key = key_h or key_b
+        assert key is not None
+        pair = None if pairing is None else (pairing.of_head(key_h[1]) if key_h else
+                                             pairing.of_base(key_b[1]) if key_b else None)
         status: OpStatus = "added" if bs is None else "removed" if hs is None else "common"
         category = hs[0] if hs is not None else bs[0] if bs is not None else ""
-        rows.append(OpDiffRow(key[0], key[1], category, status, bs[1] if bs else None, hs[1] if hs else None))
+        rows.append(OpDiffRow(key[0], key[1], category, status, bs[1] if bs else None, hs[1] if hs else None,
+                              key_b[1] if key_b is not None and key_b != key else None,
+                              pair.status if pair is not None and pair.structural else None))
     rows.sort(key=lambda r: (-abs(r.self_ns_delta), r.module, r.op))
     return OpTableDiff(tuple(rows), per_call, base_total, head_total)

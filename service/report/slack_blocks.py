@@ -41,7 +41,7 @@ class SlackFinding:
     hardware: str
     direction: str  # regression | improvement
     magnitude: float  # relative change, after/before - 1
-    confidence: float  # in units of the series' noise (a time finding's)
+    noise_units: float  # the step in units of the series' noise (a time finding's; the stored "confidence")
     exact: bool = False  # a static finding: a count that changed, with no noise to measure it in
     unit: str = ""
 
@@ -89,7 +89,7 @@ def slack_alert(view: AlertView, hardware_of_series: Mapping[int, str], verdicts
     ``hardware`` is every device kind of the alert, when ``view`` lists only its worst findings."""
     findings = tuple(
         SlackFinding(benchmark=f.benchmark, metric=f.metric, hardware=hardware_of_series.get(f.series_id, "?"),
-                     direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
+                     direction=f.direction, magnitude=f.magnitude, noise_units=f.confidence,
                      exact=f.detector == STATIC_DETECTOR, unit=f.unit)
         for f in view.findings)
     return SlackAlert(id=view.id, repository=view.repository, commit_sha=view.commit_sha,
@@ -176,7 +176,7 @@ def _state_text(alert: SlackAlert) -> str:
 
 
 def _finding_line(f: SlackFinding) -> str:
-    how = f"exact, in {escape(f.unit)}" if f.exact else f"{f.confidence:.1f}× noise"
+    how = f"exact, in {escape(f.unit)}" if f.exact else f"{f.noise_units:.1f}× noise"
     return (f"`{f.magnitude:+.1%}` {f.direction}  {escape(f.benchmark)}  {escape(f.metric)} on "
             f"{escape(f.hardware)} ({how})")
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.store.models import Alert, Benchmark, Commit, Environment, Finding, Repository, Run, Series
-from service.store.read_filters import utc
+from service.store.times import utc
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import Conflict, NotFound
+from kernelwatch.vocabulary import DeliveryState
 from service.store.db import unit_of_work
 from service.store.models import WebhookDelivery
-from service.store.read_filters import utc
+from service.store.times import utc
 
 # Tries before the dead letter. Celery spaces them 5, 10, 20, 40, 80 s apart (service/tasks.py _github_countdown),
 # the embedded queue likewise (service/pipeline/background.py): about two and a half minutes of GitHub or the
@@ -29,7 +31,7 @@ DELIVERY_ATTEMPTS = 6
 # pending): the sweep hands it out again. Longer than the slowest retry spacing, so a delivery waiting for its
 # retry is never handed out twice.
 STALE_AFTER = timedelta(minutes=15)
-STATES = ("received", "queued", "done", "failed")
+STATES: tuple[DeliveryState, ...] = tuple(DeliveryState)
 MAX_ERROR_CHARS = 2000
 
 
@@ -49,7 +51,7 @@ def finish(sessions: sessionmaker[Session], delivery_id: int, outcome: str) -> N
     with unit_of_work(sessions) as session:
         delivery = session.get(WebhookDelivery, delivery_id)
         if delivery is not None:
-            delivery.state, delivery.outcome, delivery.processed_at = "done", outcome, datetime.now(UTC)
+            delivery.state, delivery.outcome, delivery.processed_at = DeliveryState.DONE, outcome, datetime.now(UTC)
 
 
 def attempt_failed(sessions: sessionmaker[Session], delivery_id: int, error: str) -> bool:
@@ -62,7 +64,7 @@ def attempt_failed(sessions: sessionmaker[Session], delivery_id: int, error: str
         delivery.last_error = error[:MAX_ERROR_CHARS]
         if delivery.attempts < DELIVERY_ATTEMPTS:
             return True
-        delivery.state, delivery.processed_at = "failed", datetime.now(UTC)
+        delivery.state, delivery.processed_at = DeliveryState.FAILED, datetime.now(UTC)
         delivery.outcome = f"dead-lettered after {delivery.attempts} attempts: {error[:MAX_ERROR_CHARS]}"
         return False
 
@@ -78,7 +80,7 @@ def requeue(sessions: sessionmaker[Session], delivery_id: int) -> None:
             raise Conflict(f"delivery {delivery_id} was handled ({delivery.outcome or 'done'}): nothing to retry")
         if delivery.state == "queued":
             raise Conflict(f"delivery {delivery_id} is queued already")
-        delivery.state, delivery.attempts, delivery.outcome, delivery.processed_at = "queued", 0, None, None
+        delivery.state, delivery.attempts, delivery.outcome, delivery.processed_at = DeliveryState.QUEUED, 0, None, None
 
 
 def stale(sessions: sessionmaker[Session], older_than: timedelta = STALE_AFTER, now: datetime | None = None,
@@ -99,13 +101,28 @@ def stale(sessions: sessionmaker[Session], older_than: timedelta = STALE_AFTER, 
         again: list[int] = []
         for delivery in found:
             if delivery.attempts >= DELIVERY_ATTEMPTS:
-                delivery.state, delivery.processed_at = "failed", moment
+                delivery.state, delivery.processed_at = DeliveryState.FAILED, moment
                 delivery.outcome = (f"dead-lettered: its handler stopped {delivery.attempts} times without "
                                     f"finishing ({delivery.last_error or 'no error recorded'})")
             else:
                 delivery.attempted_at = moment
                 again.append(delivery.id)
         return again
+
+
+def locked_by_uid(session: Session, delivery_uid: str) -> WebhookDelivery | None:
+    """The delivery GitHub gave this id, its row taken for the transaction."""
+    return session.scalars(select(WebhookDelivery).filter_by(delivery_uid=delivery_uid).with_for_update()).first()
+
+
+def add_new(session: Session, delivery: WebhookDelivery) -> bool:
+    """Store a new delivery, in a savepoint; False when a concurrent delivery of the same id stored it first."""
+    try:
+        with session.begin_nested():
+            session.add(delivery)
+    except IntegrityError:
+        return False
+    return True
 
 
 def deliveries_view(session: Session, states: Sequence[str] = (), limit: int = 50) -> list[dict[str, Any]]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    CheckConstraint,
     DateTime,
+    Dialect,
     Float,
     ForeignKey,
     Index,
@@ -16,10 +19,29 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from kernelwatch.vocabulary import (
+    AlertKind,
+    AlertState,
+    ChangeKind,
+    ComparisonVerdict,
+    DeliveryState,
+    FindingKind,
+    JobPurpose,
+    JobState,
+    NotificationState,
+    Polarity,
+    PullRequestState,
+    ResultStatus,
+    RooflineBound,
+    RunStatus,
+    Trigger,
+)
 
 # Stable constraint names, so migrations can refer to them on both SQLite and PostgreSQL.
 NAMING = {
@@ -36,6 +58,39 @@ class Base(DeclarativeBase):
 
 
 Id = BigInteger().with_variant(Integer(), "sqlite")  # SQLite only autoincrements INTEGER PRIMARY KEY
+
+V = TypeVar("V", bound=StrEnum)
+
+
+class Vocabulary(TypeDecorator[V]):
+    """A column of one closed vocabulary (kernelwatch/vocabulary.py): stored as the member's string, read back as
+    the member (which is that string: a StrEnum). The database refuses any other value (``one_of``)."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, vocabulary: type[V], length: int) -> None:
+        super().__init__(length)
+        self.vocabulary = vocabulary
+        self._members: dict[str, V] = {member.value: member for member in vocabulary}  # a read is a dict lookup
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> V | None:
+        if value is None:
+            return None
+        member = self._members.get(value)
+        return member if member is not None else self.vocabulary(value)  # ValueError: not of the vocabulary
+
+
+def one_of(column: str, vocabulary: type[StrEnum], nullable: bool = False) -> CheckConstraint:
+    """The CHECK that holds ``column`` to ``vocabulary`` (and NULL, where it may be null), named
+    ck_<table>_<column>. Migration 0019 creates each with the same list written out; tests/unit/test_vocabulary.py
+    holds the two to each other, and to the enums."""
+    listed = ", ".join(f"'{member.value}'" for member in vocabulary)
+    check = f"{column} IN ({listed})"
+    return CheckConstraint(f"{column} IS NULL OR {check}" if nullable else check, name=column)
 
 
 class Repository(Base):
@@ -73,16 +128,17 @@ class Environment(Base):
 
 class Run(Base):
     __tablename__ = "run"
-    __table_args__ = (Index("ix_run_commit_env", "commit_id", "environment_id"),)
+    __table_args__ = (Index("ix_run_commit_env", "commit_id", "environment_id"),
+                      one_of("trigger", Trigger), one_of("status", RunStatus))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     run_uid: Mapped[str] = mapped_column(String(64), unique=True)
     manifest_digest: Mapped[str] = mapped_column(String(64))
     commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"))
     branch: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    trigger: Mapped[str] = mapped_column(String(16))
+    trigger: Mapped[Trigger] = mapped_column(Vocabulary(Trigger, 16))
     pr_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[RunStatus] = mapped_column(Vocabulary(RunStatus, 16))
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     host_details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -100,20 +156,21 @@ class Run(Base):
 
 class Benchmark(Base):
     __tablename__ = "benchmark"
-    __table_args__ = (UniqueConstraint("suite", "name", "params_key"),)
+    __table_args__ = (UniqueConstraint("suite", "name", "params_key"), one_of("direction", Polarity))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     suite: Mapped[str] = mapped_column(String(200))
     name: Mapped[str] = mapped_column(String(200))
     params_key: Mapped[str] = mapped_column(Text)
     params: Mapped[dict[str, Any]] = mapped_column(JSON)
     unit: Mapped[str] = mapped_column(String(32))
-    direction: Mapped[str] = mapped_column(String(20))
+    direction: Mapped[Polarity] = mapped_column(Vocabulary(Polarity, 20))  # its polarity (the manifest's name)
 
 
 class Series(Base):
     """One line on a chart: a benchmark's metric in one environment, identified by a content hash."""
 
     __tablename__ = "series"
+    __table_args__ = (one_of("direction", Polarity),)
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     key: Mapped[str] = mapped_column(String(64), unique=True)
     repository_id: Mapped[int] = mapped_column(ForeignKey("repository.id", ondelete="CASCADE"))
@@ -121,9 +178,9 @@ class Series(Base):
     environment_id: Mapped[int] = mapped_column(ForeignKey("environment.id"))
     metric: Mapped[str] = mapped_column(String(200))
     # The metric's, not the benchmark's: one benchmark reports seconds (lower is better) and GB/s or recall
-    # (higher is better) side by side.
+    # (higher is better) side by side. ``direction`` is the metric's polarity (the manifest's name for it).
     unit: Mapped[str] = mapped_column(String(32))
-    direction: Mapped[str] = mapped_column(String(20))
+    direction: Mapped[Polarity] = mapped_column(Vocabulary(Polarity, 20))
     # The benchmark code it measures (runners/suite.py benchmark_version); None: not known yet (stored before
     # versions were, or only by runners that sent none). The first version that arrives adopts the series.
     benchmark_version: Mapped[str | None] = mapped_column(String(16), nullable=True)
@@ -134,11 +191,12 @@ class Series(Base):
 
 class Result(Base):
     __tablename__ = "result"
-    __table_args__ = (UniqueConstraint("run_id", "series_id"), Index("ix_result_series", "series_id"))
+    __table_args__ = (UniqueConstraint("run_id", "series_id"), Index("ix_result_series", "series_id"),
+                      one_of("status", ResultStatus), one_of("roofline_bound", RooflineBound, nullable=True))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"))
     series_id: Mapped[int] = mapped_column(ForeignKey("series.id"))
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[ResultStatus] = mapped_column(Vocabulary(ResultStatus, 16))
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
     samples: Mapped[list[float]] = mapped_column(JSON)
     sample_count: Mapped[int] = mapped_column(Integer)
@@ -155,7 +213,7 @@ class Result(Base):
     # The roofline figures, computed once at ingest (service/model/result_roofline.py) for an ok wall-time result
     # with FLOP and byte counts on hardware with known peaks; null elsewhere (migration 0011).
     roofline_intensity: Mapped[float | None] = mapped_column(Float, nullable=True)
-    roofline_bound: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    roofline_bound: Mapped[RooflineBound | None] = mapped_column(Vocabulary(RooflineBound, 8), nullable=True)
     roofline_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     roofline_fraction: Mapped[float | None] = mapped_column(Float, nullable=True)
     roofline_peak_flops_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -203,6 +261,8 @@ class Finding(Base):
         Index("ix_finding_commit", "commit_id"),
         Index("ix_finding_alert", "alert_id"),
         Index("ix_finding_created", "created_at", "id"),  # the findings read: newest first, paged (0007)
+        one_of("kind", FindingKind),
+        one_of("direction", ChangeKind),
     )
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     series_id: Mapped[int] = mapped_column(ForeignKey("series.id", ondelete="CASCADE"))
@@ -210,10 +270,12 @@ class Finding(Base):
     previous_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id"), nullable=True)
     detector: Mapped[str] = mapped_column(String(100))
     detector_version: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))  # time | static | numerics | efficiency
-    direction: Mapped[str] = mapped_column(String(16))  # regression | improvement
+    kind: Mapped[FindingKind] = mapped_column(Vocabulary(FindingKind, 16))
+    direction: Mapped[ChangeKind] = mapped_column(Vocabulary(ChangeKind, 16))  # the change's kind, not a polarity
     magnitude: Mapped[float] = mapped_column(Float)  # relative change of the level, after/before - 1
-    confidence: Mapped[float] = mapped_column(Float)  # step size in units of the series' own noise
+    # Not a confidence level: the step size in units of the series' own noise (the change point's noise_units);
+    # 1.0 for a static finding, which is exact. Named so in the table and in the API, where it stays.
+    confidence: Mapped[float] = mapped_column(Float)
     value_before: Mapped[float] = mapped_column(Float)
     value_after: Mapped[float] = mapped_column(Float)
     # What value_before and value_after measure, where that is not the series' own metric and unit: a static
@@ -289,15 +351,14 @@ class Alert(Base):
     __tablename__ = "alert"
     # ix_alert_state: the inbox (state=untriaged), newest first, and its total (migration 0007).
     __table_args__ = (UniqueConstraint("repository_id", "previous_commit_id", "commit_id"),
-                      Index("ix_alert_state", "state", "id"))
+                      Index("ix_alert_state", "state", "id"), one_of("state", AlertState), one_of("kind", AlertKind))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     repository_id: Mapped[int] = mapped_column(ForeignKey("repository.id", ondelete="CASCADE"))
     commit_id: Mapped[int] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"))
     previous_commit_id: Mapped[int | None] = mapped_column(ForeignKey("commit.id", ondelete="CASCADE"),
                                                            nullable=True)
-    # untriaged | acknowledged | investigating | invalid | wontfix | fixed | improvement
-    state: Mapped[str] = mapped_column(String(16))
-    kind: Mapped[str] = mapped_column(String(16))  # regression | improvement | mixed: what its findings say
+    state: Mapped[AlertState] = mapped_column(Vocabulary(AlertState, 16))
+    kind: Mapped[AlertKind] = mapped_column(Vocabulary(AlertKind, 16))  # what its findings say
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -306,13 +367,15 @@ class AlertNote(Base):
     """What a person (or the grouping, as author ``kernelwatch``) said about an alert, and the state change."""
 
     __tablename__ = "alert_note"
-    __table_args__ = (Index("ix_alert_note_alert", "alert_id"),)
+    __table_args__ = (Index("ix_alert_note_alert", "alert_id"), one_of("state_from", AlertState),
+                      one_of("state_to", AlertState, nullable=True))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     alert_id: Mapped[int] = mapped_column(ForeignKey("alert.id", ondelete="CASCADE"))
     author: Mapped[str] = mapped_column(String(200))
     text: Mapped[str] = mapped_column(Text, default="")
-    state_from: Mapped[str] = mapped_column(String(16))
-    state_to: Mapped[str | None] = mapped_column(String(16), nullable=True)  # None: a note, no state change
+    state_from: Mapped[AlertState] = mapped_column(Vocabulary(AlertState, 16))
+    # None: a note, no state change
+    state_to: Mapped[AlertState | None] = mapped_column(Vocabulary(AlertState, 16), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
@@ -326,13 +389,14 @@ class AlertNotification(Base):
 
     __tablename__ = "alert_notification"
     __table_args__ = (UniqueConstraint("alert_id", "channel"),
-                      Index("ix_alert_notification_due", "state", "next_attempt_at"))
+                      Index("ix_alert_notification_due", "state", "next_attempt_at"),
+                      one_of("state", NotificationState))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     alert_id: Mapped[int] = mapped_column(ForeignKey("alert.id", ondelete="CASCADE"))
     channel: Mapped[str] = mapped_column(String(200))  # as configured: "#perf" or an id
     channel_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # as Slack answered the post
     message_ts: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    state: Mapped[str] = mapped_column(String(16))  # pending | sent | failed
+    state: Mapped[NotificationState] = mapped_column(Vocabulary(NotificationState, 16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)  # failures since the last success
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     next_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -352,7 +416,8 @@ class BisectJob(Base):
 
     __tablename__ = "bisect_job"
     __table_args__ = (Index("ix_bisect_job_finding", "finding_id"), Index("ix_bisect_job_state", "state"),
-                      Index("ix_bisect_job_series", "series_id"))
+                      Index("ix_bisect_job_series", "series_id"), one_of("state", JobState),
+                      one_of("purpose", JobPurpose))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     # A job follows a change on a series; the finding row is replaced each time the change moves to another
     # commit, so the job points at the newest one and outlives the old ones.
@@ -362,8 +427,8 @@ class BisectJob(Base):
     good_commit_sha: Mapped[str] = mapped_column(String(40))
     bad_commit_sha: Mapped[str] = mapped_column(String(40))
     hardware: Mapped[str] = mapped_column(String(64))  # the runner queue's suffix: runner.<hardware>
-    state: Mapped[str] = mapped_column(String(16))  # pending | running | done | failed | cancelled
-    purpose: Mapped[str] = mapped_column(String(16))  # bisect | confirm
+    state: Mapped[JobState] = mapped_column(Vocabulary(JobState, 16))
+    purpose: Mapped[JobPurpose] = mapped_column(Vocabulary(JobPurpose, 16))
     runs_requested: Mapped[list[str]] = mapped_column(JSON, default=list)  # shas whose runs were scheduled
     culprit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -392,14 +457,14 @@ class WebhookDelivery(Base):
     the task that acts on it reads the payload from here (tasks take ids)."""
 
     __tablename__ = "webhook_delivery"
-    __table_args__ = (Index("ix_webhook_delivery_state", "state"),)
+    __table_args__ = (Index("ix_webhook_delivery_state", "state"), one_of("state", DeliveryState))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     delivery_uid: Mapped[str] = mapped_column(String(100), unique=True)
     event: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
-    # received | queued | done | failed. A failed enqueue stays received; a delivery whose handling failed
-    # DELIVERY_ATTEMPTS times (GitHub or the database unavailable) is failed: dead-lettered, retried by hand.
-    state: Mapped[str] = mapped_column(String(16))
+    # A failed enqueue stays received; a delivery whose handling failed DELIVERY_ATTEMPTS times (GitHub or the
+    # database unavailable) is failed: dead-lettered, retried by hand.
+    state: Mapped[DeliveryState] = mapped_column(Vocabulary(DeliveryState, 16))
     outcome: Mapped[str | None] = mapped_column(Text, nullable=True)  # what the task did with it, for people
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     processed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
@@ -415,7 +480,7 @@ class PullRequest(Base):
     __tablename__ = "pull_request"
     # The two sha indexes: every ingested run asks whether its commit is a tracked head or merge-base.
     __table_args__ = (UniqueConstraint("repository", "number"), Index("ix_pull_request_head", "head_sha"),
-                      Index("ix_pull_request_merge_base", "merge_base_sha"))
+                      Index("ix_pull_request_merge_base", "merge_base_sha"), one_of("state", PullRequestState))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     repository: Mapped[str] = mapped_column(String(200))  # owner/name on GitHub (the base repository)
     number: Mapped[int] = mapped_column(Integer)
@@ -426,7 +491,7 @@ class PullRequest(Base):
     head_repository: Mapped[str] = mapped_column(String(200))  # another owner/name: a fork
     head_sha: Mapped[str] = mapped_column(String(40))
     merge_base_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
-    state: Mapped[str] = mapped_column(String(16))  # waiting (a fork, unapproved) | running | closed
+    state: Mapped[PullRequestState] = mapped_column(Vocabulary(PullRequestState, 16))  # waiting: a fork, unapproved
     approved_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)  # a fork head a maintainer allowed
     comment_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     check_run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
@@ -459,11 +524,11 @@ class StoredComparisonRow(Base):
     filters and orders by, so that reading a page reads its rows only."""
 
     __tablename__ = "stored_comparison_row"
-    __table_args__ = (UniqueConstraint("comparison_id", "position"),)
+    __table_args__ = (UniqueConstraint("comparison_id", "position"), one_of("verdict", ComparisonVerdict))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     comparison_id: Mapped[int] = mapped_column(ForeignKey("stored_comparison.id", ondelete="CASCADE"))
     position: Mapped[int] = mapped_column(Integer)  # in the comparison's order: environment, metric, name
-    verdict: Mapped[str] = mapped_column(String(16))
+    verdict: Mapped[ComparisonVerdict] = mapped_column(Vocabulary(ComparisonVerdict, 16))
     size: Mapped[float] = mapped_column(Float)  # |log ratio|; SIZE_UNKNOWN where there is no ratio
     ratio: Mapped[float | None] = mapped_column(Float, nullable=True)
     p_value: Mapped[float | None] = mapped_column(Float, nullable=True)

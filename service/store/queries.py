@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, case, exists, func, select
 from sqlalchemy.orm import Session
 
+from service.store.chunks import chunks
 from service.store.models import (
     Alert,
     Benchmark,
@@ -31,8 +32,8 @@ from service.store.read_filters import (
     environment_ids,
     repository_ids,
     time_window,
-    utc,
 )
+from service.store.times import utc
 
 FindingKey = tuple[datetime, int]  # (created_at, id): where a page of findings ends
 CommitKey = tuple[datetime, int, int]  # (authored_at, position, id): where a page of commits ends
@@ -50,9 +51,9 @@ class FindingView:
     commit_sha: str
     commit_subject: str
     previous_sha: str | None
-    direction: str
+    direction: str  # a ChangeKind: regression | improvement
     magnitude: float
-    confidence: float
+    confidence: float  # noise units, not a confidence level: the stored column's and the API field's name
     value_before: float
     value_after: float
     unit: str
@@ -274,8 +275,7 @@ def commits_page(session: Session, filters: ReadFilters, limit: int = 100, after
             # The ranked ids first, then their rows: given the window as a subquery, PostgreSQL misjudges how
             # few ids it yields and scans every finding to join them.
             worst = list(session.scalars(_worst_of_each_commit(of_page, findings_limit)))
-            views = [v for start in range(0, len(worst), ID_CHUNK)
-                     for v in _finding_views(session, Finding.id.in_(worst[start:start + ID_CHUNK]))]
+            views = [v for chunk in chunks(worst, ID_CHUNK) for v in _finding_views(session, Finding.id.in_(chunk))]
         commit_ids = {c.sha: c.id for c, _ in rows}
         # Findings that flag the commit first (a person opens those), then code diffs and improvements.
         for f in sorted(views, key=_commit_list_order):

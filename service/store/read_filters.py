@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import ColumnElement, func, literal, or_, select, tuple_
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from service.store.models import Environment, Repository
+from service.store.times import utc
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -34,11 +35,6 @@ class Page(Generic[T, K]):
     items: list[T]
     next: K | None = None  # the key of the last item when more follow; None on the last page
     total: int | None = None  # every item the filters match, where counting them is cheap
-
-
-def utc(value: datetime) -> datetime:
-    """A stored time as an aware UTC datetime: SQLite hands back the naive UTC wall clock it was given."""
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def repository_ids(session: Session, name: str | None) -> list[int] | None:

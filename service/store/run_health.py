@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from runners.host_health import heavy
+from service.store.chunks import chunks
 from service.store.models import Run
 
 _CHUNK = 1000  # ids per IN list: well under every driver's bound-parameter limit
@@ -20,9 +21,9 @@ def heavy_steal_runs(session: Session, run_ids: Iterable[int]) -> set[int]:
     /proc/stat) and ids of no run are not in it."""
     wanted = sorted(set(run_ids))
     found: set[int] = set()
-    for start in range(0, len(wanted), _CHUNK):
+    for chunk in chunks(wanted, _CHUNK):
         # The fraction is judged here rather than in SQL: JSON operators differ between SQLite and PostgreSQL,
         # and a run's host_health is a few numbers.
-        rows = session.execute(select(Run.id, Run.host_health).where(Run.id.in_(wanted[start:start + _CHUNK])))
+        rows = session.execute(select(Run.id, Run.host_health).where(Run.id.in_(chunk)))
         found.update(id_ for id_, health in rows if heavy(health))
     return found

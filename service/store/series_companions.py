@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from service.detect.compare import median_estimate
 from service.store.models import Commit, Environment, KernelCode, Repository, Result, Run, Series
 from service.store.queries import SeriesView
-from service.store.read_filters import utc
+from service.store.times import utc
 
 CONFIDENCE = 0.95  # the level of each point's median interval, as the compare report uses
 

@@ -163,13 +163,13 @@ def _flaky_github_class() -> Any:
 
 def github_500_429(plan: Plan) -> Outcome:
     """``runs`` pull requests reported as the report task does (``PullRequestHooks.report``, a Transient
-    error retried after ``_github_countdown``, the task's own backoff), as a GitHub App (check runs and one
+    error retried after ``github_backoff``, the job's own backoff), as a GitHub App (check runs and one
     comment each), while the fake GitHub is down for ``fault_s`` from the first check run on."""
     from kernelwatch.errors import Transient
     from service.integrations.github import ClientFactory
+    from service.pipeline.jobs import github_backoff
     from service.pipeline.pull_requests import HookConfig, PullRequestHooks
     from service.store.models import PullRequest
-    from service.tasks import _github_countdown
     from tests.fake_github import APP_ID, app_key_pair, serve_fake_github
     from tests.pr_hook import measured_pull_requests
 
@@ -195,7 +195,7 @@ def github_500_429(plan: Plan) -> Outcome:
                     del due[pr_id]
                 except Transient as exc:
                     errors.setdefault(pr_id, str(exc))
-                    due[pr_id] = time.monotonic() + _github_countdown(exc, retries[pr_id])
+                    due[pr_id] = time.monotonic() + github_backoff(exc, retries[pr_id])
                     retries[pr_id] += 1
             time.sleep(0.2)
         with sessions() as s:

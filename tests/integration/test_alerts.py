@@ -16,11 +16,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import InvalidInput, NotFound
+from kernelwatch.vocabulary import Polarity
 from runners.artifacts import ArtifactStore
 from service.contract import parse_manifest
 from service.detect.grouping import AlertGroup
 from service.detect.series_detector import EDivisiveDetector
-from service.detect.types import ChangePoint, Direction, SeriesPoint
+from service.detect.types import ChangePoint, SeriesPoint
 from service.pipeline.alerts import (
     EMPTIED,
     REFILLED,
@@ -33,6 +34,7 @@ from service.pipeline.alerts import (
 )
 from service.pipeline.detection import detect_many
 from service.pipeline.ingest import ingest_manifest
+from service.pipeline.jobs import JobEnv
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.report.alerts_text import alerts_to_json, alerts_to_text
@@ -200,7 +202,7 @@ def test_re_detection_that_withdraws_findings_removes_their_alert(sessions: sess
     class FindsNothing:
         name, version = "test", 1
 
-        def detect(self, points: Sequence[SeriesPoint], direction: Direction) -> list[ChangePoint]:
+        def detect(self, points: Sequence[SeriesPoint], polarity: Polarity) -> list[ChangePoint]:
             return []
 
     with unit_of_work(sessions) as s:
@@ -357,7 +359,7 @@ def test_a_static_finding_carries_its_own_metric_and_unit_to_every_view(sessions
     one more instruction is one, and every view of it (alerts, findings, the CLI text, Slack) says it counts
     kernel instructions, not the wall time of the series it sits on."""
     store = ArtifactStore(tmp_path / "artifacts")
-    queue = InProcessQueue(sessions, EDivisiveDetector(), store)
+    queue = InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store))
     listings = [SASS.read_bytes()] * 3 + [sass_with_one_more_instruction()]
     for position, listing in enumerate(listings):
         ref = store.put(listing, "sass", "k.sass")

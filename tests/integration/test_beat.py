@@ -80,7 +80,7 @@ def worker_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path, pg_d
     tasks._worker_context.cache_clear()
     yield
     if tasks._worker_context.cache_info().currsize:
-        tasks._worker_context().close()
+        tasks._worker_context(load_settings()).close()
     tasks._worker_context.cache_clear()
 
 
@@ -111,7 +111,7 @@ def test_each_tip_is_queued_once_on_its_runner_queue(worker_env: None, repo: Pat
     # A runner takes the cpu message and stores its run (the code run_suite runs, with the message's id and
     # arguments). Once it is stored, even a lapsed queued mark does not queue the tip again.
     client.lpop("runner.cpu")
-    ctx = tasks._worker_context()
+    ctx = tasks._worker_context(settings)
     execute(SuiteTask.from_kwargs({**on_cpu["kwargs"], "samples": 3, "capture": False}), on_cpu["id"],
             ctx.settings.home, ctx.submit)
     for key in client.scan_iter("kernelwatch:scheduled:*"):

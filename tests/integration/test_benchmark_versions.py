@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from runners.artifacts import ArtifactStore
 from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.compare import compare_params, compare_resolved, runs_side
+from service.pipeline.jobs import JobEnv
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.store.models import Result, Run, Series
@@ -29,7 +30,7 @@ def test_an_edited_benchmark_starts_a_series_of_its_own(sessions: sessionmaker[S
             builders.manifest(2, results=[builders.result(benchmark_version=V2)]),
             builders.manifest(3, results=[builders.result(benchmark_version=V1)]),
             builders.manifest(4, results=[builders.result()])]  # an older runner again: the series as it is
-    queue = InProcessQueue(sessions, EDivisiveDetector(), ArtifactStore(Path(tempfile.mkdtemp())))
+    queue = InProcessQueue(JobEnv(sessions, EDivisiveDetector(), ArtifactStore(Path(tempfile.mkdtemp()))))
     for doc in docs:
         submit_manifest(sessions, queue, doc)
     with sessions() as s:

@@ -20,7 +20,7 @@ from service.context import Context
 from service.detect.confirmation import ConfirmParams
 from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.bisect import FollowUpPolicy, RunOrder, confirm_task_id
-from service.pipeline.queue import detect_and_follow_up, follow_up
+from service.pipeline.detection import detect_and_follow_up, follow_up
 from service.pipeline.submit import submit_manifest
 from service.settings import load_settings
 from service.store.db import unit_of_work, upgrade
@@ -129,7 +129,7 @@ FAKE_STEP = 6  # the commit at this position is twice as slow as those before it
 
 
 class PlayedQueue:
-    """Detection and its follow-ups as the in-process queue runs them (queue.detect_and_follow_up), with the run
+    """Detection and its follow-ups as the in-process queue runs them (detection.detect_and_follow_up), with the run
     orders kept for the test to play the runner with."""
 
     def __init__(self, sessions: sessionmaker[Session], repos_dir: Path) -> None:

@@ -15,6 +15,7 @@ from runners.artifacts import ArtifactStore
 from service.contract import ManifestError, parse_manifest
 from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.ingest import ingest_manifest
+from service.pipeline.jobs import JobEnv
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
@@ -29,7 +30,7 @@ def counts(sessions: sessionmaker[Session]) -> dict[str, int]:
 
 
 def queue(sessions: sessionmaker[Session], artifacts: ArtifactStore | None = None) -> InProcessQueue:
-    return InProcessQueue(sessions, EDivisiveDetector(), artifacts or ArtifactStore(Path(tempfile.mkdtemp())))
+    return InProcessQueue(JobEnv(sessions, EDivisiveDetector(), artifacts or ArtifactStore(Path(tempfile.mkdtemp()))))
 
 
 def test_a_manifest_is_stored_with_every_sample(sessions: sessionmaker[Session]) -> None:

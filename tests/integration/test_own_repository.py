@@ -5,18 +5,18 @@ what is stored, the slowdown is flagged at its commit, and `compare <sha> <sha>`
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kernelwatch.errors import InvalidInput
-from service.cli import _run_revisions
+from service.cli.run import Revisions, run_revisions
 from tests.gitrepo import FASTOPS_BENCHMARK, FASTOPS_LIBRARY, commit_all, git
 
 
@@ -93,10 +93,10 @@ def test_a_library_s_history_measured_with_benchmarks_kept_apart(tmp_path: Path)
     assert git(repo, "worktree", "list").count("\n") == 0
 
 
-def _args(repo: Path, **given: object) -> argparse.Namespace:
-    values: dict[str, object] = {"repo": repo, "commit": None, "commits": None, "commits_file": None, "every": 1}
+def _args(repo: Path, **given: Any) -> Revisions:
+    values: dict[str, Any] = {"repo": repo, "commit": None, "commits": None, "commits_file": None, "every": 1}
     values.update(given)
-    return argparse.Namespace(**values)
+    return Revisions(**values)
 
 
 def test_ranges_lists_and_every(tmp_path: Path) -> None:
@@ -107,19 +107,19 @@ def test_ranges_lists_and_every(tmp_path: Path) -> None:
     for i in range(7):
         (repo / "f").write_text(str(i))
         shas.append(commit_all(repo, f"c{i}"))
-    assert _run_revisions(_args(repo)) == [["HEAD"]]
-    assert _run_revisions(_args(repo, commit=["a", "b"])) == [["a", "b"]]  # two commits interleaved
-    assert _run_revisions(_args(repo, commits=f"{shas[0]}..{shas[6]}")) == [[s] for s in shas[1:]]
+    assert run_revisions(_args(repo)) == [["HEAD"]]
+    assert run_revisions(_args(repo, commit=["a", "b"])) == [["a", "b"]]  # two commits interleaved
+    assert run_revisions(_args(repo, commits=f"{shas[0]}..{shas[6]}")) == [[s] for s in shas[1:]]
     # every second, counted back from the newest: the newest is always run
-    assert _run_revisions(_args(repo, commits=f"{shas[0]}..main", every=2)) == [[shas[2]], [shas[4]], [shas[6]]]
+    assert run_revisions(_args(repo, commits=f"{shas[0]}..main", every=2)) == [[shas[2]], [shas[4]], [shas[6]]]
     listed = tmp_path / "list"
     listed.write_text(f"# the release candidates\n{shas[1]}\n\n{shas[5]}  # rc2\n")
-    assert _run_revisions(_args(repo, commits_file=listed)) == [[shas[1]], [shas[5]]]
+    assert run_revisions(_args(repo, commits_file=listed)) == [[shas[1]], [shas[5]]]
     for bad in ({"commits": "main"}, {"commits": "--all..main"}, {"commits": f"{shas[0]}...main"},
                 {"commits": f"{shas[6]}..{shas[6]}"}, {"commits": f"{shas[0]}..main", "every": 0},
                 {"commits": "a..b", "commit": ["HEAD"]}, {"commits_file": tmp_path / "missing"}):
         with pytest.raises(InvalidInput):
-            _run_revisions(_args(repo, **bad))
+            run_revisions(_args(repo, **bad))
 
 
 def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from runners.artifacts import ArtifactStore
 from runners.local import RunRequest, run_at_commit
 from runners.parsers.x86_obj_to_kernels import PARSER_VERSION as X86_PARSER_VERSION
 from service.detect.series_detector import EDivisiveDetector
+from service.pipeline.jobs import JobEnv
 from service.pipeline.parse_artifacts import parse_results, stale_results
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
@@ -30,7 +31,7 @@ def test_captured_run_is_parsed_and_linked_by_fusion_name(sessions: sessionmaker
     request = RunRequest(repo=project_suite_repo(tmp_path / "repo"), rev="HEAD", samples=3, warmup=1,
                          suite="norms/rmsnorm", params="fused=True", quick=True, capture_dir=store.root)
     [manifest] = run_at_commit(request, tmp_path / "worktrees")
-    submit_manifest(sessions, InProcessQueue(sessions, EDivisiveDetector(), store), manifest, store)
+    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), manifest, store)
 
     with sessions() as s:
         wall = s.scalars(select(Result).join(Series).where(Series.metric == "wall_time")).one()
@@ -71,7 +72,7 @@ def test_a_broken_artifact_is_recorded_and_the_rest_still_parsed(sessions: sessi
     result = next(r for r in manifest["results"] if r["metric"] == "wall_time")
     result["artifacts"].append({"kind": "x86-obj", "name": "hostile.o", "sha256": garbage.sha256,
                                 "size": garbage.size})
-    submit_manifest(sessions, InProcessQueue(sessions, EDivisiveDetector(), store), manifest, store)
+    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), manifest, store)
     with sessions() as s:
         bad = s.scalars(select(Artifact).where(Artifact.sha256 == garbage.sha256)).one()
         assert bad.parse_error and "hostile.o" in bad.parse_error and bad.parsed_version == X86_PARSER_VERSION

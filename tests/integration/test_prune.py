@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from runners.artifacts import ArtifactRef, ArtifactStore
 from service import cli
 from service.app import create_app
+from service.cli.common import EXIT_USAGE
 from service.context import Context
 from service.pipeline.parse_artifacts import parse_result, stale_results
 from service.pipeline.prune import apply_prune, plan_prune
@@ -262,5 +263,5 @@ def test_dry_run_changes_nothing_and_the_cli_prunes(stored: Stored, database_url
     assert "pruned 4 artifact(s)" in out and "4 marked, 4 file(s) deleted" in out and "bytes freed" in out, out
     assert _pruned(stored) == {"old0", "old1", "other0", "llo"}
 
-    assert cli.main(["prune", "--older-than", "90 days"]) == cli.EXIT_USAGE
+    assert cli.main(["prune", "--older-than", "90 days"]) == EXIT_USAGE
     assert "--older-than: '90 days' is not a duration" in capsys.readouterr().err

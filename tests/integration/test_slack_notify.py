@@ -24,6 +24,7 @@ from service.integrations.slack import SlackClient
 from service.pipeline.alerts import group_findings, triage
 from service.pipeline.background import BackgroundQueue
 from service.pipeline.ingest import ingest_manifest
+from service.pipeline.jobs import JobEnv
 from service.pipeline.notify import (
     FAILED,
     PENDING,
@@ -112,7 +113,7 @@ def row(sessions: sessionmaker[Session], alert_id: int) -> AlertNotification:
 def test_a_new_alert_from_the_pipeline_is_announced_once(sessions: sessionmaker[Session], fake: FakeSlack,
                                                          tmp_path: Path) -> None:
     n = notifier(sessions, fake)
-    queue = InProcessQueue(sessions, EDivisiveDetector(), ArtifactStore(tmp_path / "artifacts"), notifier=n)
+    queue = InProcessQueue(JobEnv(sessions, EDivisiveDetector(), ArtifactStore(tmp_path / "artifacts"), notifier=n))
     for doc in builders.step_series_manifests([1e-3] * 6 + [2e-3] * 6, noise=0.002):
         submit_manifest(sessions, queue, doc)
     [message] = fake.top_level()

@@ -13,11 +13,13 @@ from scipy import stats
 
 from service.detect.compare import (
     NO_SPREAD,
+    ROUNDS_PER_LOOK,
     WIDE_INTERVAL,
     BenchmarkKey,
     CompareParams,
     Pair,
     Side,
+    adaptive_looks,
     benjamini_hochberg,
     compare,
     looks_alpha,
@@ -375,6 +377,17 @@ def test_adaptive_looks_keep_the_false_verdict_rate_within_alpha() -> None:
         return wrong / len(draws)
 
     assert false_rate(0.05) > 0.05
-    assert false_rate(looks_alpha(0.05, 3)) <= 0.05
+    assert false_rate(looks_alpha(0.05, adaptive_looks(2, 6))) <= 0.05
     with pytest.raises(ValueError):
         looks_alpha(0.05, 0)
+
+
+def test_adaptive_looks_count_a_test_per_step_of_rounds() -> None:
+    """`ci --rounds R --max-rounds M`: one look at R, then one per ROUNDS_PER_LOOK more (the last step maybe
+    shorter), so --alpha is split over exactly the tests the loop can make."""
+    assert ROUNDS_PER_LOOK == 2
+    assert [adaptive_looks(4, m) for m in (4, 5, 6, 7, 8)] == [1, 2, 2, 3, 3]
+    assert adaptive_looks(1, 1) == 1 and adaptive_looks(2, 6) == 3
+    for rounds, max_rounds in ((0, 4), (4, 3)):
+        with pytest.raises(ValueError):
+            adaptive_looks(rounds, max_rounds)

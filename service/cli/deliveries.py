@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from kernelwatch.errors import InvalidInput
+from service.cli.common import EXIT_OK, Subparsers, open_context
 from service.report.compare_table import terminal_safe
 from service.settings import Settings
 
-EXIT_OK = 0
+if TYPE_CHECKING:
+    from service.context import Context
+
+MAX_LIMIT = 1000
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     parser = sub.add_parser("deliveries", help="GitHub webhook deliveries: state (failed: dead-lettered after "
                                                "repeated failures), attempts, last error; --retry ID hands one out "
                                                "again")
@@ -24,30 +30,43 @@ def register(sub: Any) -> None:
                         help="hand this failed (or never queued) delivery out again, with a fresh count of "
                              "attempts; repeat for several")
     parser.add_argument("--format", choices=["text", "json"], default="text")
+    parser.set_defaults(handler=_deliveries)
 
 
-def cmd_deliveries(settings: Settings, args: argparse.Namespace, ctx: Any) -> int:
-    from kernelwatch.errors import InvalidInput
+@dataclass(frozen=True)
+class DeliveriesOptions:
+    states: tuple[str, ...] = ()  # only these; none: every state
+    limit: int = 20
+    retry: tuple[int, ...] = ()  # hand these out again first
+    format: str = "text"  # text | json
+
+
+def _deliveries(args: argparse.Namespace, settings: Settings) -> int:
+    options = DeliveriesOptions(tuple(args.state or ()), args.limit, tuple(args.retry or ()), args.format)
+    return cmd_deliveries(options, open_context(settings))
+
+
+def cmd_deliveries(options: DeliveriesOptions, ctx: Context) -> int:
     from service.pipeline.pull_requests import retry_delivery
     from service.store.deliveries import STATES, deliveries_view
 
-    unknown = sorted(set(args.state or ()) - set(STATES))
+    unknown = sorted(set(options.states) - set(STATES))
     if unknown:
         raise InvalidInput(f"--state {unknown[0]!r} is not one of {', '.join(STATES)}")
-    if not 1 <= args.limit <= 1000:
+    if not 1 <= options.limit <= MAX_LIMIT:
         raise InvalidInput("--limit is from 1 to 1000")
-    for delivery_id in args.retry or []:
+    for delivery_id in options.retry:
         retry_delivery(ctx.sessions, ctx.queue.enqueue_github_delivery, delivery_id)
         print(f"delivery {delivery_id} handed out again")
     with ctx.sessions() as session:
-        views = deliveries_view(session, args.state or (), args.limit)
-    if args.format == "json":
+        views = deliveries_view(session, options.states, options.limit)
+    if options.format == "json":
         print(json.dumps({"deliveries": views}, indent=2))
         return EXIT_OK
     for view in views:
         print(format_line(view))
     if not views:
-        print("no webhook deliveries" + (f" in state {', '.join(args.state)}" if args.state else ""))
+        print("no webhook deliveries" + (f" in state {', '.join(options.states)}" if options.states else ""))
     return EXIT_OK
 
 

@@ -1,0 +1,74 @@
+"""The `kernelwatch` command, one module per verb group (the layout of asv's commands/ package). Each module's
+``register`` adds its parsers and sets, on each, the handler that converts the parsed line into typed options
+for its command; `main` reads the settings, calls the handler, and maps a user's error to its exit status in one
+place (service/cli/errors.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+
+from service.cli import (
+    alerts,
+    ci,
+    compare,
+    db,
+    deliveries,
+    detect,
+    parse,
+    predict,
+    prune,
+    run,
+    serve,
+    submit,
+    tokens,
+    workers,
+)
+from service.cli.common import Handler, Subparsers
+from service.cli.errors import exit_status
+from service.settings import Settings, load_settings
+
+# In the order `kernelwatch --help` lists the verbs.
+REGISTER: tuple[Callable[[Subparsers], None], ...] = (
+    db.register, run.register, serve.register, submit.register, parse.register, prune.register, compare.register,
+    ci.register, predict.register, detect.register, alerts.register, workers.register, tokens.register,
+    deliveries.register)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelwatch", description="Kernel performance regressions, per commit.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for register in REGISTER:
+        register(sub)
+    return parser
+
+
+def dispatch(args: argparse.Namespace, settings: Settings) -> int:
+    """The parsed command's handler (every parser that ends a command line sets one), called."""
+    handler: Handler = args.handler
+    return handler(args, settings)
+
+
+def _settings_env(args: argparse.Namespace) -> dict[str, str]:
+    """The environment settings are read from. `compare --url` reads from the URL it is given: KERNELWATCH_URL
+    and KERNELWATCH_TOKEN, which configure where runners upload (and must come as a pair there), are no concern
+    of it, and KERNELWATCH_TOKEN alone is its token for reads."""
+    env = dict(os.environ)
+    if args.command == "compare" and args.url:
+        env.pop("KERNELWATCH_URL", None)
+        env.pop("KERNELWATCH_TOKEN", None)
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings: Settings | None = None
+    try:
+        settings = load_settings(_settings_env(args))
+        return dispatch(args, settings)
+    except BaseException as exc:  # a user's error ends in one line and exit 2; anything else goes on up
+        status = exit_status(exc, settings)
+        if status is None:
+            raise
+        return status

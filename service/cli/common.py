@@ -1,0 +1,51 @@
+"""What every verb of `kernelwatch` shares: the exit statuses, the handler's signature, and the context a command
+that touches the store opens. Kept apart from ``service/cli/__init__.py``, which imports every verb module: a verb
+importing the package it is registered by would be an import loop (tests/unit/test_import_contracts.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
+
+from kernelwatch.errors import ConfigurationError
+from service.report.compare_table import terminal_safe
+from service.settings import Settings
+
+if TYPE_CHECKING:  # SQLAlchemy, Celery and the pipeline behind it: not for every `kernelwatch` start
+    from service.context import Context
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+# The one place a parsed command line is read: each verb's adapter turns it into typed options and calls its
+# command, so that the commands themselves never see an argparse.Namespace.
+Handler: TypeAlias = Callable[[argparse.Namespace, Settings], int]
+# argparse names no public type for what add_subparsers returns.
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def open_context(settings: Settings) -> Context:
+    """The store, queue and notifier of ``settings``, its schema checked to be current (the embedded SQLite file,
+    ours alone, brought up to date without asking)."""
+    from service.context import Context
+    from service.store.db import current_revision, upgrade
+
+    ctx = Context.create(settings)
+    if settings.database_url is None:
+        # The embedded SQLite file is ours alone: bring it to the current schema without asking.
+        upgrade(settings.effective_database_url)
+    else:
+        from alembic.script import ScriptDirectory
+
+        from service.store.db import alembic_config
+
+        head = ScriptDirectory.from_config(alembic_config(settings.effective_database_url)).get_current_head()
+        if current_revision(ctx.engine) != head:
+            raise ConfigurationError("the database schema is not current: run `kernelwatch db upgrade` first")
+    return ctx
+
+
+def run_progress(done: int, planned: int, key: str) -> None:
+    """A benchmark done, on standard error (standard output is the report's)."""
+    print(terminal_safe(f"  [{done}/{planned}] {key}"), file=sys.stderr)

@@ -1,0 +1,100 @@
+"""What `run` and `ci` share: the options that say how each benchmark is measured and in what interpreter, and
+where the benchmarks are (the options, else the repository's project file)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelwatch.errors import InvalidInput
+from service.settings import Settings
+
+
+def environment_options(parser: argparse.ArgumentParser) -> None:
+    """What interpreter runs the benchmarks (README: Your repository); either overrides the project file's."""
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--environment", choices=("runner", "commit"), default=None,
+                        help="commit: each commit's benchmarks run in an environment built from that commit's own "
+                             "uv.lock, requirements.txt or [project] dependencies (with uv, cached by what it was "
+                             "built from); runner: KernelWatch's own interpreter (default, unless the project file "
+                             "says otherwise)")
+    chosen.add_argument("--python", type=Path, default=None, metavar="PATH",
+                        help="run the benchmarks in this interpreter (the project's dependencies installed in it)")
+
+
+def noise_options(parser: argparse.ArgumentParser) -> None:
+    """CPU noise reduction a user can turn on (README: what each costs); both are part of the environment, so
+    runs with them compare only with runs with them."""
+    from runners.pinning import parse_cpu_list
+
+    parser.add_argument("--cpu-affinity", type=parse_cpu_list, default=None, metavar="CPUS",
+                        help="pin each benchmark process to these CPUs (2-3, 0,2) before JAX starts")
+    parser.add_argument("--xla-single-thread", action="store_true",
+                        help="hold XLA's CPU thread pool to one thread (PJRT_NPROC=1)")
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """How each benchmark of a `run` or `ci` is measured, as the command line gave it."""
+
+    samples: int
+    warmup: int
+    suite: str
+    params: str
+    quick: bool
+    capture: bool  # HLO, analyses, compiler dumps and traces beside the times (not --no-capture)
+    cpu_isa: str | None
+    cpu_affinity: tuple[int, ...] | None
+    xla_single_thread: bool
+    trigger: str
+    benchmarks: Path | None  # --benchmarks DIR or REV:DIR; None: the project file's, else kernels_under_test/
+    environment: str | None  # --environment; None: the project file's, else runner
+    python: Path | None  # --python
+
+
+def measuring(args: argparse.Namespace) -> Measuring:
+    """The options `run` and `ci` share, out of either's parsed command line (for their adapters)."""
+    return Measuring(samples=args.samples, warmup=args.warmup, suite=args.suite, params=args.params,
+                     quick=args.quick, capture=not args.no_capture, cpu_isa=args.cpu_isa,
+                     cpu_affinity=args.cpu_affinity, xla_single_thread=args.xla_single_thread, trigger=args.trigger,
+                     benchmarks=args.benchmarks, environment=args.environment, python=args.python)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Where the benchmarks are and what interpreter runs them: the options, else the project file."""
+
+    benchmarks: Path | None  # None: the commit's own kernels_under_test/
+    environment: str = "runner"  # runner | commit (runners/envs.py)
+    python: Path | None = None  # a user-named interpreter
+    build: tuple[str, ...] | None = None  # the project file's build, run in each checkout (runners/build_step.py)
+
+
+def measured_for(repo: Path, options: Measuring, settings: Settings) -> Measured:
+    """``--benchmarks``, ``--environment`` and ``--python`` where given, else what the repository's project file
+    says (runners/project_file.py), else the defaults (the commit's own kernels_under_test/, this interpreter).
+    ``--benchmarks REV:DIR`` is the directory as of a commit of the repository (checked out by KernelWatch)."""
+    from runners.gitrepo import GitError
+    from runners.local import suite_at
+    from runners.project_file import ProjectFileError, check_interpreter, read_project_settings
+
+    given, environment, python = options.benchmarks, options.environment, options.python
+    if given is not None and not Path(given).is_dir():
+        rev, sep, directory = str(given).partition(":")
+        if not sep or not rev or not directory:
+            raise InvalidInput(f"--benchmarks {given}: not a directory (nor REV:DIR, a directory as of a commit)")
+        try:
+            given = suite_at(repo, rev, directory, settings.worktree_dir, settings.repos_dir)
+        except GitError as exc:
+            raise InvalidInput(f"--benchmarks {given}: {exc}") from None
+    try:
+        if python is not None:
+            python = check_interpreter(python, f"--python {python}")
+        project = read_project_settings(repo)
+    except ProjectFileError as exc:
+        raise InvalidInput(str(exc)) from None
+    if environment is None and python is None:  # neither option given: the project file's choice
+        environment, python = project.environment, project.python
+    return Measured(given if given is not None else project.benchmarks, environment or "runner", python,
+                    project.build)

@@ -1,0 +1,69 @@
+"""`kernelwatch predict`: a kernel's time at a new shape, from the roofline and the efficiency measured at its
+nearest stored shapes (service/pipeline/predictions.py)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelwatch.errors import InvalidInput
+from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.report.compare_table import terminal_text
+from service.settings import Settings
+
+
+def register(sub: Subparsers) -> None:
+    predict = sub.add_parser("predict", help="a kernel's time at a new shape: roofline x the efficiency measured "
+                                             "at its nearest stored shapes",
+                             description="Prints both shapes' FLOPs, bytes, intensity, bound, roofline and "
+                                         "predicted time, and whether the change crosses the ridge. Exit status: 0, "
+                                         "or 2 for an unknown kernel, parameter or hardware.")
+    predict.add_argument("--kernel", required=True,
+                         help="a suite (attention) or one benchmark (attention/attention_xla)")
+    predict.add_argument("--from", dest="source", required=True, metavar="SHAPE", help="NAME=VALUE[,NAME=VALUE]")
+    predict.add_argument("--to", dest="target", required=True, metavar="SHAPE", help="NAME=VALUE[,NAME=VALUE]")
+    predict.add_argument("--hardware", default=None, help="tpu-v4, tpu-v5e, tpu-v5p, tpu-v6e, h100, h200 or cpu "
+                                                          "(default: where the kernel has the most measured shapes)")
+    predict.add_argument("--repo", default=None, help="only this repository's measurements (by name)")
+    predict.add_argument("--suite-root", type=Path, default=None,
+                         help="checkout holding kernels_under_test/ (default: the suite beside this service)")
+    predict.set_defaults(handler=_predict)
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    kernel: str  # a suite, or suite/name
+    source: str  # --from SHAPE
+    target: str  # --to SHAPE
+    hardware: str | None  # None: where the kernel has the most measured shapes
+    repo: str | None  # only this repository's measurements
+    suite_root: Path | None  # None: the suite beside this service
+
+
+def _predict(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_predict(settings, PredictOptions(args.kernel, args.source, args.target, args.hardware, args.repo,
+                                                args.suite_root))
+
+
+def cmd_predict(settings: Settings, options: PredictOptions) -> int:
+    from runners.suite import SuiteNotFound, discover
+    from service.pipeline.predictions import default_suite_root, predict_reports
+    from service.report.predict_text import predictions_to_text
+    from service.store.family_points import stored_points
+
+    try:
+        specs = discover(options.suite_root or default_suite_root())
+    except SuiteNotFound as exc:
+        raise InvalidInput(str(exc)) from None
+    ctx = open_context(settings)
+    try:
+        with ctx.sessions() as session:
+            reports = predict_reports(specs, options.kernel, options.source, options.target,
+                                      lambda suite, name: stored_points(session, suite, name, options.repo),
+                                      options.hardware)
+    finally:
+        ctx.close()
+    sys.stdout.write(terminal_text(predictions_to_text(reports)))
+    return EXIT_OK

@@ -1,0 +1,247 @@
+"""`kernelwatch run` (the suite of a repository at commits, stored) and `kernelwatch ingest` (a manifest file a
+runner made, stored)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelwatch.errors import ConfigurationError, InvalidInput
+from service.cli.common import EXIT_OK, Subparsers, open_context, run_progress
+from service.cli.measure import Measuring, environment_options, measured_for, measuring, noise_options
+from service.report.compare_table import terminal_text
+from service.settings import Settings
+
+
+def register(sub: Subparsers) -> None:
+    run = sub.add_parser("run", help="run the suite of a repository at a commit and store the results")
+    run.add_argument("--repo", type=Path, required=True,
+                     help="path of a git repository (holding kernels_under_test/, unless --benchmarks)")
+    run.add_argument("--commit", action="append", default=None, metavar="REV",
+                     help="revision to run (sha, branch, tag...); give it twice to interleave two commits "
+                          "benchmark by benchmark (ABBA...). Default HEAD")
+    run.add_argument("--working-tree", action="store_true",
+                     help="measure the working copy as it is (uncommitted edits and untracked files git does not "
+                          "ignore), under HEAD's sha: stored as a dirty run, an environment of its own, never a "
+                          "point of the commit's history; nothing is written to the repository")
+    run.add_argument("--commits", default=None, metavar="A..B",
+                     help="every first-parent commit after A up to B, oldest first, one at a time")
+    run.add_argument("--commits-file", type=Path, default=None, metavar="FILE",
+                     help="the commits to run, one revision a line (# comments; - for stdin)")
+    run.add_argument("--every", type=int, default=1, metavar="N",
+                     help="with --commits/--commits-file: every Nth commit, counted back from the last (default 1)")
+    run.add_argument("--skip-existing", action="store_true",
+                     help="skip commits the local store already holds a run of")
+    run.add_argument("--benchmarks", type=Path, default=None, metavar="DIR|REV:DIR",
+                     help="the benchmarks, kept apart from the measured code: a directory of benchmark modules "
+                          "(or REV:DIR, that directory as of a commit of the repository, e.g. main:benchmarks) "
+                          "applied to every commit, results stored under each commit's own sha")
+    run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and round (default 20)")
+    run.add_argument("--rounds", type=int, default=1, metavar="R",
+                     help="runs per commit, each a fresh benchmark process, interleaved across commits (ABBA): the "
+                          "runs are the replicates a comparison counts (default 1)")
+    run.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
+    run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
+    run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
+    run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
+    run.add_argument("--no-capture", action="store_true",
+                     help="keep only times: no HLO, analyses, compiler dumps or profiler traces")
+    run.add_argument("--cpu-isa", default=None, metavar="ISA",
+                     help="pin the widest x86 ISA XLA may use (AVX2, AVX512...) so that hosts compare")
+    noise_options(run)
+    environment_options(run)
+    run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
+    run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
+    run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
+    run.add_argument("--no-ingest", action="store_true",
+                     help="do not store (nor upload, with KERNELWATCH_URL and KERNELWATCH_TOKEN); use with --output")
+    run.set_defaults(handler=_run)
+
+    ingest = sub.add_parser("ingest", help="store a manifest file produced by a runner")
+    ingest.add_argument("manifest", type=Path)
+    ingest.set_defaults(handler=_ingest)
+
+
+@dataclass(frozen=True)
+class Revisions:
+    """Which commits `run` measures, as the command line named them."""
+
+    repo: Path
+    commit: Sequence[str] | None  # --commit, given once or twice
+    commits: str | None  # --commits A..B
+    commits_file: Path | None  # --commits-file (- for stdin)
+    every: int = 1
+    working_tree: bool = False
+    skip_existing: bool = False
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    revisions: Revisions
+    measuring: Measuring
+    rounds: int
+    branch: str | None
+    output: Path | None  # also write each manifest here
+    ingest: bool  # store (or upload) the runs: not --no-ingest
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    revisions = Revisions(repo=args.repo, commit=args.commit, commits=args.commits, commits_file=args.commits_file,
+                          every=args.every, working_tree=args.working_tree, skip_existing=args.skip_existing)
+    return cmd_run(settings, RunOptions(revisions, measuring(args), args.rounds, args.branch, args.output,
+                                        ingest=not args.no_ingest))
+
+
+def _ingest(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_ingest(settings, args.manifest)
+
+
+def run_revisions(which: Revisions) -> list[list[str]]:
+    """The commits to run, each inner list one run_commits call: ``--commit`` once or twice (two interleaved),
+    or a ``--commits`` range / ``--commits-file`` list, one commit at a time (``--every N``: every Nth, the last
+    always), oldest first."""
+    from runners.gitrepo import GitError, check_rev, first_parent_range
+
+    ranged = which.commits is not None or which.commits_file is not None
+    if ranged and which.commit:
+        raise InvalidInput("give --commit, or --commits / --commits-file, not both")
+    if which.working_tree:
+        if ranged or which.commit or which.skip_existing:
+            raise InvalidInput("--working-tree measures the working copy alone: no --commit, --commits, "
+                               "--commits-file or --skip-existing with it")
+        return [["HEAD"]]
+    if not ranged:
+        revs = list(which.commit or ["HEAD"])
+        if len(revs) > 2:
+            raise InvalidInput("give --commit at most twice (two commits are interleaved)")
+        return [revs]
+    try:
+        if which.commits is not None:
+            start, sep, end = which.commits.partition("..")
+            if not sep or not start or not end or end.startswith("."):
+                raise InvalidInput(f"--commits {which.commits!r}: give a range A..B (the commits after A up to B)")
+            listed = first_parent_range(which.repo, start, end)
+        else:
+            assert which.commits_file is not None  # ranged, and not by --commits
+            text = which.commits_file.read_text() if str(which.commits_file) != "-" else sys.stdin.read()
+            uncommented = (line.split("#", 1)[0].strip() for line in text.splitlines())
+            listed = [check_rev(rev) for rev in uncommented if rev]
+    except OSError as exc:
+        raise InvalidInput(f"--commits-file: {exc}") from None
+    except GitError as exc:
+        raise InvalidInput(str(exc)) from None
+    if which.every < 1:
+        raise InvalidInput("--every must be at least 1")
+    picked = listed[::-1][::which.every][::-1]  # counted back from the newest, so the last is always run
+    if not picked:
+        raise InvalidInput("the range holds no commit")
+    return [[rev] for rev in picked]
+
+
+def _already_stored(settings: Settings, repo: Path, rev: str) -> bool:
+    """Whether the local store holds a run of this commit (``--skip-existing``)."""
+    from sqlalchemy import select
+
+    from runners.gitrepo import resolve
+    from runners.local import repository_name
+    from service.store.models import Commit, Repository, Run
+
+    sha = resolve(repo, rev)
+    with open_context(settings).sessions() as session:
+        return session.scalar(
+            select(Run.id).join(Commit, Commit.id == Run.commit_id)
+            .join(Repository, Repository.id == Commit.repository_id)
+            .where(Repository.name == repository_name(repo), Commit.sha == sha).limit(1)) is not None
+
+
+def cmd_run(settings: Settings, options: RunOptions) -> int:
+    from runners.build_step import BuildFailed
+    from runners.envs import EnvironmentBuildError
+    from runners.gitrepo import GitError
+    from runners.local import RunRequest, run_commits
+    from runners.session import ProcessFailed
+
+    repo, m = options.revisions.repo, options.measuring
+    if options.rounds < 1:
+        raise InvalidInput("--rounds must be at least 1")
+    measured = measured_for(repo, m, settings)
+    if options.revisions.skip_existing and settings.uploads_over_http:
+        raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")
+    batches = run_revisions(options.revisions)
+    capture_dir = settings.artifacts_dir if m.capture else None
+    settings.ensure_dirs()
+    for revs in batches:
+        try:
+            if options.revisions.skip_existing and all(_already_stored(settings, repo, rev) for rev in revs):
+                print(f"{revs[0][:10]}: already stored, skipped")
+                continue
+            requests = [RunRequest(repo=repo, rev=rev, samples=m.samples, warmup=m.warmup, suite=m.suite,
+                                   benchmarks=measured.benchmarks, environment=measured.environment,
+                                   python=measured.python, build=measured.build,
+                                   working_tree=options.revisions.working_tree, params=m.params, quick=m.quick,
+                                   branch=options.branch, trigger=m.trigger, capture_dir=capture_dir,
+                                   cpu_isa=m.cpu_isa, cpu_affinity=m.cpu_affinity,
+                                   xla_single_thread=m.xla_single_thread)
+                        for rev in revs]
+            per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds)
+        except (GitError, EnvironmentBuildError, BuildFailed) as exc:
+            raise InvalidInput(str(exc)) from None
+        except ProcessFailed as exc:
+            # the suite could not even start (none found, or it failed to import): one line, not two tracebacks
+            raise InvalidInput(f"the benchmark process failed at {revs[0]}: {str(exc).strip().splitlines()[-1]}"
+                               if str(exc).strip() else f"the benchmark process failed at {revs[0]}") from None
+        _store_runs(settings, options, [doc for commit_manifests in per_commit for doc in commit_manifests])
+    return EXIT_OK
+
+
+def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[str, Any]]) -> None:
+    from service.contract import parse_manifest
+
+    # Validate here too: never write a file, or report a run, that the service would refuse.
+    manifests = [parse_manifest(m) for m in documents]
+    if options.output:
+        options.output.mkdir(parents=True, exist_ok=True)
+        for m in manifests:
+            (options.output / f"{m.commit.sha[:12]}-{m.run_id}.json").write_text(m.model_dump_json(indent=2))
+    for m in manifests:
+        timed = [r for r in m.results if r.metric == "wall_time"]
+        failed = [r for r in timed if r.status != "ok"]
+        for r in failed:
+            # The message is the benchmark's own exception text: the repository's words, escapes and all.
+            print(terminal_text(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}"), file=sys.stderr)
+        print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
+              f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
+    if options.ingest and settings.uploads_over_http:
+        from service.context import http_uploader
+
+        send = http_uploader(settings)
+        for doc in documents:
+            sent = send(doc)
+            print(f"uploaded as run {sent.run_id} to {send.api}"
+                  f"{'' if sent.created else ' (already stored; nothing changed)'}")
+    elif options.ingest:
+        ctx = open_context(settings)
+        for m in manifests:
+            outcome = ctx.submit(m)
+            print(f"stored as run {outcome.run_id}")
+
+
+def cmd_ingest(settings: Settings, path: Path) -> int:
+    from service.contract import MAX_MANIFEST_BYTES
+
+    # The cap POST /runs has: /dev/zero or a runaway file is refused at it, not read into memory whole.
+    try:
+        with path.open("rb") as handle:
+            payload = handle.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
+    if len(payload) > MAX_MANIFEST_BYTES:
+        raise InvalidInput(f"{path} is larger than a manifest may be ({MAX_MANIFEST_BYTES} bytes)")
+    ctx = open_context(settings)
+    outcome = ctx.submit(payload)
+    print(f"run {outcome.run_id} {'stored' if outcome.created else 'already stored; nothing changed'}")
+    return EXIT_OK

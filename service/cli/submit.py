@@ -1,0 +1,87 @@
+"""`kernelwatch submit`: a suite run at a commit, queued for a runner of the hardware named (with a broker), else
+run here and now through the code a runner would run."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.settings import Settings
+
+
+def register(sub: Subparsers) -> None:
+    submit = sub.add_parser("submit", help="enqueue a suite run at a commit on a hardware queue")
+    submit.add_argument("--repo", required=True, help="repository URL or local path")
+    submit.add_argument("--commit", required=True, help="revision (a local path's is pinned to its sha now)")
+    submit.add_argument("--hardware", default="cpu", help="runner queue: runner.<hardware> (default cpu)")
+    submit.add_argument("--suite", default="*")
+    submit.add_argument("--params", default="")
+    submit.add_argument("--quick", action="store_true")
+    submit.add_argument("--no-capture", action="store_true")
+    submit.add_argument("--samples", type=int, default=20)
+    submit.add_argument("--rounds", type=int, default=1, help="runs of the commit, each a fresh process")
+    submit.add_argument("--trigger", default="push", choices=["push", "pr", "manual", "bisect", "confirm"])
+    submit.add_argument("--branch", default=None)
+    submit.set_defaults(handler=_submit)
+
+
+@dataclass(frozen=True)
+class SubmitOptions:
+    repo: str  # a URL, or a local path
+    commit: str
+    hardware: str
+    suite: str
+    params: str
+    quick: bool
+    capture: bool  # not --no-capture
+    samples: int
+    rounds: int
+    trigger: str
+    branch: str | None
+
+
+def _submit(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_submit(settings, SubmitOptions(repo=args.repo, commit=args.commit, hardware=args.hardware,
+                                              suite=args.suite, params=args.params, quick=args.quick,
+                                              capture=not args.no_capture, samples=args.samples, rounds=args.rounds,
+                                              trigger=args.trigger, branch=args.branch))
+
+
+def cmd_submit(settings: Settings, options: SubmitOptions) -> int:
+    from runners.gitrepo import resolve
+    from service.task_names import RUN_SUITE_TASK, runner_queue
+
+    commit = options.commit
+    if Path(options.repo).expanduser().is_dir():
+        commit = resolve(Path(options.repo).expanduser(), options.commit)  # pin: a branch moves, the run must not
+    task = {"repo": options.repo, "commit": commit, "suite": options.suite, "params": options.params,
+            "quick": options.quick, "samples": options.samples, "trigger": options.trigger,
+            "branch": options.branch, "capture": options.capture, "rounds": options.rounds}
+    if settings.redis_url:
+        from service.celery_app import celery_app
+
+        result = celery_app(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(options.hardware),
+                                                ignore_result=True)
+        print(f"queued {commit[:12]} on {runner_queue(options.hardware)} as task {result.id}")
+        return EXIT_OK
+    # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.
+    from runners.worker import SuiteTask, execute
+
+    if settings.uploads_over_http:
+        from service.context import http_uploader
+
+        run_ids = execute(SuiteTask.from_kwargs(task), str(uuid.uuid4()), settings.home, http_uploader(settings))
+        print(f"ran {commit[:12]} here, uploaded to {settings.service_url}: runs {', '.join(run_ids)}")
+        return EXIT_OK
+    ctx = open_context(settings)
+
+    def upload(manifest: dict[str, Any]) -> None:
+        ctx.submit(manifest)
+
+    run_ids = execute(SuiteTask.from_kwargs(task), str(uuid.uuid4()), settings.home, upload)
+    print(f"ran {commit[:12]} in-process: runs {', '.join(run_ids)}")
+    return EXIT_OK

@@ -1,0 +1,69 @@
+"""`kernelwatch worker` (a Celery worker of the named queues) and `kernelwatch beat` (the schedule of the tracked
+branches' runs): the distributed form's processes, both needing KERNELWATCH_REDIS_URL."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kernelwatch.errors import ConfigurationError
+from service.cli.common import EXIT_OK, Subparsers
+from service.settings import Settings
+
+
+def register(sub: Subparsers) -> None:
+    worker = sub.add_parser("worker", help="start a Celery worker (needs KERNELWATCH_REDIS_URL)")
+    worker.add_argument("--queues", default="ingest,detect,notify",
+                        help="comma-separated: ingest, detect, notify (the default), runner.cpu, runner.h200...")
+    worker.add_argument("--concurrency", type=int, default=1)
+    worker.add_argument("--pool", default=None, choices=["prefork", "solo", "threads"],
+                        help="default: solo for runner queues (one suite at a time, in child processes of its "
+                             "own), prefork otherwise")
+    worker.add_argument("--hostname", default=None, help="Celery node name (default: celery@HOST)")
+    worker.set_defaults(handler=_worker)
+
+    beat = sub.add_parser("beat", help="queue runs of the tracked branches' tips every period (KERNELWATCH_TRACK; "
+                                       "needs KERNELWATCH_REDIS_URL)")
+    beat.set_defaults(handler=_beat)
+
+
+def _worker(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_worker(settings, args.queues, args.concurrency, args.pool, args.hostname)
+
+
+def _beat(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_beat(settings)
+
+
+def cmd_worker(settings: Settings, queues: str, concurrency: int, pool: str | None, hostname: str | None) -> int:
+    """``queues`` comma-separated; ``pool`` None: solo for runner queues alone, else prefork."""
+    if not settings.redis_url:
+        raise ConfigurationError("kernelwatch worker needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
+    from service.tasks import make_celery
+
+    names = [q.strip() for q in queues.split(",") if q.strip()]
+    pool = pool or ("solo" if all(q.startswith("runner.") for q in names) else "prefork")
+    argv = ["worker", "--queues", ",".join(names), "--pool", pool, "--loglevel", "INFO"]
+    if pool != "solo":
+        argv += ["--concurrency", str(concurrency)]
+    if hostname:
+        argv += ["--hostname", hostname]
+    make_celery(settings).worker_main(argv)
+    return EXIT_OK
+
+
+def cmd_beat(settings: Settings) -> int:
+    if not settings.redis_url:
+        raise ConfigurationError("kernelwatch beat needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
+    from service.tasks import make_celery
+
+    if not settings.tracked:
+        print("kernelwatch beat: KERNELWATCH_TRACK names no branch (REPO@BRANCH[@HARDWARE],...): nothing to "
+              "schedule", file=sys.stderr)
+    for branch in settings.tracked:
+        print(f"tracking {branch.label} every {settings.track_period_s} s", file=sys.stderr)
+    settings.ensure_dirs()
+    # Beat keeps when each entry last ran in this file, so a restart does not fire every entry at once.
+    schedule_file = settings.home / "celerybeat-schedule"
+    make_celery(settings).start(["beat", "--schedule", str(schedule_file), "--loglevel", "INFO"])
+    return EXIT_OK

@@ -1,0 +1,55 @@
+"""Runs in the store, looked up by what the pipeline knows of them: their commits, their run ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from kernelwatch.errors import Transient
+from service.store.models import Result, Run
+
+
+def run_ids_at(session: Session, commit_ids: Sequence[int]) -> Sequence[int]:
+    """The ids of every run at these commits."""
+    return session.scalars(select(Run.id).where(Run.commit_id.in_(commit_ids))).all()
+
+
+def runs_of_commit(session: Session, commit_id: int) -> Sequence[Run]:
+    """Every run at the commit, in the order they started."""
+    return session.scalars(select(Run).where(Run.commit_id == commit_id).order_by(Run.started_at, Run.id)).all()
+
+
+def runs_named(session: Session, run_uids: Sequence[str]) -> Sequence[Run]:
+    """The runs of these run ids, in the order they started."""
+    return session.scalars(select(Run).where(Run.run_uid.in_(list(run_uids))).order_by(Run.started_at, Run.id)).all()
+
+
+def run_named(session: Session, run_uid: str) -> Run | None:
+    return session.scalars(select(Run).filter_by(run_uid=run_uid)).first()
+
+
+def results_of_run(session: Session, run_id: int) -> list[tuple[int, int, str]]:
+    """(id, series id, status) of the run's results."""
+    return [(id_, series_id, status) for id_, series_id, status in session.execute(
+        select(Result.id, Result.series_id, Result.status).where(Result.run_id == run_id))]
+
+
+def run_stored(sessions: sessionmaker[Session], run_uid: str) -> bool:
+    """Whether the run of this run id is stored, as one of its environments' runs (ids after the first get
+    ``-d<group>`` suffixes); Transient when the database cannot be reached."""
+    try:
+        with sessions() as session:
+            found = session.scalar(select(Run.id).where(or_(Run.run_uid == run_uid,
+                                                            Run.run_uid.like(f"{run_uid}-d%"))).limit(1))
+    except OperationalError as exc:
+        raise Transient(f"database unavailable: {exc.orig}") from exc
+    return found is not None
+
+
+def environment_run_counts(session: Session, run_ids: Sequence[int]) -> list[tuple[int, int]]:
+    """(environment id, how many of these runs are in it)."""
+    return [(environment_id, n) for environment_id, n in session.execute(
+        select(Run.environment_id, func.count(Run.id)).where(Run.id.in_(list(run_ids))).group_by(Run.environment_id))]
