@@ -8,10 +8,11 @@ computation's parameters carry the operand shapes), and ``source`` the ``file:li
 
 The pairing, per module (modules by name), in this order, each step among what the earlier ones left:
 
-1. ``same``: the same name and the same fingerprint.
-2. ``renamed``: the same fingerprint under another name: the same fusion, renumbered. Where a fingerprint has
-   several candidates on a side, pairs with the same source line go first, then those whose names share a stem
-   (the name without its ``.N``), then by name: deterministic.
+1-2. ``same`` (the same name) or ``renamed`` (another name: the same fusion, renumbered): the same fingerprint.
+   Where a fingerprint has several candidates on a side (two identical dots), pairs with the same source line go
+   first, then those with the same name, then those whose names share a stem (the name without its ``.N``),
+   then by name: deterministic. So an identical computation XLA gave an old number to, written elsewhere, is
+   not taken for the one that had that number.
 3. ``changed``: the same name, a different fingerprint, and the same kind and op (the jax op its metadata names,
    where both sides name one): the fusion whose computation changed.
 4. ``changed`` too: another name, a different fingerprint, but the same kind, op and source line (both known):
@@ -146,6 +147,13 @@ def _key(f: FusionShape) -> tuple[str, str]:
     return (f.module, f.name)
 
 
+def _source_rank(b: FusionShape, h: FusionShape) -> int:
+    """0: the same source line; 1: a side names none; 2: two different lines."""
+    if b.source is None or h.source is None:
+        return 1
+    return 0 if b.source == h.source else 2
+
+
 def _same_op(b: FusionShape, h: FusionShape) -> bool:
     return b.kind == h.kind and (b.op_name is None or h.op_name is None or b.op_name == h.op_name)
 
@@ -159,14 +167,13 @@ def _pair_module(base: list[FusionShape], head: list[FusionShape]) -> list[Fusio
         pairs.append(FusionPair(status, b, h, structural))
         del left_b[b.name], left_h[h.name]
 
-    # 1. the same name and the same structure; names alone where a side has no fingerprint
+    # 1. names alone where a side has no fingerprint (records parsed before fingerprints were stored)
     for name in sorted(set(left_b) & set(left_h)):
         b, h = left_b[name], left_h[name]
         if b.fingerprint is None or h.fingerprint is None:
             take(b, h, "same" if (b.kind, b.instructions) == (h.kind, h.instructions) else "changed", False)
-        elif b.fingerprint == h.fingerprint:
-            take(b, h, "same")
-    # 2. the same structure under another name
+    # 2. the same structure, under the same name or another: among several candidates of one fingerprint, the
+    # same source line first, then the same name, then the same stem, then by name
     by_fp_b: dict[str, list[FusionShape]] = defaultdict(list)
     by_fp_h: dict[str, list[FusionShape]] = defaultdict(list)
     for f in left_b.values():
@@ -177,11 +184,11 @@ def _pair_module(base: list[FusionShape], head: list[FusionShape]) -> list[Fusio
             by_fp_h[f.fingerprint].append(f)
     for fp in sorted(set(by_fp_b) & set(by_fp_h)):
         candidates = sorted(
-            (b.source is None or b.source != h.source, name_stem(b.name) != name_stem(h.name), b.name, h.name)
-             for b in by_fp_b[fp] for h in by_fp_h[fp])
-        for _, _, bn, hn in candidates:
+            (_source_rank(b, h), b.name != h.name, name_stem(b.name) != name_stem(h.name), b.name, h.name)
+            for b in by_fp_b[fp] for h in by_fp_h[fp])
+        for _, _, _, bn, hn in candidates:
             if bn in left_b and hn in left_h:
-                take(left_b[bn], left_h[hn], "renamed")
+                take(left_b[bn], left_h[hn], "same" if bn == hn else "renamed")
     # 3. the same name, another structure, the same kind and op
     for name in sorted(set(left_b) & set(left_h)):
         if _same_op(left_b[name], left_h[name]):
@@ -245,11 +252,17 @@ def join_ops(base: Sequence[tuple[str, str]], head: Sequence[tuple[str, str]],
     return out
 
 
+# A runner checks each commit out under a directory named by its sha (runners/gitrepo.py ``checkout``), so the
+# same file has another absolute path at every commit: the part up to that directory is dropped.
+_CHECKOUT_PREFIX = re.compile(r"^.*/[0-9a-f]{40}(?:[0-9a-f]{24})?/")
+
+
 def source_text(source: Mapping[str, Any] | None) -> str | None:
-    """A stored source location (``{"file", "line", ...}``) as ``file:line``; None where it names no line."""
+    """A stored source location (``{"file", "line", ...}``) as ``file:line``, the file relative to the commit's
+    checkout where its path shows one; None where it names no line."""
     if not isinstance(source, Mapping) or source.get("file") is None or source.get("line") is None:
         return None
-    return f"{source['file']}:{source['line']}"
+    return f"{_CHECKOUT_PREFIX.sub('', str(source['file']))}:{source['line']}"
 
 
 def shapes_from_records(module: str, fusions: Sequence[Mapping[str, Any]]) -> list[FusionShape]:

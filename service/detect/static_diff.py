@@ -33,7 +33,7 @@ schema is documented there).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kernelwatch.vocabulary import ChangeKind
@@ -386,7 +386,7 @@ def _as_counted_before(before: Sequence[KernelInfo], after: Sequence[KernelInfo]
     out = []
     for k in after:
         b = old.get((k.isa, k.name))
-        out.append(b if b is not None and _same_code(b, k) else k)
+        out.append(replace(b, name=k.name) if b is not None and _same_code(b, k) else k)
     return out
 
 

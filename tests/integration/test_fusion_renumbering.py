@@ -1,0 +1,160 @@
+"""A planted change after which XLA renumbers the benchmark's fusions, captured from real XLA CPU output and stored
+through the real pipeline: the head adds a dot that XLA names ``ynn_fusion``, so the base's ``ynn_fusion`` (a dot)
+becomes ``ynn_fusion.1`` and its ``ynn_fusion.1`` (a reduction) ``ynn_fusion.2``. The attribution's op table, its
+static diff and the Diff page's op table, kernel list and fusion list pair base and head fusions by structure:
+the renumbered ones read as the same fusions, unchanged, and only the new dot is new."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from runners.artifacts import ArtifactStore
+from runners.local import RunRequest, run_commits
+from service.app import create_app
+from service.context import Context
+from service.detect.fusion_pairing import source_text
+from service.settings import load_settings
+from service.store.models import Finding, HloModuleRecord, Result, Run, Series
+from tests.diff_capture import StepAtLatest, store_captured
+from tests.gitrepo import two_commit_suite_repo
+
+# One line changes (EXTRA), so no other line moves: the unchanged fusions keep their source lines.
+KERNEL = '''import jax
+import jax.numpy as jnp
+import numpy as np
+
+from runners.suite import Case, benchmark
+
+EXTRA = False
+
+
+def kernel(x, y, w):
+    out = [jnp.sum(y * y, axis=-1), jnp.exp(x) @ w]
+    if EXTRA:
+        out.append(jnp.tanh(y @ w))
+    out.append(x * 2.0 + 1.0)
+    return tuple(out)
+
+
+def reference(x, y, w):
+    out = [np.sum(y * y, axis=-1), np.exp(x) @ w]
+    if EXTRA:
+        out.append(np.tanh(y @ w))
+    out.append(x * 2.0 + 1.0)
+    return tuple(out)
+
+
+@benchmark(suite="tiny", params=[{"n": 64}])
+def renumbered(n: int) -> Case:
+    x = np.linspace(0.0, 1.0, n * n, dtype=np.float32).reshape(n, n)
+    y = np.linspace(1.0, 0.0, n * n, dtype=np.float32).reshape(n, n)
+    w = np.linspace(-1.0, 1.0, n * n, dtype=np.float32).reshape(n, n) / n
+    return Case(fn=jax.jit(kernel), args=(jnp.asarray(x), jnp.asarray(y), jnp.asarray(w)),
+                reference=lambda: reference(x, y, w), rtol=1e-3, atol=1e-3)
+'''
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, Any]], Path]:
+    root = tmp_path_factory.mktemp("renumber")
+    two_commit_suite_repo(root / "repo", KERNEL, KERNEL.replace("EXTRA = False", "EXTRA = True"),
+                          ("a reduction and a dot", "another dot before them"))
+    store = ArtifactStore(root / "artifacts")
+    requests = [RunRequest(repo=root / "repo", rev=rev, samples=5, warmup=1, capture_dir=store.root)
+                for rev in ("HEAD~1", "HEAD")]
+    manifests = [m for ms in run_commits(requests, root / "worktrees") for m in ms]
+    assert len(manifests) == 2
+    return manifests, store.root
+
+
+@pytest.fixture
+def app(sessions: sessionmaker[Session], database_url: str, tmp_path: Path,
+        captured: tuple[list[dict[str, Any]], Path]) -> Flask:
+    manifests, store_root = captured
+    shutil.copytree(store_root, tmp_path / "artifacts")
+    settings = load_settings({"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url})
+    ctx = Context.create(settings)
+    store_captured(ctx.sessions, manifests, ctx.artifacts)
+    return create_app(settings, context=ctx)
+
+
+def _fusions(session: Session) -> dict[int, dict[str, dict[str, Any]]]:
+    out: dict[int, dict[str, dict[str, Any]]] = {}
+    for record in session.scalars(select(HloModuleRecord)):
+        out.setdefault(record.result_id, {}).update({str(f["name"]): f for f in record.fusions})
+    return out
+
+
+def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
+    with app.extensions["kernelwatch"].sessions() as s:
+        finding = s.scalars(select(Finding).join(Series).where(Finding.detector == StepAtLatest.name,
+                                                               Series.metric == "wall_time")).one()
+        attribution = finding.attribution
+        fusions = _fusions(s)
+        base_id, head_id = (s.scalars(select(Result.id).join(Series).join(Run, Run.id == Result.run_id)
+                                      .where(Series.metric == "wall_time").order_by(Run.commit_id)).all())
+    # What real XLA did: the same dot and reduction under new numbers, and a new dot under an old one.
+    base, head = (fusions[attribution["basis"][side]["static_result"]] for side in ("before", "after"))
+    ynn_b = {n: f for n, f in base.items() if n.startswith("ynn_fusion")}
+    ynn_h = {n: f for n, f in head.items() if n.startswith("ynn_fusion")}
+    assert len(ynn_b) == 2 and len(ynn_h) == 3, (sorted(base), sorted(head))
+    renumbered = {b: h for b, fb in ynn_b.items() for h, fh in ynn_h.items()
+                  if fb["fingerprint"] == fh["fingerprint"]
+                  and source_text(fb["source"]) == source_text(fh["source"])}
+    assert len(renumbered) == 2 and any(b != h for b, h in renumbered.items()), (ynn_b, ynn_h)
+    [new] = set(ynn_h) - set(renumbered.values())
+    assert new in ynn_b  # the new dot took a name the base gave to another fusion: name matching would be wrong
+
+    # The attribution's op table joins each renumbered fusion's op to its own, and calls none vanished.
+    pairing = attribution["static"]["fusion_pairing"]
+    added = {new, "wrapped_tanh"}  # the new dot, and the tanh XLA wraps after it
+    assert added <= set(head) and "wrapped_tanh" not in base
+    assert {p["head"] for p in pairing["added"]} == added
+    assert not pairing["removed"] and not pairing["changed"]
+    assert {(p["base"], p["head"]) for p in pairing["renamed"]} == {(b, h) for b, h in renumbered.items() if b != h}
+    rows = {r["op"]: r for r in attribution["ops"]["rows"]}
+    assert any(h in rows for b, h in renumbered.items() if b != h), sorted(rows)  # the trace timed them
+    for b, h in renumbered.items():
+        if h in rows:
+            assert rows[h]["status"] != "appeared" and rows[h]["structure"] in ("same", "renamed")
+            assert rows[h]["base_op"] == (b if b != h else None)
+    if new in rows:
+        assert rows[new]["status"] == "appeared" and rows[new]["structure"] == "added"
+    assert not any(r["status"] == "vanished" and r["structure"] is not None for r in attribution["ops"]["rows"])
+    # The static diff: the renumbered fusions are neither added nor removed, in the HLO or the kernels.
+    for module in attribution["static"]["modules"]:
+        assert {f["name"] for f in module["fusions"]["added"]} == added
+        assert not module["fusions"]["removed"] and not module["fusions"]["changed"]
+    for kernel in attribution["static"]["kernels"]:
+        assert kernel["name"] not in renumbered.values() or kernel["status"] == "changed", kernel
+    # The summary names what changed, never an unchanged fusion; the op table is reconciled with the wall time.
+    lead = attribution["summary"].split(" ")[0]
+    assert lead not in renumbered.values() or "with the same HLO" in attribution["summary"]
+    assert attribution["ops"]["reconciliation"]["note"]
+
+    # The Diff page: the same pairing in its op table, kernel list and fusion list.
+    html = app.test_client().get(f"/diff?base={base_id}&head={head_id}").get_data(as_text=True)
+    for b, h in renumbered.items():
+        if b == h:
+            continue
+        row = re.search(rf'<tr class="fusion-renamed"><td><a [^>]*><code>{re.escape(h)}</code></a>\s*'
+                        rf'<span class="muted small">was <code>{re.escape(b)}</code>', html)
+        assert row is not None, h
+    assert re.search(rf'<tr class="fusion-added"><td><a [^>]*><code>{re.escape(new)}</code>', html)
+    assert 'class="fusion-removed"' not in html and 'class="fusion-changed"' not in html
+    assert 'id="fusion-renames"' in html
+    # the new dot's HLO is shown as new, not diffed against the base's fusion of the same name
+    page = app.test_client().get(f"/diff?base={base_id}&head={head_id}&kernel={new}").get_data(as_text=True)
+    assert f"Fusion <code>{new}</code>" in page
+    assert 'id="fusion-diff"' in page
+    table = page[page.index('id="fusion-diff"'):]
+    kinds = set(re.findall(r'<tr class="row-(\w+)', table[: table.index("</table>")]))
+    assert kinds == {"insert"}, kinds
