@@ -345,7 +345,9 @@ def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
 def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: ProgressFn | None = None,
                 run_ids: Sequence[str] | None = None, rounds: int = 1,
                 repos_dir: Path | None = None, first_round: int = 0,
-                envs_dir: Path | None = None) -> list[list[dict[str, Any]]]:
+                envs_dir: Path | None = None,
+                after_first_round: Callable[[list[list[dict[str, Any]]]], None] | None = None,
+                ) -> list[list[dict[str, Any]]]:
     """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, ``rounds``
     times, and return each commit's manifests (one per environment and round).
 
@@ -359,7 +361,10 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     under KERNELWATCH_HOME).
 
     ``first_round`` continues a session: with the same ``run_ids``, rounds ``first_round``... of it, their runs
-    numbered and ordered as if made in one call (`ci --max-rounds` adds rounds while a benchmark is undecided)."""
+    numbered and ordered as if made in one call (`ci --max-rounds` adds rounds while a benchmark is undecided).
+
+    ``after_first_round`` sees each commit's manifests of this call's first round; what it raises ends the call
+    there (a check of what every round would repeat: an empty selection, the wrong backend)."""
     if rounds < 1:
         raise ValueError(f"at least one round, not {rounds}")
     if first_round < 0 or (first_round and run_ids is None):
@@ -393,6 +398,8 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
         finally:
             for runner in runners.values():
                 runner.close()
+        if round_index == first_round and after_first_round is not None:
+            after_first_round(out)
     return out
 
 

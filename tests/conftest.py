@@ -30,9 +30,11 @@ def pg_server() -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_database(pg_server: str) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards; yields its SQLAlchemy URL."""
-    with scratch_database("kw_test", pg_server) as url:
+def pg_database(pg_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, dropped afterwards; yields its SQLAlchemy URL. Empty, except
+    for a test that asks for ``sessions`` (a database at head): then it is made at head at once, as a copy of
+    the migrated template (tests/scratch_database.py), rather than made empty and then replaced by one."""
+    with scratch_database("kw_test", pg_server, at_head="sessions" in request.fixturenames) as url:
         yield url
 
 

@@ -243,16 +243,20 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            trigger=m.trigger, capture_dir=capture_dir, cpu_isa=m.cpu_isa,
                            cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread, only=only)
                 for rev in (base, head)]
+    def first_round_made(per_commit: list[list[dict[str, Any]]]) -> None:
+        # An empty selection, or a suite on the wrong backend, is the same in every round: a job misconfigured
+        # so fails after two benchmark processes, not after all of its rounds.
+        for (name, rev), manifests in zip((("base", base), ("head", head)), per_commit, strict=True):
+            if not manifests:
+                raise InvalidInput(f"{name} {rev}: the suite selected no benchmark (check --suite and --params)")
+        check_hardware(options.hardware, [m for manifests in per_commit for m in manifests])
+
     settings.ensure_dirs()
     try:
-        per_commit = run_commits(requests, settings.worktree_dir, progress, run_ids=run_ids, rounds=rounds,
-                                 first_round=first_round)
+        return run_commits(requests, settings.worktree_dir, progress, run_ids=run_ids, rounds=rounds,
+                           first_round=first_round, after_first_round=first_round_made)
     except (GitError, EnvironmentBuildError, BuildFailed) as exc:  # an unknown ref, an unbuildable commit
         raise InvalidInput(str(exc)) from None
-    for (name, rev), manifests in zip((("base", base), ("head", head)), per_commit, strict=True):
-        if not manifests:
-            raise InvalidInput(f"{name} {rev}: the suite selected no benchmark (check --suite and --params)")
-    return per_commit
 
 
 def ci_runs(per_commit: Sequence[Sequence[dict[str, Any]]]) -> list[CiRun]:

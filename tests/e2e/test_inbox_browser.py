@@ -15,9 +15,10 @@ from service.context import Context
 from service.pipeline.alerts import list_alerts
 from service.pipeline.tokens import create_token
 from service.settings import load_settings
-from service.store.db import unit_of_work, upgrade
+from service.store.db import unit_of_work
 from tests import builders
 from tests.e2e.conftest import SCREENSHOTS, open_page
+from tests.scratch_database import at_head
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +29,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     HTTP from a thread, and a token that may triage."""
     home = tmp_path_factory.mktemp("home")
     database_url = f"sqlite:///{home / 'kernelwatch.db'}"
-    upgrade(database_url)
+    at_head(database_url)
     settings = load_settings({"KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url})
     ctx = Context.create(settings)
     levels = [1e-3] * 5 + [1.6e-3] * 5

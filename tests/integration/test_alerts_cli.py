@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy import select
@@ -17,11 +16,11 @@ from service.pipeline.ingest import ingest_manifest
 from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
 from service.store.models import Series
 from tests import builders
+from tests.cli_inprocess import run_cli
 
 
 def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return run_cli(args, env)  # in this process (tests/cli_inprocess.py says why)
 
 
 def stored_step(database_url: str) -> None:

@@ -33,15 +33,15 @@ from bench.api_fuzz import (
     stored_values,
     table,
 )
-from service.store.db import upgrade
 from tests.conftest import fresh_redis
 from tests.processes import clean_env, start_web
+from tests.scratch_database import at_head
 
 REDIS_URL = "redis://127.0.0.1:6379/2"  # this test's alone (test_soak_sample has 8, bench/api_fuzz.py 5)
 
 
 def test_generated_requests_get_no_5xx_and_errors_of_one_shape(pg_database: str, tmp_path: Path) -> None:
-    upgrade(pg_database)
+    at_head(pg_database)
     run_ids = seed_history(pg_database, tmp_path)
     token = fuzz_token(pg_database)
     # The distributed form: enqueueing a run is accepted (202) there, where the embedded form answers 503.

@@ -25,10 +25,11 @@ from kernelwatch.errors import ConfigurationError
 from service.app import create_app
 from service.context import Context
 from service.settings import load_settings
-from service.store.db import limit_statements, make_engine, upgrade
+from service.store.db import limit_statements, make_engine
 from tests import builders
 from tests.api_client import Api, error_of
 from tests.processes import clean_env, start_web
+from tests.scratch_database import at_head
 
 QUICK_S = 2.0  # generous on two loaded cores: each of these answers in milliseconds
 SQL = "' OR 1=1 --"
@@ -198,7 +199,7 @@ def _get(url: str) -> tuple[int, Any, float]:
 
 
 def test_a_query_past_the_statement_timeout_is_a_503_in_the_error_shape(pg_database: str, tmp_path: Path) -> None:
-    upgrade(pg_database)
+    at_head(pg_database)
     env = clean_env(tmp_path, KERNELWATCH_DATABASE_URL=pg_database, KERNELWATCH_WEB_STATEMENT_TIMEOUT_MS="300")
     with start_web(env, tmp_path) as web:
         assert _get(f"{web.url}/api/v1/repositories")[0] == 200

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.pipeline.tokens import authenticate
 from service.store.db import unit_of_work
+from tests.cli_inprocess import run_cli
 
 
 def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    return run_cli(args, env)  # in this process (tests/cli_inprocess.py says why)
 
 
 def test_create_list_revoke(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from service.context import Context
 from service.settings import load_settings
 from service.store.models import Environment
 from tests import builders
+from tests.cli_inprocess import run_cli
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,7 @@ def timings(level: float, seed: int, n: int = 10) -> list[float]:
 
 
 def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", "compare", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_cli(["compare", *args], env)  # in this process (tests/cli_inprocess.py says why)
 
 
 @pytest.fixture

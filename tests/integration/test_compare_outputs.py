@@ -1,6 +1,6 @@
-"""`kernelwatch compare` as a subprocess on the embedded SQLite database: its output formats, its filters, its
-exit codes under --fail-on, branch and tag names resolved in the repository's git, and --url against a real
-`kernelwatch serve` (reads gated by tokens) printing what the database gives."""
+"""`kernelwatch compare` (in this process: tests/cli_inprocess.py) on the embedded SQLite database: its output
+formats, its filters, its exit codes under --fail-on, branch and tag names resolved in the repository's git,
+and --url against a real `kernelwatch serve` (reads gated by tokens) printing what the database gives."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from service.context import Context
 from service.integrations.compare_api import CompareClient
 from service.settings import load_settings
 from tests import builders
+from tests.cli_inprocess import run_cli
 from tests.gitrepo import git
 from tests.integration.test_compare_cli import timings
 from tests.processes import kernelwatch as kernelwatch_ok
@@ -40,8 +40,7 @@ class Stored:
 
 
 def compare(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "service.cli", "compare", *args], env=env, capture_output=True,
-                          text=True, timeout=120)
+    return run_cli(["compare", *args], env)  # in this process (tests/cli_inprocess.py says why)
 
 
 @pytest.fixture

@@ -16,11 +16,12 @@ from service.contract import parse_manifest
 from service.integrations.github import ClientFactory
 from service.pipeline.ingest import ingest_manifest
 from service.pipeline.pull_requests import HookConfig, PullRequestHooks, record_delivery
-from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
+from service.store.db import make_engine, make_session_factory, unit_of_work
 from service.store.models import PullRequest
 from tests import builders
 from tests.fake_github import APP_ID, FakeGitHub, app_key_pair, serve_fake_github
 from tests.pr_hook import measured_pull_requests, pr_event, pull
+from tests.scratch_database import at_head
 
 PRIVATE, PUBLIC = app_key_pair()
 
@@ -34,7 +35,7 @@ def fake() -> Iterator[FakeGitHub]:
 @pytest.mark.parametrize("lost", ["check-runs", "comments"])
 def test_a_lost_answer_is_retried_into_an_edit_not_a_second_post(sqlite_database: str, fake: FakeGitHub,
                                                                  lost: str) -> None:
-    upgrade(sqlite_database)
+    at_head(sqlite_database)
     engine = make_engine(sqlite_database)
     try:
         sessions = make_session_factory(engine)
@@ -65,7 +66,7 @@ def test_each_scheduling_shows_a_check_run_in_progress_that_its_report_completes
     the report. Run again: GitHub cannot take a completed check run back to in progress, so a new one; the old
     keeps its verdict. Its in-progress answer lost: the report finds it by its external id. Closed while
     running: cancelled, not left spinning."""
-    upgrade(sqlite_database)
+    at_head(sqlite_database)
     engine = make_engine(sqlite_database)
     try:
         sessions = make_session_factory(engine)

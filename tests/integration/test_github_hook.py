@@ -12,12 +12,13 @@ import pytest
 import redis
 from sqlalchemy import func, select
 
-from service.store.db import unit_of_work, upgrade
+from service.store.db import unit_of_work
 from service.store.models import PullRequest, Run, WebhookDelivery
 from tests.api_client import Api, make_api
 from tests.conftest import fresh_redis
 from tests.fake_github import PLAIN_TOKEN, FakeGitHub, serve_fake_github
 from tests.pr_hook import REPO, SECRET, comment_event, merge_base_of, pr_event, pull, signed, tiny_repo
+from tests.scratch_database import at_head
 
 REDIS_URL = "redis://127.0.0.1:6379/3"  # this file's alone (see the other tests' REDIS_URL constants)
 MARKER = "<!-- kernelwatch:pr-comment -->"
@@ -47,7 +48,7 @@ def deliveries(api: Api) -> int:
 
 @pytest.fixture
 def broker_api(database_url: str, tmp_path: Path, fake: FakeGitHub) -> Iterator[tuple[Api, redis.Redis]]:
-    upgrade(database_url)
+    at_head(database_url)
     api = make_api(database_url, tmp_path / "home", KERNELWATCH_REDIS_URL=fresh_redis(REDIS_URL), **hook_env(fake))
     client = redis.Redis.from_url(REDIS_URL)
     try:
@@ -150,7 +151,7 @@ def test_a_fork_waits_for_a_maintainer_then_runs_and_reports(sqlite_database: st
     fake.merge_base = merge_base_of(root)
     fake.pulls[(REPO, 7)] = fork
     fake.permissions.update({(REPO, "maintainer"): "maintain", (REPO, "reader"): "read"})
-    upgrade(sqlite_database)
+    at_head(sqlite_database)
     api = make_api(sqlite_database, tmp_path / "home", **hook_env(fake))  # embedded: the work runs in-process
     try:
         post(api, "pull_request", pr_event("opened", fork))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from service.contract import parse_manifest
@@ -12,14 +11,13 @@ from service.pipeline.ingest import ingest_manifest
 from service.settings import load_settings
 from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
 from tests import builders
-from tests.conftest import REPO_ROOT
+from tests.cli_inprocess import run_cli
 
 
 def kernelwatch(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
     env.update(KERNELWATCH_HOME=str(home), JAX_PLATFORMS="cpu")
-    return subprocess.run([sys.executable, "-m", "service.cli", *args], env=env, cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=180)
+    return run_cli(args, env)  # in this process, whose directory is the repository's (tests/cli_inprocess.py)
 
 
 def softmax_result(rows: int, seconds: float) -> dict[str, object]:

@@ -42,6 +42,7 @@ from service.store.models import Alert, AlertNotification, BisectJob, Commit, Fi
 from tests import builders
 from tests.api_client import make_api
 from tests.fake_slack import CHANNEL_ID, TOKEN, FakeSlack, running_fake_slack
+from tests.scratch_database import at_head
 
 CHANNEL = "#perf-alerts"
 PUBLIC = "https://kernelwatch.example.com"
@@ -369,11 +370,10 @@ def test_in_the_distributed_form_a_notify_worker_announces_and_replies(tmp_path:
     from service.context import Context
     from service.pipeline.queue import CeleryQueue
     from service.settings import load_settings
-    from service.store.db import upgrade
     from tests.conftest import fresh_redis
     from tests.processes import clean_env, start_worker
 
-    upgrade(pg_database)
+    at_head(pg_database)
     env = clean_env(tmp_path, KERNELWATCH_DATABASE_URL=pg_database,
                     KERNELWATCH_REDIS_URL=fresh_redis("redis://127.0.0.1:6379/6"), KERNELWATCH_FOLLOW_UP="none",
                     KERNELWATCH_SLACK_TOKEN=TOKEN, KERNELWATCH_SLACK_CHANNEL=CHANNEL,

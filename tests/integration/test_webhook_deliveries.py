@@ -22,12 +22,13 @@ from sqlalchemy import select
 
 from service.pipeline.background import BackgroundQueue
 from service.store import deliveries
-from service.store.db import unit_of_work, upgrade
+from service.store.db import unit_of_work
 from service.store.models import WebhookDelivery
 from tests import builders
 from tests.api_client import Api, error_of, make_api
 from tests.fake_github import PLAIN_TOKEN, FakeGitHub, serve_fake_github
 from tests.pr_hook import SECRET, measured_pull_requests, pr_event, pull, signed
+from tests.scratch_database import at_head
 
 RATE_LIMITED = (429, {"Retry-After": "3600"})  # the client gives up at once: no sleeps inside one attempt
 
@@ -47,7 +48,7 @@ def hook_env(fake: FakeGitHub) -> dict[str, str]:
 @pytest.fixture
 def served(database_url: str, tmp_path: Path, fake: FakeGitHub) -> Iterator[Api]:
     """The app as `kernelwatch serve` builds it in the embedded form, with retries a test can wait for."""
-    upgrade(database_url)
+    at_head(database_url)
     api = make_api(database_url, tmp_path / "home", background=True, **hook_env(fake))
     assert isinstance(api.ctx.queue, BackgroundQueue)
     api.ctx.queue.retry_delays_s = (0.05,) * (deliveries.DELIVERY_ATTEMPTS - 1)
@@ -188,7 +189,7 @@ def test_the_webhook_of_the_synchronous_form_still_answers_503_and_leaves_it_rec
         database_url: str, tmp_path: Path, fake: FakeGitHub) -> None:
     """The test client's synchronous queue (the CLI's form): a handler that fails is a 503 and the delivery stays
     ``received`` with its error recorded, so GitHub's redelivery (or a retry) hands it out again."""
-    upgrade(database_url)
+    at_head(database_url)
     api = make_api(database_url, tmp_path / "home", **hook_env(fake))
     try:
         fake.failures = [RATE_LIMITED]
