@@ -20,6 +20,7 @@ from typing import Any
 from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from runners.artifacts import ArtifactStore
 from service.detect.attribution import reconcile
 from service.detect.fusion_pairing import FusionPairing
 from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices, pair_fusion_lists
@@ -40,12 +41,15 @@ from service.store.drilldown import (
     FusionRow,
     HloView,
     KernelListing,
+    ResultHeader,
     hlo_view,
     kernel_listing,
     kernels,
     op_table,
     result_header,
 )
+from service.store.traces import TraceUnavailable, choose_trace, trace_timeline
+from web.charts.timeline import TimelineSide, timeline_figure
 from web.pages import add_filters, link_args, service_stores
 from web.units import format_ns, format_share, format_value
 
@@ -207,6 +211,20 @@ def _choose(choices: Sequence[KernelChoice], name: str | None, isa: str | None) 
     return next((c for c in choices if c.name == name and (isa is None or c.isa == isa)), None)
 
 
+def _timelines(store: ArtifactStore, base: ResultHeader, head: ResultHeader, pairing: FusionPairing,
+               selected: str | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """Base above head on one time axis (each from its own first op), the selected fusion highlighted under its
+    name on each side; a side whose trace cannot be drawn is left out and said why."""
+    names = _paired_names(pairing, selected) if selected is not None else (None, None)
+    sides, notes = [], []
+    for label, header, name in (("base", base, names[0]), ("head", head, names[1])):
+        try:
+            sides.append(TimelineSide(label, trace_timeline(store, choose_trace(header, None)), name))
+        except TraceUnavailable as exc:
+            notes.append(f"{label}: {exc}")
+    return (timeline_figure(sides) if sides else None), notes
+
+
 def _render_error(error: DiffQueryError) -> tuple[str, int]:
     return render_template("diff.html", error=error.message, status=error.status), error.status
 
@@ -264,10 +282,11 @@ def _diff_page() -> str:
     fusion_rows = diff_fusion_lists(_fusions(hlo_b), _fusions(hlo_h), pairing)
     explained = _explained(ops, base, head)
     hlo_notes = [f"{side}: {v.note}" for side, v in (("base", hlo_b), ("head", hlo_h)) if v is not None and v.note]
+    timelines, timeline_notes = _timelines(store, base, head, pairing, selected)
     return render_template(
         "diff.html", error=None, base=base, head=head, ops=ops, choices=choices, chosen=chosen, selected=selected,
         code=code, fusion_code=fusion_code, fusion_rows=fusion_rows, hlo_notes=hlo_notes, warnings=warnings,
-        explained=explained, fusion_pairing=pairing,
+        explained=explained, fusion_pairing=pairing, timelines=timelines, timeline_notes=timeline_notes,
         full=full, args=link_args(request.args, drop=("full",)))
 
 

@@ -6,17 +6,28 @@ its URL, so a link shows exactly what its sender saw.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from flask import Blueprint, abort, render_template, request
+from flask import Blueprint, Response, abort, render_template, request
 from plotly.utils import PlotlyJSONEncoder
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactStore
+from runners.parsers.xplane_to_timeline import trace_events
 from service.store.drilldown import ResultHeader, hlo_view, kernel_listing, kernels, op_table, result_header
+from service.store.traces import (
+    TraceFile,
+    TraceUnavailable,
+    choose_trace,
+    trace_bytes,
+    trace_files,
+    trace_profile,
+    trace_timeline,
+)
 from web.charts.drilldown import (
     mix_segments,
     op_time_figure,
@@ -25,6 +36,7 @@ from web.charts.drilldown import (
     roofline_point,
     stored_roof,
 )
+from web.charts.timeline import TimelineSide, timeline_figure
 from web.highlight import highlight_hlo
 from web.pages import add_filters, service_stores
 from web.units import (
@@ -78,7 +90,7 @@ def result(result_id: int) -> str:
         roof = roof_for(header.backend, header.device_kind, str(dtype) if dtype is not None else None)
     return render_template(
         "result.html", header=header, ops=shown, all_ops=ops, kernels=compiled, category=category, query=query,
-        categories=sorted({o.category for o in ops}), point=point, roof=roof,
+        categories=sorted({o.category for o in ops}), point=point, roof=roof, traces=trace_files(header),
         op_figure=_plotly(op_time_figure(shown)) if shown else None,
         roofline=_plotly(roofline_figure(point, roof.peaks, header.hardware)) if point else None)
 
@@ -104,3 +116,61 @@ def kernel(result_id: int, name: str) -> str:
     rows = [r for r in listing.rows if r.loop_depth > 0] if loops_only else listing.rows
     return render_template("kernel.html", header=header, listing=listing, rows=rows, loops_only=loops_only,
                            segments=mix_segments(listing.mix), kernels=siblings)
+
+
+def _header_and_store(result_id: int) -> tuple[ResultHeader, ArtifactStore]:
+    with _result_session(result_id) as (_, header, store):
+        return header, store
+
+
+def _trace_error(header: ResultHeader, error: TraceUnavailable) -> tuple[str, int]:
+    return render_template("trace.html", header=header, error=str(error), traces=trace_files(header)), 404
+
+
+@bp.get("/results/<int:result_id>/trace")
+def trace(result_id: int) -> str | tuple[str, int]:
+    """The op timeline of the result's trace (``?artifact=`` a digest where it has several), the op of
+    ``?op=`` highlighted: the executions the op table counts, each at its time."""
+    header, store = _header_and_store(result_id)
+    op = (request.args.get("op") or "").strip() or None
+    try:
+        chosen = choose_trace(header, request.args.get("artifact"))
+        timeline = trace_timeline(store, chosen)
+    except TraceUnavailable as error:
+        return _trace_error(header, error)
+    ops = sorted({s.op for s in timeline.spans})
+    return render_template("trace.html", header=header, error=None, traces=trace_files(header), chosen=chosen,
+                           timeline=timeline, op=op, ops=ops, op_found=op is None or op in ops,
+                           figure=_plotly(timeline_figure([TimelineSide("", timeline, op)])))
+
+
+def _download(header: ResultHeader, chosen: TraceFile, data: bytes, suffix: str, mimetype: str) -> Response:
+    # Named by the result and digest only, never by the name a runner gave the file (it could carry a path).
+    filename = f"kernelwatch-result-{header.result_id}-{chosen.sha256[:12]}{suffix}"
+    return Response(data, mimetype=mimetype, headers={
+        "Content-Disposition": f"attachment; filename={filename}", "X-Content-Type-Options": "nosniff"})
+
+
+@bp.get("/results/<int:result_id>/trace.xplane.pb")
+def trace_download(result_id: int) -> Response | tuple[str, int]:
+    """The raw XSpace, as the runner captured it: what xprof and TensorBoard's profile plugin open."""
+    header, store = _header_and_store(result_id)
+    try:
+        chosen = choose_trace(header, request.args.get("artifact"))
+        return _download(header, chosen, trace_bytes(store, chosen), ".xplane.pb", "application/octet-stream")
+    except TraceUnavailable as error:
+        return _trace_error(header, error)
+
+
+@bp.get("/results/<int:result_id>/trace.json.gz")
+def trace_perfetto(result_id: int) -> Response | tuple[str, int]:
+    """The whole trace as Chrome trace-event JSON, gzipped: Perfetto's UI (ui.perfetto.dev, or one served
+    locally) and chrome://tracing open it as it is."""
+    header, store = _header_and_store(result_id)
+    try:
+        chosen = choose_trace(header, request.args.get("artifact"))
+        document = trace_events(trace_profile(store, chosen))
+    except TraceUnavailable as error:
+        return _trace_error(header, error)
+    data = gzip.compress(json.dumps(document, separators=(",", ":")).encode(), compresslevel=6)
+    return _download(header, chosen, data, ".trace.json.gz", "application/gzip")

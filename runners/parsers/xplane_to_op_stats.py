@@ -130,7 +130,9 @@ def categorize(op: str, info: HloOp | None = None) -> str:
 
 
 @dataclass
-class _Event:
+class OpEvent:
+    """One execution of an op: its module and HLO instruction, start and end (ns, the trace's clock)."""
+
     module: str
     op: str
     start: float
@@ -147,14 +149,14 @@ def _span(event: Any, stats: Mapping[str, Any]) -> tuple[float, float]:
     return start, start + float(event.duration_ns)
 
 
-def _contains(outer: _Event, inner: _Event) -> bool:
+def _contains(outer: OpEvent, inner: OpEvent) -> bool:
     return outer.start - _EPSILON_NS <= inner.start and inner.end <= outer.end + _EPSILON_NS
 
 
-def _nest(events: list[_Event]) -> None:
+def _nest(events: list[OpEvent]) -> None:
     """Charge each event's time to the innermost event on the same line that contains it."""
     events.sort(key=lambda e: (e.start, -e.end))
-    open_: list[_Event] = []
+    open_: list[OpEvent] = []
     for event in events:
         while open_ and not _contains(open_[-1], event):
             open_.pop()
@@ -163,7 +165,16 @@ def _nest(events: list[_Event]) -> None:
         open_.append(event)
 
 
-def _host_lines(planes: Iterable[Any]) -> list[list[_Event]]:
+@dataclass(frozen=True)
+class OpLine:
+    """The op events of one line of a plane (the timeline draws a line as a track; the op table nests them)."""
+
+    plane: str
+    name: str
+    events: list[OpEvent]
+
+
+def _host_lines(planes: Iterable[Any]) -> list[OpLine]:
     """Op events of the host plane, by line. Most host events are not ops, but whether one carries ``hlo_op``
     can only be learned from its own stats (ProfileData exposes no metadata id, and stats are per event), so every
     event's stats are read, the cheapest way the binding allows: one ``dict()`` over its iterator, inline."""
@@ -180,13 +191,13 @@ def _host_lines(planes: Iterable[Any]) -> list[list[_Event]]:
                     continue
                 if "hlo_op" in stats and "hlo_module" in stats:
                     start, end = _span(event, stats)
-                    found.append(_Event(str(stats["hlo_module"]), str(stats["hlo_op"]), start, end))
+                    found.append(OpEvent(str(stats["hlo_module"]), str(stats["hlo_op"]), start, end))
             if found:
-                lines.append(found)
+                lines.append(OpLine(str(plane.name), str(line.name), found))
     return lines
 
 
-def _device_lines(plane: Any) -> list[list[_Event]]:
+def _device_lines(plane: Any) -> list[OpLine]:
     lines = list(plane.lines)
     modules = []
     for line in lines:
@@ -219,16 +230,32 @@ def _device_lines(plane: Any) -> list[list[_Event]]:
                 continue
             start, end = _span(event, stats)
             module = str(stats["hlo_module"]) if "hlo_module" in stats else module_of(start, end)
-            found.append(_Event(module, op, start, end))
+            found.append(OpEvent(module, op, start, end))
         if found:
-            found_lines.append(found)
+            found_lines.append(OpLine(str(plane.name), str(line.name), found))
     return found_lines
 
 
-def _aggregate(lines: list[list[_Event]]) -> dict[tuple[str, str], list[float]]:
+def op_lines(profile: Any) -> tuple[str, list[OpLine]]:
+    """Where op time comes from (``device``: the first device plane; ``host``: the host plane's op events) and
+    those op events, by line, as the op table counts them. A TraceParseError where the trace has neither."""
+    planes = list(profile.planes)
+    devices = _device_planes(planes)
+    if devices:
+        return "device", _device_lines(devices[0])
+    lines = _host_lines(planes)
+    if not lines:
+        names = ", ".join(str(p.name) for p in planes) or "none"
+        raise TraceParseError(f"the trace has neither a device plane nor host op events (hlo_op and hlo_module "
+                              f"stats on {HOST_PLANE}); planes: {names}")
+    return "host", lines
+
+
+def _aggregate(lines: list[OpLine]) -> dict[tuple[str, str], list[float]]:
     table: dict[tuple[str, str], list[float]] = {}
-    for events in lines:
-        _nest(events)
+    for line in lines:
+        events = line.events
+        _nest(events)  # (sets each event's children: once per op_lines call)
         for e in events:
             row = table.setdefault((e.module, e.op), [0, 0.0, 0.0])
             row[0] += 1
@@ -241,20 +268,13 @@ def xplane_to_op_stats(profile: Any, hlo: Mapping[str, Mapping[str, HloOp]] | No
                        count_devices: bool = False) -> list[OpStat]:
     """Per (module, op) statistics, by self time then name. ``hlo`` maps module → op → :class:`HloOp` and
     refines categories; ``count_devices`` also walks the other device planes to count where each op ran."""
-    planes = list(profile.planes)
-    devices = _device_planes(planes)
-    if devices:
-        source, table = "device", _aggregate(_device_lines(devices[0]))
-    else:
-        source, table = "host", _aggregate(_host_lines(planes))
-        if not table:
-            names = ", ".join(str(p.name) for p in planes) or "none"
-            raise TraceParseError(f"the trace has neither a device plane nor host op events (hlo_op and hlo_module "
-                                  f"stats on {HOST_PLANE}); planes: {names}")
+    source, lines = op_lines(profile)
+    table = _aggregate(lines)
+    devices = _device_planes(list(profile.planes)) if count_devices else []
     seen: dict[tuple[str, str], int] = {}
     if count_devices and devices:
         for plane in devices:
-            for key in {(e.module, e.op) for events in _device_lines(plane) for e in events}:
+            for key in {(e.module, e.op) for line in _device_lines(plane) for e in line.events}:
                 seen[key] = seen.get(key, 0) + 1
     stats = []
     for (module, op), (count, total, self_ns) in table.items():
@@ -286,15 +306,22 @@ def parse_xplane_file(path: str | os.PathLike[str], max_bytes: int = MAX_XPLANE_
     return parse_xplane_bytes(data, source, hlo)
 
 
-def parse_xplane_bytes(data: bytes, source: str = "<bytes>",
-                       hlo: Mapping[str, Mapping[str, HloOp]] | None = None) -> list[OpStat]:
-    """A serialized XSpace → op statistics; garbage, truncation and traces without ops are TraceParseErrors."""
+def profile_from_bytes(data: bytes, source: str = "<bytes>", max_bytes: int = MAX_XPLANE_BYTES) -> Any:
+    """A serialized XSpace as ProfileData; too large, garbage and truncation are TraceParseErrors."""
+    if len(data) > max_bytes:
+        raise TraceParseError(f"{source}: larger than the {max_bytes}-byte limit")
     from jax.profiler import ProfileData
 
     try:
-        profile = ProfileData.from_serialized_xspace(data)
+        return ProfileData.from_serialized_xspace(data)
     except Exception as exc:  # the native parser raises RuntimeError today; its types are not documented
         raise TraceParseError(f"{source}: not a readable XSpace: {exc}") from exc
+
+
+def parse_xplane_bytes(data: bytes, source: str = "<bytes>",
+                       hlo: Mapping[str, Mapping[str, HloOp]] | None = None) -> list[OpStat]:
+    """A serialized XSpace → op statistics; garbage, truncation and traces without ops are TraceParseErrors."""
+    profile = profile_from_bytes(data, source, max_bytes=len(data))
     try:
         return xplane_to_op_stats(profile, hlo)
     except TraceParseError as exc:

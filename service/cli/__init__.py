@@ -23,6 +23,7 @@ from service.cli import (
     serve,
     submit,
     tokens,
+    trace,
     workers,
 )
 from service.cli.common import Handler, Subparsers
@@ -32,8 +33,8 @@ from service.settings import Settings, load_settings
 # In the order `kernelwatch --help` lists the verbs.
 REGISTER: tuple[Callable[[Subparsers], None], ...] = (
     db.register, run.register, serve.register, submit.register, parse.register, prune.register, compare.register,
-    ci.register, predict.register, detect.register, alerts.register, workers.register, tokens.register,
-    deliveries.register)
+    ci.register, predict.register, detect.register, alerts.register, trace.register, workers.register,
+    tokens.register, deliveries.register)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,17 @@ from service.model.roofline import Bound, roofline
 EFFICIENCY_METRIC = "roofline_fraction"
 
 
+# A roof is an upper bound: a result measured faster than its roof allows says the roof is wrong for it (a
+# calibration that missed a cache level, a published peak for another dtype, counts XLA over-stated), not that
+# the kernel beat the hardware. Within this much it is the measurement's own spread (a best-of-N calibration
+# against a median), past it a defect ingest flags and the pages name instead of a fraction over 100 %.
+ABOVE_ROOF_TOLERANCE = 0.05
+
+
+def above_roof(achieved_fraction: float | None) -> bool:
+    return achieved_fraction is not None and achieved_fraction > 1.0 + ABOVE_ROOF_TOLERANCE
+
+
 @dataclass(frozen=True)
 class RooflineFigures:
     intensity: float  # FLOP per byte
@@ -29,6 +40,11 @@ class RooflineFigures:
     peak_flops_per_s: float
     peak_bytes_per_s: float
     peak_source: str  # which hardware, dtype and source the peaks are, in words for the result page
+
+    @property
+    def above(self) -> bool:
+        """The measured time beats this roof's bound: the roof does not bound the result."""
+        return above_roof(self.achieved_fraction)
 
 
 def run_hardware(backend: str, device_kind: str, calibration: Calibration | None) -> Hardware | None:

@@ -7,6 +7,7 @@ benchmark, series) are created on first sight, tolerating a concurrent ingest th
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -114,6 +115,8 @@ def _link_artifacts(session: Session, result_id: int, artifacts: list[ArtifactIn
             session.add(ResultArtifact(result_id=result_id, artifact_id=artifact.id, name=info.name))
 
 
+log = logging.getLogger(__name__)
+
 RESULT_COLUMNS = ("id", "run_id", "series_id", "status", "message", "samples", "sample_count", "median", "mean",
                   "stddev", "minimum", "maximum", "compile_time_s", "flops", "bytes_accessed", "max_abs_error",
                   "cost", *ROOFLINE_COLUMNS)
@@ -177,6 +180,12 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     stats = summarize_many([r.samples for r in manifest.results])
     hardware = run_roof(env)
     figures = [roofline_figures(hardware, r, s.median) for r, s in zip(manifest.results, stats, strict=True)]
+    above = [f"{r.suite}/{r.name} {r.params_key()}" for r, f in zip(manifest.results, figures, strict=True)
+             if f is not None and f.above]
+    if above:  # stored as each result's roofline_above; said here too, since it is the roof's defect, not theirs
+        log.warning("run %s: %d result(s) measured faster than their roof allows (%s): the roof (%s) does not bound "
+                    "them", manifest.run_id, len(above), ", ".join(above[:5]) + (", ..." if len(above) > 5 else ""),
+                    next(f.peak_source for f in figures if f is not None and f.above))
     derived = efficiency_results(hardware, manifest.results, figures)
     results = [*manifest.results, *derived]
     figures += [None] * len(derived)

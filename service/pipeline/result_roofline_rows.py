@@ -17,7 +17,7 @@ from service.model.result_roofline import (
     run_hardware,
 )
 
-ROOFLINE_COLUMNS = ("roofline_intensity", "roofline_bound", "roofline_s", "roofline_fraction",
+ROOFLINE_COLUMNS = ("roofline_intensity", "roofline_bound", "roofline_s", "roofline_fraction", "roofline_above",
                     "roofline_peak_flops_per_s", "roofline_peak_bytes_per_s", "roofline_peak_source")
 ROOFLINE_METRIC = "wall_time"  # the measured time a roofline is drawn against
 
@@ -39,7 +39,9 @@ def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:
     if figures is None:
         return dict.fromkeys(ROOFLINE_COLUMNS)
     return dict(roofline_intensity=figures.intensity, roofline_bound=figures.bound, roofline_s=figures.roofline_s,
-                roofline_fraction=figures.achieved_fraction, roofline_peak_flops_per_s=figures.peak_flops_per_s,
+                roofline_fraction=figures.achieved_fraction,
+                roofline_above=figures.above if figures.achieved_fraction is not None else None,
+                roofline_peak_flops_per_s=figures.peak_flops_per_s,
                 roofline_peak_bytes_per_s=figures.peak_bytes_per_s, roofline_peak_source=figures.peak_source)
 
 

@@ -67,6 +67,7 @@ class StoredRoofline:
     peak_flops_per_s: float
     peak_bytes_per_s: float
     peak_source: str
+    above: bool = False  # measured faster than this roof allows: the roof does not bound the result
 
 
 @dataclass(frozen=True)
@@ -368,7 +369,8 @@ def _stored_roofline(r: Result) -> StoredRoofline | None:
             or r.roofline_peak_flops_per_s is None or r.roofline_peak_bytes_per_s is None):
         return None
     return StoredRoofline(r.roofline_intensity, r.roofline_bound, r.roofline_s, r.roofline_fraction,
-                          r.roofline_peak_flops_per_s, r.roofline_peak_bytes_per_s, r.roofline_peak_source or "")
+                          r.roofline_peak_flops_per_s, r.roofline_peak_bytes_per_s, r.roofline_peak_source or "",
+                          bool(r.roofline_above))
 
 
 def _kernel_names(session: Session, result_id: int) -> set[str]:

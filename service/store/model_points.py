@@ -38,6 +38,7 @@ class ModelPoint:
     peak_flops_per_s: float | None
     peak_bytes_per_s: float | None
     peak_source: str | None
+    above: bool = False  # measured faster than its roof allows (Result.roofline_above): the roof is wrong for it
 
 
 def _with_figures() -> Any:
@@ -82,7 +83,7 @@ def model_points(session: Session, repository: str, environment_id: int) -> list
     (it has no place on a log-log chart)."""
     query = (select(Result.id, Result.series_id, Result.flops, Result.median, Result.roofline_intensity,
                     Result.roofline_bound, Result.roofline_fraction, Result.roofline_peak_flops_per_s,
-                    Result.roofline_peak_bytes_per_s, Result.roofline_peak_source,
+                    Result.roofline_peak_bytes_per_s, Result.roofline_peak_source, Result.roofline_above,
                     Benchmark.suite, Benchmark.name, Benchmark.params)
              .join(Series, Result.series_id == Series.id)
              .join(Benchmark, Series.benchmark_id == Benchmark.id)
@@ -104,5 +105,5 @@ def model_points(session: Session, repository: str, environment_id: int) -> list
             intensity=float(row.roofline_intensity), achieved_flops_per_s=float(row.flops) / float(row.median),
             bound=str(row.roofline_bound), fraction=row.roofline_fraction,
             peak_flops_per_s=row.roofline_peak_flops_per_s, peak_bytes_per_s=row.roofline_peak_bytes_per_s,
-            peak_source=row.roofline_peak_source))
+            peak_source=row.roofline_peak_source, above=bool(row.roofline_above)))
     return sorted(points, key=lambda p: p.label)

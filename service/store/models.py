@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -216,6 +217,8 @@ class Result(Base):
     roofline_bound: Mapped[RooflineBound | None] = mapped_column(Vocabulary(RooflineBound, 8), nullable=True)
     roofline_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     roofline_fraction: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The measured time beats the roof's bound (service/model/result_roofline.py above_roof): the roof is wrong.
+    roofline_above: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
     roofline_peak_flops_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     roofline_peak_bytes_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
     roofline_peak_source: Mapped[str | None] = mapped_column(String(500), nullable=True)

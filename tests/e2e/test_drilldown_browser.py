@@ -14,10 +14,10 @@ from werkzeug.serving import make_server
 from service.app import create_app
 from service.context import Context
 from service.settings import load_settings
-from service.store.db import upgrade
 from service.store.models import Result, Series
 from tests.drilldown_data import HOSTILE, captured_run, drilldown_manifest
 from tests.e2e.conftest import SCREENSHOTS, open_page
+from tests.scratch_database import at_head
 
 pytestmark = pytest.mark.browser
 SASS_KERNEL = "_ZN4cute14wgmma_mainloopILi128EEEvPK13__nv_bfloat16Pf"
@@ -29,7 +29,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     home = tmp_path_factory.mktemp("home")
     manifest, store = captured_run(tmp_path_factory.mktemp("captured"))
     database_url = f"sqlite:///{home / 'kernelwatch.db'}"
-    upgrade(database_url)
+    at_head(database_url)
     settings = load_settings({"KERNELWATCH_HOME": str(home), "KERNELWATCH_DATABASE_URL": database_url})
     ctx = Context.create(settings)
     for result in manifest["results"]:
@@ -132,3 +132,22 @@ def test_series_points_open_their_result(site: tuple[str, int], browser: Any) ->
     page.wait_for_url(f"{base}/results/{rid}")
     assert not foreign, foreign
 
+
+
+def test_the_timeline_draws_the_trace_with_the_op_highlighted(site: tuple[str, int], browser: Any) -> None:
+    """From an op's row to its timeline: bars drawn with the local plotly.js, the op's own bars in red."""
+    base, rid = site
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page, foreign, dialogs = open_watched_page(browser, base)
+    page.goto(f"{base}/results/{rid}")
+    page.locator('#ops tr[data-op="broadcast_multiply_fusion"] a.op-timeline').click()
+    page.wait_for_selector("#timeline .main-svg")
+    assert page.url.endswith(f"/results/{rid}/trace?op=broadcast_multiply_fusion")
+    fills = page.evaluate("""() => [...document.querySelectorAll('#timeline g.trace.bars')].map(
+        g => [...g.querySelectorAll('path')].map(p => getComputedStyle(p).fill))""")
+    assert len(fills) == 2 and fills[1] and set(fills[1]) == {"rgb(214, 39, 40)"}, fills  # the highlight's red
+    assert fills[0] and "rgb(214, 39, 40)" not in set(fills[0])
+    assert page.locator("#op-select").input_value() == "broadcast_multiply_fusion"
+    assert "op execution" in page.locator("#timeline-summary").inner_text()
+    page.screenshot(path=str(SCREENSHOTS / "drilldown-timeline.png"), full_page=True)
+    assert not foreign and not dialogs and no_script_ran(page)

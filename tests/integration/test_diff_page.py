@@ -4,6 +4,7 @@ queries are clear 400/404 pages."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -141,3 +142,21 @@ def test_a_result_of_another_benchmark_compares_with_a_warning(app: Flask) -> No
     assert 'class="kernel-choice status-removed' in html
     assert 'class="row-delete"' in html and 'class="row-insert"' not in html
     assert "the head result has no kernel of this name" in html
+
+
+def test_base_and_head_timelines_share_one_time_axis_with_the_kernel_highlighted(app: Flask) -> None:
+    base_id, head_id = wall_results(app)
+    client = app.test_client()
+    html = client.get(f"/diff?base={base_id}&head={head_id}&kernel={CHANGED_FUSION}").get_data(as_text=True)
+    figure = json.loads(re.search(r'<script id="timeline-figure" type="application/json">(.*?)</script>', html,
+                                  re.S)[1])
+    names = [trace["name"] for trace in figure["data"]]
+    assert names == ["base ops", f"base {CHANGED_FUSION}", "head ops", f"head {CHANGED_FUSION}"]
+    order = figure["layout"]["yaxis"]["categoryarray"]  # bottom to top: head's tracks under base's
+    sides = [label.split(" · ", 1)[0] for label in order]
+    assert "base" in sides and "head" in sides and sides == sorted(sides, reverse=True)
+    assert len(figure["layout"].get("xaxis", {})) and "xaxis2" not in figure["layout"]  # one time axis
+    starts = {trace["name"]: min(trace["base"]) for trace in figure["data"] if trace["base"]}
+    assert min(starts["base ops"], starts[f"base {CHANGED_FUSION}"]) == 0  # each side from its own first op
+    assert min(starts["head ops"], starts[f"head {CHANGED_FUSION}"]) == 0
+    assert f'href="/results/{base_id}/trace"' in html and f'href="/results/{head_id}/trace"' in html

@@ -3,8 +3,14 @@ page, its HLO, and the code of an x86 kernel, a TPU LLO program and a SASS kerne
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,8 @@ from service.settings import load_settings
 from service.store import drilldown
 from service.store.models import Result, Series
 from tests.drilldown_data import HOSTILE, captured_run, drilldown_manifest
+from tests.private_servers import free_port
+from tests.processes import ServiceProcess
 
 SASS_KERNEL = "_ZN4cute14wgmma_mainloopILi128EEEvPK13__nv_bfloat16Pf"
 
@@ -154,3 +162,123 @@ def test_a_result_without_artifacts_says_what_is_missing(sessions: sessionmaker[
     assert "1 ms" in page and "5.24 MFLOP" in page  # median and the benchmark's own FLOP count
     hlo = text_of(client.get(f"/results/{rid}/hlo").get_data(as_text=True))
     assert "No optimized HLO module" in hlo
+
+
+# --- the trace: timeline, downloads, `kernelwatch trace` ---------------------------------------------------------
+
+def test_the_result_links_a_timeline_of_the_ops_the_table_counts(app_and_result: tuple[Any, int]) -> None:
+    app, rid = app_and_result
+    client = app.test_client()
+    page = client.get(f"/results/{rid}").get_data(as_text=True)
+    assert f'href="/results/{rid}/trace"' in page and f'href="/results/{rid}/trace.xplane.pb"' in page
+    assert f'href="/results/{rid}/trace.json.gz"' in page
+    assert f"/results/{rid}/trace?op=broadcast_multiply_fusion" in page  # from the op's row
+
+    html = client.get(f"/results/{rid}/trace?op=broadcast_multiply_fusion").get_data(as_text=True)
+    figure = json.loads(re.search(r'<script id="figures" type="application/json">(.*?)</script>', html, re.S)[1])
+    bars = {trace["name"]: trace for trace in figure["timeline"]["data"]}
+    assert set(bars) == {"ops", "broadcast_multiply_fusion"}
+    assert {row[0] for row in bars["broadcast_multiply_fusion"]["customdata"]} == {"broadcast_multiply_fusion"}
+    assert "broadcast_multiply_fusion" not in {row[0] for row in bars["ops"]["customdata"]}
+    # The timeline holds the executions the op table counts: as many bars per op as occurrences.
+    with app.extensions["kernelwatch"].sessions() as s:
+        occurrences = {o.op: o.occurrences for o in drilldown.op_table(s, rid)}
+    drawn: dict[str, int] = {}
+    for trace in figure["timeline"]["data"]:
+        for row in trace["customdata"]:
+            drawn[row[0]] = drawn.get(row[0], 0) + 1
+    assert drawn == occurrences
+    assert "kernelwatch trace" in html and 'id="download-perfetto"' in html
+
+    missing = client.get(f"/results/{rid}/trace?op=no_such_op").get_data(as_text=True)
+    assert 'id="op-missing"' in missing
+    assert client.get(f"/results/{rid}/trace?artifact=zz").status_code == 404  # no such trace: a page, not a 500
+    assert client.get("/results/424242/trace").status_code == 404
+
+
+def test_the_trace_downloads_are_the_raw_xspace_and_trace_event_json(app_and_result: tuple[Any, int]) -> None:
+    app, rid = app_and_result
+    client = app.test_client()
+    ctx = app.extensions["kernelwatch"]
+    with ctx.sessions() as s:
+        header = drilldown.result_header(s, rid)
+    assert header is not None
+    [xplane] = [a for a in header.artifacts if a.kind == "xplane"]
+    raw = client.get(f"/results/{rid}/trace.xplane.pb")
+    assert raw.status_code == 200 and raw.data == ctx.artifacts.get(xplane.sha256)
+    filename = f"kernelwatch-result-{rid}-{xplane.sha256[:12]}.xplane.pb"
+    assert raw.headers["Content-Disposition"] == f"attachment; filename={filename}"
+
+    perfetto = client.get(f"/results/{rid}/trace.json.gz")
+    assert perfetto.status_code == 200 and perfetto.mimetype == "application/gzip"
+    document = json.loads(gzip.decompress(perfetto.data))
+    assert_trace_event_json(document)
+    ops = [e for e in document["traceEvents"] if e["ph"] == "X" and "hlo_op" in e.get("args", {})]
+    with ctx.sessions() as s:
+        assert len(ops) == sum(o.occurrences for o in drilldown.op_table(s, rid))
+
+
+def test_a_trace_whose_bytes_are_gone_is_said_so(app_and_result: tuple[Any, int]) -> None:
+    app, rid = app_and_result
+    ctx = app.extensions["kernelwatch"]
+    with ctx.sessions() as s:
+        header = drilldown.result_header(s, rid)
+    assert header is not None
+    [xplane] = [a for a in header.artifacts if a.kind == "xplane"]
+    ctx.artifacts.path_for(xplane.sha256).unlink()
+    client = app.test_client()
+    for path in ("trace", "trace.xplane.pb", "trace.json.gz"):
+        page = client.get(f"/results/{rid}/{path}")
+        assert page.status_code == 404 and "cannot be read back" in text_of(page.get_data(as_text=True)), path
+
+
+def assert_trace_event_json(document: dict[str, Any]) -> None:
+    """What Perfetto's JSON importer needs (the Trace Event Format): a traceEvents list whose complete events
+    have a name, a pid and tid, and numeric ts and dur; metadata events name each process and thread used."""
+    events = document["traceEvents"]
+    assert isinstance(events, list) and events and document["displayTimeUnit"] in ("ms", "ns")
+    named = {(e["pid"], e.get("tid")) for e in events
+             if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
+    complete = [e for e in events if e["ph"] == "X"]
+    assert complete and all(e["ph"] in ("M", "X") for e in events)
+    for e in complete:
+        assert isinstance(e["name"], str) and isinstance(e["ts"], int | float) and isinstance(e["dur"], int | float)
+        assert e["ts"] >= 0 and e["dur"] >= 0 and (e["pid"], None) in named and (e["pid"], e["tid"]) in named
+
+
+def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(app_and_result: tuple[Any, int],
+                                                                         database_url: str, tmp_path: Path) -> None:
+    if not database_url.startswith("sqlite"):
+        pytest.skip("the command reads the store as every CLI read does; once is enough (the pages ran on both)")
+    app, rid = app_and_result
+    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url}
+    out = tmp_path / "perfetto.json.gz"
+    done = subprocess.run([sys.executable, "-m", "service.cli", "trace", str(rid), "--no-serve", "--perfetto",
+                           str(out)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    logdir = Path(done.stdout.strip())
+    [xplane] = logdir.glob("plugins/profile/*/*.xplane.pb")
+    assert logdir == tmp_path / "traces" / f"result-{rid}" and xplane.name == f"result-{rid}.xplane.pb"
+    assert xplane.parent.name.startswith("norms_rmsnorm")
+    assert_trace_event_json(json.loads(gzip.decompress(out.read_bytes())))
+    missing = subprocess.run([sys.executable, "-m", "service.cli", "trace", "424242", "--no-serve"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "no result 424242" in missing.stderr
+
+    # Served: the local xprof lists the trace's session as a run it can open.
+    port = free_port()
+    with ServiceProcess("xprof", [sys.executable, "-m", "service.cli", "trace", str(rid), "--port", str(port)], env,
+                        tmp_path / "logs") as xprof:
+        runs: list[Any] = []
+
+        def listed() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/profile/runs", timeout=5) as r:
+                    body = r.read()
+            except OSError:
+                return False
+            runs[:] = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)  # xprof gzips
+            return bool(runs)
+
+        xprof.wait_until(listed, 90, "xprof to list the result's trace")
+        assert [str(run) for run in runs] == [xplane.parent.name], runs

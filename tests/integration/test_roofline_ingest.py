@@ -166,3 +166,49 @@ def test_the_result_page_shows_the_stored_figures(sessions: sessionmaker[Session
     assert "Roof: host (calibrated), fp32 peak (calibrated by this run): 100 GFLOP/s and 10 GB/s" in page
     other = [rid for (uid, metric), rid in ids.items() if uid != calibrated["run_id"]]
     assert "are not known" in client.get(f"/results/{other[0]}").get_data(as_text=True)
+
+
+def test_a_result_faster_than_its_roof_is_flagged_and_shown_as_such(sessions: sessionmaker[Session],
+                                                                     database_url: str, tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """A roof is an upper bound: measured faster than its calibrated roof allows (at 5 GB/s, the result's bytes
+    take longer than its median), the result is flagged, ingest says so, and no page shows a fraction over 100 %.
+    One at 10 GB/s (84 % of it) is not."""
+    settings = load_settings({"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url})
+    ctx = Context.create(settings)
+    beaten = builders.manifest(0, environment=builders.environment(calibration=builders.calibration(
+        bytes_per_s=5e9)))
+    with caplog.at_level("WARNING", logger="service.pipeline.ingest"):
+        ctx.submit(beaten)
+    assert "1 result(s) measured faster than their roof allows" in caplog.text
+    ctx.submit(builders.manifest(1, environment=builders.environment(calibration=builders.calibration())))
+    with ctx.sessions() as s:
+        rows = {uid: r for r, uid in s.execute(select(Result, Run.run_uid).join(Run).join(Series)
+                                                .where(Series.metric == "wall_time"))}
+        flagged, bounded = rows[beaten["run_id"]], next(r for uid, r in rows.items() if uid != beaten["run_id"])
+        assert flagged.roofline_above is True and flagged.roofline_fraction == pytest.approx(1.68, rel=0.01)
+        assert bounded.roofline_above is False and bounded.roofline_fraction == pytest.approx(0.839, rel=0.01)
+        flagged_id, bounded_id = flagged.id, bounded.id
+    client = create_app(settings, context=ctx).test_client()
+    page = client.get(f"/results/{flagged_id}").get_data(as_text=True)
+    assert 'id="roofline-above"' in page and 'id="roofline-fraction"' not in page and "168" not in page
+    assert "the roof does not bound it" in page
+    assert 'id="roofline-fraction">83.9 %<' in client.get(f"/results/{bounded_id}").get_data(as_text=True)
+
+
+def test_results_stored_before_the_flag_are_flagged_by_the_migration(sessions: sessionmaker[Session],
+                                                                     database_url: str) -> None:
+    """Migration 0020 flags the results stored before it from their stored fraction, by ingest's own rule."""
+    from alembic import command
+
+    from service.store.db import alembic_config
+
+    ingest(sessions, [builders.manifest(0, environment=builders.environment(calibration=builders.calibration(
+        bytes_per_s=5e9))), builders.manifest(1, environment=builders.environment(
+            calibration=builders.calibration()))])
+    command.downgrade(alembic_config(database_url), "0019")
+    command.upgrade(alembic_config(database_url), "head")
+    with sessions() as s:
+        flags = sorted((r.roofline_fraction > 1, r.roofline_above) for r in s.scalars(
+            select(Result).join(Series).where(Series.metric == "wall_time")))
+    assert flags == [(False, False), (True, True)]

@@ -45,3 +45,15 @@ def test_stored_figures_give_the_roof_and_say_what_ingest_found() -> None:
     assert roof.peaks is not None and (roof.peaks.flops_per_s, roof.peaks.bytes_per_s) == (100e9, 10e9)
     assert roof.note == ("Roof: host (calibrated), fp32 peak (calibrated by this run): 100 GFLOP/s and 10 GB/s "
                          "memory bandwidth. Memory-bound; the roofline time is 840 µs, 84% of it achieved.")
+
+
+def test_a_fraction_past_the_roof_is_named_never_shown() -> None:
+    from service.model.result_roofline import ABOVE_ROOF_TOLERANCE, above_roof
+    from service.report.compare_table import fraction_text
+
+    assert fraction_text(0.84) == "84%" and fraction_text(1.0 + ABOVE_ROOF_TOLERANCE) == "105%"  # within its noise
+    assert fraction_text(2.36) == "above roof" and above_roof(1.06) and not above_roof(None)
+    stored = StoredRoofline(intensity=0.625, bound="memory", roofline_s=8.4e-4, achieved_fraction=2.36,
+                            peak_flops_per_s=1e11, peak_bytes_per_s=1e10, peak_source="host (calibrated)", above=True)
+    note = stored_roof(stored).note
+    assert "does not bound it" in note and "236" not in note

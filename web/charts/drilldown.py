@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from kernelwatch.hardware import hardware_for
 from service.model.compute_roof import DEFAULT_DTYPE, compute_roof
+from service.model.result_roofline import above_roof
 from service.store.drilldown import OpRow, StoredRoofline
 from web.charts.series import time_scale
 from web.units import class_colour, format_seconds, format_si
@@ -72,8 +73,14 @@ def roof_for(backend: str, device_kind: str, dtype: str | None) -> RoofChoice:
 
 def stored_roof(stored: StoredRoofline) -> RoofChoice:
     """The roof ingest measured the result against, and what it found, in words."""
-    fraction = (f", {stored.achieved_fraction:.0%} of it achieved" if stored.achieved_fraction is not None
-                else "")
+    if stored.above:
+        fraction = (": this result was measured faster than that, so the roof does not bound it (a calibration "
+                    "that missed a cache level, another dtype's peak, or over-stated counts), and no fraction of it "
+                    "is shown")
+    elif stored.achieved_fraction is not None:
+        fraction = f", {stored.achieved_fraction:.0%} of it achieved"
+    else:
+        fraction = ""
     return RoofChoice(RooflinePeaks(stored.peak_flops_per_s, stored.peak_bytes_per_s),
                       f"Roof: {stored.peak_source}: {format_si(stored.peak_flops_per_s, 'FLOP/s')} and "
                       f"{format_si(stored.peak_bytes_per_s, 'B/s')} memory bandwidth. {stored.bound.capitalize()}-"
@@ -109,8 +116,9 @@ def roofline_figure(point: RooflinePoint, peaks: RooflinePeaks | None, hardware:
         xs = [low * (high / low) ** (i / 60) for i in range(61)]
         fig.add_trace(go.Scatter(x=xs, y=[attainable(peaks, x) for x in xs], mode="lines", name="roof",
                                  line={"color": "#6a737d", "width": 2}))
-        title = (f"Roofline · {hardware} · {point.flops_per_s / attainable(peaks, point.intensity):.0%} "
-                 "of the roof at this intensity")
+        fraction = point.flops_per_s / attainable(peaks, point.intensity)
+        title = (f"Roofline · {hardware} · above the roof: it does not bound this result" if above_roof(fraction)
+                 else f"Roofline · {hardware} · {fraction:.0%} of the roof at this intensity")
     else:
         title = f"Roofline · {hardware} · peak figures unknown, no roof drawn"
     fig.add_trace(go.Scatter(

@@ -45,10 +45,13 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
         title = f"Roofline · {hardware} · {NO_PEAKS_NOTE}"
     fig.add_trace(go.Scatter(
         x=intensities, y=[p.achieved_flops_per_s for p in points], mode="markers", name="benchmarks",
-        marker={"color": ["#d62728" if p.bound == "compute" else "#4c78a8" for p in points], "size": 9},
+        # A point above its roof is drawn as a cross: the roof does not bound it, so its fraction is no figure.
+        marker={"color": ["#d62728" if p.bound == "compute" else "#4c78a8" for p in points], "size": 9,
+                "symbol": ["x" if p.above else "circle" for p in points]},
         text=[p.label for p in points],
         customdata=[[format_si(p.achieved_flops_per_s, "FLOP/s"),
-                     f"{p.fraction:.1%}" if p.fraction is not None else "-", p.bound] for p in points],
+                     "above the roof: none" if p.above else f"{p.fraction:.1%}" if p.fraction is not None else "-",
+                     p.bound] for p in points],
         hovertemplate=("%{text}<br>%{x:.3g} FLOP/B<br>%{customdata[0]}<br>%{customdata[1]} of the roof"
                        "<br>%{customdata[2]}-bound<extra></extra>")))
     if peaks is None and points:  # log axes around the points alone, or a single point zooms to nothing

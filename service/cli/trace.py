@@ -1,0 +1,91 @@
+"""`kernelwatch trace RESULT_ID`: a result's captured profiler traces opened in a local xprof (the profiler's own
+viewer: trace viewer, op profile, roofline, HLO stats), and optionally written as a Perfetto trace.
+
+The traces are laid out as xprof reads a log directory (``<logdir>/plugins/profile/<session>/<host>.xplane.pb``,
+what ``jax.profiler.start_trace`` writes), one session per trace, then ``xprof --logdir`` serves them until
+Ctrl-C. ``--no-serve`` only writes the directory and prints it (for a TensorBoard, an xprof elsewhere, a script).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from kernelwatch.errors import InvalidInput, NotFound
+from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.settings import Settings
+
+DEFAULT_PORT = 8791  # xprof's own default
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
+
+
+def register(sub: Subparsers) -> None:
+    trace = sub.add_parser("trace", help="open a result's captured profiler traces in a local xprof")
+    trace.add_argument("result_id", type=int, metavar="RESULT_ID", help="as in a result page's URL (/results/N)")
+    trace.add_argument("--logdir", type=Path,
+                       help="where to lay the traces out (default: KERNELWATCH_HOME/traces/result-N)")
+    trace.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"xprof's port (default {DEFAULT_PORT})")
+    trace.add_argument("--perfetto", type=Path, metavar="FILE",
+                       help="also write the first trace as Chrome trace-event JSON, gzipped (Perfetto's UI and "
+                       "chrome://tracing open it)")
+    trace.add_argument("--no-serve", action="store_true", help="write the log directory, print it, start nothing")
+    trace.set_defaults(handler=_trace)
+
+
+def _trace(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_trace(settings, args.result_id, args.logdir, args.port, args.perfetto, serve=not args.no_serve)
+
+
+def session_name(label: str, sha256: str) -> str:
+    """An xprof session (a directory name) for one trace: the benchmark and the trace's digest, path-safe."""
+    return f"{_UNSAFE.sub('_', label)[:80]}-{sha256[:12]}"
+
+
+def cmd_trace(settings: Settings, result_id: int, logdir: Path | None, port: int, perfetto: Path | None, *,
+              serve: bool) -> int:
+    from runners.parsers.xplane_to_timeline import trace_events
+    from service.store.drilldown import result_header
+    from service.store.traces import TraceUnavailable, trace_bytes, trace_files, trace_profile
+
+    ctx = open_context(settings)
+    with ctx.sessions() as session:
+        header = result_header(session, result_id)
+    if header is None:
+        raise NotFound(f"no result {result_id}")
+    files = trace_files(header)
+    if not files:
+        raise NotFound(f"result {result_id} has no stored profiler trace (the run did not capture one, or "
+                       "retention pruned it)")
+    root = logdir if logdir is not None else settings.home / "traces" / f"result-{result_id}"
+    try:
+        for trace in files:
+            directory = root / "plugins" / "profile" / session_name(header.label, trace.sha256)
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / f"result-{result_id}.xplane.pb").write_bytes(trace_bytes(ctx.artifacts, trace))
+        if perfetto is not None:
+            document = trace_events(trace_profile(ctx.artifacts, files[0]))
+            perfetto.write_bytes(gzip.compress(json.dumps(document, separators=(",", ":")).encode()))
+            print(f"Perfetto trace written to {perfetto} (open it at ui.perfetto.dev, or in chrome://tracing)",
+                  file=sys.stderr)
+    except TraceUnavailable as exc:
+        raise InvalidInput(str(exc)) from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot write the traces under {root}: {exc.strerror or exc}") from None
+    print(root)
+    if not serve:
+        print(f"{len(files)} trace(s) laid out for xprof: xprof --logdir {root} --port {port}", file=sys.stderr)
+        return EXIT_OK
+    print(f"xprof serving {len(files)} trace(s) of result {result_id} at http://localhost:{port}/ (Ctrl-C stops "
+          "it)", file=sys.stderr)
+    try:
+        # xprof's gRPC worker needs a port of its own; next to the web port, so two `trace`s can run at once.
+        done = subprocess.run([sys.executable, "-m", "xprof.server", "--logdir", str(root), "--port", str(port),
+                               "--grpc_port", str(port + 1)], check=False)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    return EXIT_OK if done.returncode in (0, -2, 130) else done.returncode
