@@ -149,8 +149,9 @@ def _store_and_compare(settings: Settings, options: CiOptions, documents: list[d
     """Store (or upload) the runs just made, then compare exactly the runs `ci` made so far at ``alpha``."""
     from service.contract import parse_manifest
 
-    check_hardware(options.hardware, documents)
-    for m in map(parse_manifest, documents):  # never store, nor compare, a run the service would refuse
+    # Never store, nor compare, a run the service would refuse (the backend was checked after each run_both's
+    # first round).
+    for m in map(parse_manifest, documents):
         failed = [r for r in m.results if r.metric == "wall_time" and r.status != "ok"]
         for r in failed:
             print(terminal_text(f"FAILED {m.commit.sha[:10]} {r.suite}/{r.name} {r.params_key()}: {r.message}"),
@@ -243,6 +244,7 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            trigger=m.trigger, capture_dir=capture_dir, cpu_isa=m.cpu_isa,
                            cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread, only=only)
                 for rev in (base, head)]
+
     def first_round_made(per_commit: list[list[dict[str, Any]]]) -> None:
         # An empty selection, or a suite on the wrong backend, is the same in every round: a job misconfigured
         # so fails after two benchmark processes, not after all of its rounds.

@@ -27,6 +27,7 @@ from service.store.models import Result, Series
 from tests.drilldown_data import HOSTILE, captured_run, drilldown_manifest
 from tests.private_servers import free_port
 from tests.processes import ServiceProcess
+from tests.scratch_database import at_head
 
 SASS_KERNEL = "_ZN4cute14wgmma_mainloopILi128EEEvPK13__nv_bfloat16Pf"
 
@@ -41,6 +42,20 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], 
 @pytest.fixture
 def app_and_result(captured: tuple[dict[str, Any], Path], sessions: sessionmaker[Session], database_url: str,
                    tmp_path: Path) -> tuple[Any, int]:
+    return stored_app(captured, database_url, tmp_path)
+
+
+@pytest.fixture
+def sqlite_app_and_result(captured: tuple[dict[str, Any], Path], sqlite_database: str,
+                          tmp_path: Path) -> tuple[Any, int]:
+    """As ``app_and_result``, on SQLite alone: for what reads the store as every CLI read does (the pages run on
+    both databases)."""
+    at_head(sqlite_database)
+    return stored_app(captured, sqlite_database, tmp_path)
+
+
+def stored_app(captured: tuple[dict[str, Any], Path], database_url: str, tmp_path: Path) -> tuple[Any, int]:
+    """The captured run stored in a database at head, and the app over it; (app, the wall-time result's id)."""
     manifest, artifacts = captured
     settings = load_settings({"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url})
     ctx = Context.create(settings)
@@ -246,12 +261,10 @@ def assert_trace_event_json(document: dict[str, Any]) -> None:
         assert e["ts"] >= 0 and e["dur"] >= 0 and (e["pid"], None) in named and (e["pid"], e["tid"]) in named
 
 
-def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(app_and_result: tuple[Any, int],
-                                                                         database_url: str, tmp_path: Path) -> None:
-    if not database_url.startswith("sqlite"):
-        pytest.skip("the command reads the store as every CLI read does; once is enough (the pages ran on both)")
-    app, rid = app_and_result
-    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": database_url}
+def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
+        sqlite_app_and_result: tuple[Any, int], sqlite_database: str, tmp_path: Path) -> None:
+    _, rid = sqlite_app_and_result
+    env = {**os.environ, "KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": sqlite_database}
     out = tmp_path / "perfetto.json.gz"
     done = subprocess.run([sys.executable, "-m", "service.cli", "trace", str(rid), "--no-serve", "--perfetto",
                            str(out)], env=env, capture_output=True, text=True, timeout=120)
