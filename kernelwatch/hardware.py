@@ -18,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
+
+from kernelwatch.memory_hierarchy import BandwidthPoint, CacheLevel, MemoryLevel, bandwidth_bound, memory_levels
 
 GB = 1e9
 GIB = float(2**30)
@@ -73,6 +76,23 @@ class Hardware:
     interconnect: Interconnect | None
     source: str
     measured: bool = False  # True for a host entry from a calibration, not a datasheet
+    # A calibrated host's streaming bandwidth by working set and its caches (kernelwatch/memory_hierarchy.py):
+    # the cache-aware roofline's memory roofs. Empty for published chips and older calibrations: one roof then.
+    memory_curve: tuple[BandwidthPoint, ...] = ()
+    caches: tuple[CacheLevel, ...] = ()
+
+    def memory_roof(self, working_set_bytes: float) -> float:
+        """The memory roof a kernel streaming ``working_set_bytes`` is bound by: the hierarchy's where it was
+        measured, else the one memory bandwidth."""
+        if not self.memory_curve:
+            return self.memory_bytes_per_s
+        return bandwidth_bound(self.memory_curve, working_set_bytes)
+
+    def memory_levels(self) -> tuple[MemoryLevel, ...]:
+        """The roofs to draw, fastest first: one per level of a measured hierarchy, else the one memory roof."""
+        if self.memory_curve:
+            return memory_levels(self.memory_curve, self.caches)
+        return (MemoryLevel("HBM" if not self.measured else "DRAM", None, self.memory_bytes_per_s),)
 
     def peak_flops(self, dtype: str) -> float | None:
         """The fastest published rate for this dtype: the matrix unit's where it has one, else the vector
@@ -202,21 +222,62 @@ def hardware_for(backend: str, device_kind: str) -> Hardware | None:
 
 @dataclass(frozen=True)
 class Calibration:
-    """What the runner's calibration measured on its host: a large matmul's FLOP/s in ``dtype`` and a large
-    elementwise pass's bytes/s (read plus write)."""
+    """What the runner's calibration measured on its host (runners/calibrate.py): matmul FLOP/s per dtype, and
+    the streaming bandwidth at a ladder of working sets with the cache sizes they cross (the cache-aware
+    roofline's levels, kernelwatch/memory_hierarchy.py). ``flops_per_s`` is ``dtype``'s rate and ``bytes_per_s``
+    the largest working set's (DRAM): the one-roof figures every calibration has, older ones nothing else."""
 
     flops_per_s: float
     bytes_per_s: float
     dtype: str
+    flops_by_dtype: tuple[tuple[str, float], ...] = ()  # (dtype key, FLOP/s) of every dtype measured
+    bandwidth: tuple[BandwidthPoint, ...] = ()
+    caches: tuple[CacheLevel, ...] = ()
+
+    def as_manifest(self) -> dict[str, Any]:
+        """Shaped as the manifest's ``environment.calibration``."""
+        shaped: dict[str, Any] = {"flops_per_s": self.flops_per_s, "bytes_per_s": self.bytes_per_s,
+                                  "dtype": self.dtype}
+        if self.flops_by_dtype:
+            shaped["flops_by_dtype"] = dict(self.flops_by_dtype)
+        if self.bandwidth:
+            shaped["bandwidth"] = [{"working_set_bytes": p.working_set_bytes, "bytes_per_s": p.bytes_per_s}
+                                   for p in self.bandwidth]
+        if self.caches:
+            shaped["caches"] = [{"name": c.name, "size_bytes": c.size_bytes} for c in self.caches]
+        return shaped
+
+
+def calibration_from_manifest(stored: Mapping[str, Any] | None) -> Calibration | None:
+    """A calibration as a manifest (and Run.calibration) holds it, older one-roof shapes included; None where
+    there is none or it is not one (a stored value is read, never trusted to be well formed)."""
+    if not stored:
+        return None
+    try:
+        calibration = Calibration(
+            flops_per_s=float(stored["flops_per_s"]), bytes_per_s=float(stored["bytes_per_s"]),
+            dtype=str(stored.get("dtype", "float32")),
+            flops_by_dtype=tuple((dtype_key(str(k)), float(v))
+                                 for k, v in dict(stored.get("flops_by_dtype") or {}).items()),
+            bandwidth=tuple(BandwidthPoint(int(p["working_set_bytes"]), float(p["bytes_per_s"]))
+                            for p in stored.get("bandwidth") or ()),
+            caches=tuple(CacheLevel(str(c["name"]), int(c["size_bytes"])) for c in stored.get("caches") or ()))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return calibration if calibration.flops_per_s > 0 and calibration.bytes_per_s > 0 else None
 
 
 def host_hardware(calibration: Calibration, name: str = "host (calibrated)") -> Hardware:
-    """A table entry for a host without published figures: its measured matmul rate stands for the compute
-    roof of the calibrated dtype, its measured copy rate for the memory roof. Measured, so an attainable roof,
-    not a theoretical one: kernels can come close to it and, by a few percent, past it."""
+    """A table entry for a host without published figures: its measured matmul rates stand for the compute
+    roofs of the dtypes measured, its bandwidth curve (or, from an older calibration, its one copy rate) for the
+    memory roofs. Measured, so attainable roofs, not theoretical ones: kernels come close to them and, by the
+    measurement's own spread, past them."""
     if not (calibration.flops_per_s > 0 and calibration.bytes_per_s > 0):
         raise ValueError(f"a calibration needs positive rates, got {calibration}")
+    rates = {dtype_key(calibration.dtype): calibration.flops_per_s}
+    rates.update({k: v for k, v in calibration.flops_by_dtype if v > 0})
     return Hardware(
-        name=name, matrix_flops_per_s=_table(**{dtype_key(calibration.dtype): calibration.flops_per_s}),
+        name=name, matrix_flops_per_s=_table(**rates),
         vector_flops_per_s=_table(), memory_bytes_per_s=calibration.bytes_per_s, memory_capacity_bytes=None,
-        on_chip_memory_bytes=None, interconnect=None, source="calibration micro-benchmark", measured=True)
+        on_chip_memory_bytes=None, interconnect=None, source="calibration micro-benchmark", measured=True,
+        memory_curve=calibration.bandwidth, caches=calibration.caches)

@@ -1,36 +1,48 @@
 """The calibration micro-benchmark: what this host's JAX backend actually does, for a host with no published
-peaks (a CPU runner). A large matmul gives FLOP/s, a large elementwise pass gives memory bytes/s; both are the
-best of a few timed repetitions after a compile-and-warm call, since the best run is the one least disturbed
-by the rest of the machine and a roof is an upper bound.
+peaks (a CPU runner). Matmuls give FLOP/s per dtype; a streaming pass at a ladder of working sets gives the
+bandwidth of each level of the memory hierarchy (the cache-aware roofline, kernelwatch/memory_hierarchy.py).
+Every figure is the best of a few timed repetitions after a compile-and-warm call, since the best run is the
+one least disturbed by the rest of the machine, and a roof is an upper bound.
 
-A benchmark process on a CPU host runs it once at start (``host_calibration``, at the smaller ``RUNNER_*``
-sizes) and announces the figures with its environment; the service stores them with the run and draws that
-run's roofline against them. ``KERNELWATCH_CALIBRATE=0`` turns it off (the test suite does, since it starts
-benchmark processes by the hundred).
+It is measured in a benchmark process started for nothing else (runners/child.py --calibrate-only), so with
+the interpreter, XLA flags, CPU pinning and thread pool the benchmarks get but with no code of the repository
+imported. It is measured once per host and environment and kept (runners/calibration_cache.py): a roof
+re-measured every run would move with the host's noise and move every result's fraction with it.
+``KERNELWATCH_CALIBRATE=0`` turns it off (the test suite does, since it starts benchmark processes by the
+hundred).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import math
 import os
+import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from kernelwatch.hardware import Calibration
+from kernelwatch.hardware import Calibration, dtype_key
+from kernelwatch.memory_hierarchy import BandwidthPoint, CacheLevel, caches_from_sysfs
 
-# A 2048² matmul is ~17 GFLOP: long enough (tens of ms on a CPU core) that timer and dispatch overhead vanish,
-# small enough for every runner. 64 MiB arrays are past any CPU's last-level cache, so the copy measures DRAM.
-MATMUL_SIZE = 2048
-COPY_BYTES = 64 * 2**20
+# Matmuls at a few sizes, the best of them: one size's tiling may suit the host's kernels worse than another's,
+# and a roof must be the fastest rate the host reaches. 2048² is ~17 GFLOP, tens of ms on a CPU core.
+MATMUL_SIZES = (512, 1024, 2048)
+MATMUL_DTYPES = ("float32", "bfloat16")
+# The bandwidth ladder: working sets doubling from 16 KiB (inside any L1) to at least 4x the last-level cache
+# (where only DRAM serves), each timed over a loop moving about this many bytes, so that a small working set's
+# time is the loop's and not one dispatch's.
+LADDER_START = 16 * 2**10
+LADDER_MIN_TOP = 64 * 2**20
+LADDER_MAX_TOP = 1 * 2**30
+BYTES_PER_TIMING = 256 * 2**20
 REPEATS = 5
-# At runner start: about half a second on a busy two-core host, most of it compiling. A 1024² matmul is still
-# ~2 GFLOP, and 32 MiB is still past the last-level cache of the CPUs runners use (which would otherwise flatter
-# the memory roof several times over).
-RUNNER_MATMUL_SIZE = 1024
-RUNNER_COPY_BYTES = 32 * 2**20
-RUNNER_REPEATS = 3
+PASSES = 3  # the whole ladder thrice, best per point: a burst of the host's noise rarely hits one point every time
 SWITCH = "KERNELWATCH_CALIBRATE"
+SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 
 def _best_seconds(call: Callable[[], Any], repeats: int) -> float:
@@ -43,32 +55,100 @@ def _best_seconds(call: Callable[[], Any], repeats: int) -> float:
     return best
 
 
-def calibrate(matmul_size: int = MATMUL_SIZE, copy_bytes: int = COPY_BYTES, repeats: int = REPEATS,
-              dtype: str = "float32") -> Calibration:
-    """Measure the local default backend. Small sizes (tests) give small, noisy, but positive figures."""
-    if matmul_size < 1 or copy_bytes < 1 or repeats < 1:
-        raise ValueError("matmul_size, copy_bytes and repeats must be positive")
+def matmul_rate(n: int, dtype: str, repeats: int) -> float:
+    """FLOP/s of an n x n x n matmul in ``dtype``, the faster of its two common forms: the result in ``dtype``,
+    and (for a narrower dtype) accumulated into float32, as kernels write bf16 matmuls; the two take different
+    paths through XLA:CPU's libraries (on CPUs with AMX the float32-accumulating one is twice as fast)."""
     import jax
     import jax.numpy as jnp
 
-    n = matmul_size
     key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
     a = jax.random.normal(key_a, (n, n), dtype=dtype)
     b = jax.random.normal(key_b, (n, n), dtype=dtype)
-    matmul = jax.jit(lambda x, y: x @ y)
-    flops = 2.0 * n * n * n  # n² outputs, each n multiplies and n adds
-    matmul_s = _best_seconds(lambda: matmul(a, b), repeats)
+    forms = [jax.jit(lambda x, y: x @ y)]
+    if jnp.dtype(dtype).itemsize < 4:
+        forms.append(jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.float32)))
+    flops = 2.0 * n * n * n  # n² outputs, n multiplies and n adds each
+    return max(flops / _best_seconds(functools.partial(form, a, b), repeats) for form in forms)
 
-    itemsize = jnp.dtype(dtype).itemsize
-    elements = max(1, copy_bytes // itemsize)
-    x = jnp.ones((elements,), dtype=dtype)
-    # x + 1 rather than a plain copy: XLA may elide a copy, never an add; it reads every byte once and writes
-    # every byte once, so it moves twice the array.
-    bump = jax.jit(lambda v: v + jnp.asarray(1, dtype=dtype))
-    moved = 2.0 * elements * itemsize
-    copy_s = _best_seconds(lambda: bump(x), repeats)
 
-    return Calibration(flops_per_s=flops / matmul_s, bytes_per_s=moved / copy_s, dtype=dtype)
+def streaming_rate(working_set_bytes: int, repeats: int, bytes_per_timing: int = BYTES_PER_TIMING) -> float:
+    """Bytes/s of ``v + 1`` over a float32 array of ``working_set_bytes``, in place inside one compiled loop.
+
+    In place (the argument donated, the loop carrying it): a fresh output array would double the working set
+    and add the kernel's page faults to the figure. An add rather than a copy, since XLA may elide a copy, never
+    an add; each iteration reads and writes every byte once, so it moves twice the array."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    elements = max(1, working_set_bytes // 4)
+    iterations = max(2, math.ceil(bytes_per_timing / (2 * elements * 4)))
+    step = jax.jit(lambda v: lax.fori_loop(0, iterations, lambda _, w: w + jnp.float32(1), v), donate_argnums=0)
+    state = {"x": jnp.zeros((elements,), dtype=jnp.float32)}
+
+    def call() -> Any:
+        state["x"] = step(state["x"])
+        return state["x"]
+
+    return 2.0 * elements * 4 * iterations / _best_seconds(call, repeats)
+
+
+def ladder(caches: Iterable[CacheLevel], start: int = LADDER_START) -> list[int]:
+    """Working sets doubling from ``start`` to at least four times the largest cache (module constants)."""
+    largest = max((c.size_bytes for c in caches), default=0)
+    top = min(max(4 * largest, LADDER_MIN_TOP), LADDER_MAX_TOP)
+    sizes = [start]
+    while sizes[-1] < top:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+def host_caches(cpus: Iterable[int] | None = None) -> tuple[CacheLevel, ...]:
+    """This host's data caches as sysfs lists them, for the CPUs this process runs on; none where sysfs has
+    no cache directory (a container that hides it, another OS): then the ladder still runs and the curve still
+    bounds, only the levels go unnamed."""
+    allowed = set(os.sched_getaffinity(0)) if cpus is None else set(cpus)
+    threads = os.environ.get("PJRT_NPROC", "")
+    if cpus is None and threads.isdigit() and 0 < int(threads) < len(allowed):
+        # XLA's pool held to fewer threads than CPUs: at any moment only that many cores' private caches hold
+        # the kernel's data.
+        allowed = set(sorted(allowed)[:int(threads)])
+    entries: list[tuple[str, str, str, str]] = []
+    for cpu in sorted(allowed):
+        for index in sorted((SYSFS_CPU / f"cpu{cpu}" / "cache").glob("index*")):
+            try:
+                level, kind, size, shared = ((index / name).read_text().strip()
+                                             for name in ("level", "type", "size", "shared_cpu_list"))
+                entries.append((level, kind, size, shared))
+            except OSError:
+                continue
+    try:
+        return caches_from_sysfs(entries, allowed)
+    except ValueError:  # a size sysfs wrote in a form parse_size does not know: unnamed levels, as without sysfs
+        return ()
+
+
+def calibrate(matmul_sizes: Iterable[int] = MATMUL_SIZES, dtypes: Iterable[str] = MATMUL_DTYPES,
+              working_sets: Iterable[int] | None = None, repeats: int = REPEATS, passes: int = PASSES,
+              caches: tuple[CacheLevel, ...] | None = None,
+              bytes_per_timing: int = BYTES_PER_TIMING) -> Calibration:
+    """Measure the local default backend. Small sizes (tests) give small, noisy, but positive figures."""
+    sizes, kinds = list(matmul_sizes), list(dtypes)
+    found = host_caches() if caches is None else caches
+    sets = ladder(found) if working_sets is None else sorted(set(working_sets))
+    if not sizes or not kinds or not sets or repeats < 1 or passes < 1 or min(sizes) < 1 or min(sets) < 4:
+        raise ValueError("matmul sizes, dtypes, working sets (of 4 bytes or more), repeats and passes must be "
+                         "given and positive")
+    rates = {dtype_key(d): max(matmul_rate(n, d, repeats) for n in sizes) for d in kinds}
+    best: dict[int, float] = {}
+    for _ in range(passes):
+        for size in sets:
+            best[size] = max(best.get(size, 0.0), streaming_rate(size, repeats, bytes_per_timing))
+    curve = tuple(BandwidthPoint(size, best[size]) for size in sets)
+    first = dtype_key(kinds[0])
+    return Calibration(flops_per_s=rates[first], bytes_per_s=curve[-1].bytes_per_s, dtype=kinds[0],
+                       flops_by_dtype=tuple(rates.items()), bandwidth=curve, caches=found)
 
 
 def calibration_enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -77,10 +157,21 @@ def calibration_enabled(environ: Mapping[str, str] | None = None) -> bool:
     return value.strip().lower() not in {"0", "false", "no", "off"}
 
 
-@functools.cache
-def host_calibration() -> dict[str, Any]:
-    """This process's calibration, measured on first use and kept: the host does not change under a process,
-    and a benchmark process that announced its environment twice must not pay twice. Shaped as the manifest's
-    ``environment.calibration``."""
-    c = calibrate(RUNNER_MATMUL_SIZE, RUNNER_COPY_BYTES, RUNNER_REPEATS)
-    return {"flops_per_s": c.flops_per_s, "bytes_per_s": c.bytes_per_s, "dtype": c.dtype}
+# What a calibration's figures depend on, of a benchmark process's environment (runners/fingerprint.py): the
+# host, the JAX build, and what sizes and places XLA's threads. Not the hostname alone: a VM that moved to
+# another machine keeps its name.
+KEY_FIELDS = ("backend", "device_kind", "device_count", "jax_version", "jaxlib_version", "xla_flags", "cpu_model",
+              "host_isa", "python_version", "cpu_affinity", "cpu_threads")
+
+
+def calibration_key(environment: Mapping[str, Any], caches: Iterable[CacheLevel]) -> str:
+    """The key a calibration is kept under: one per host and environment."""
+    facts = {name: environment.get(name) for name in KEY_FIELDS}
+    facts["hostname"] = socket.gethostname()
+    facts["caches"] = [[c.name, c.size_bytes] for c in caches]
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def host_key(environment: Mapping[str, Any]) -> str:
+    """This host and environment's key (``environment`` as runners/fingerprint.py's environment_info)."""
+    return calibration_key(environment, host_caches())

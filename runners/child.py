@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from runners import project_imports
 from runners.artifacts import ArtifactStore
-from runners.calibrate import calibration_enabled, host_calibration
+from runners.calibrate import calibrate, calibration_enabled, host_key
 from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
@@ -45,6 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'softmax/*' (comma: several)")
     parser.add_argument("--params", default="", help="NAME=VALUE[,NAME=VALUE]")
     parser.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
+    parser.add_argument("--calibrate-only", action="store_true",
+                        help="measure the host's calibration (runners/calibrate.py), send it and exit: no suite, "
+                        "nothing of the checkout imported")
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
     parser.add_argument("--capture-dir", type=Path, default=None,
                         help="artifact store to keep HLO, analyses, dump files and traces in (off when absent)")
@@ -90,15 +93,24 @@ def gpu_sass_setup() -> tuple[str | None, SassTools | None]:
 
 
 def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) -> dict[str, Any]:
-    """The environment, with the host's calibration on a CPU host: accelerators have published figures, and a
+    """The environment; on a CPU host with calibration on, with the key the host's calibration is kept under
+    (``calibration_key``, outside the manifest's fields: the runner swaps it for the kept figures, measuring
+    them first in a process of their own where it has none). Accelerators have published figures, and a
     calibration there would measure the host CPU's backend rather than the chip the results ran on. A pinned
     process names the CPUs it runs on (only then: unpinned environments keep the identity they always had)."""
     environment = environment_info(dirty=dirty)
     if pinned:
         environment["cpu_affinity"] = format_cpu_list(os.sched_getaffinity(0))
     if calibrate and environment["backend"] == "cpu":
-        environment["calibration"] = host_calibration()
+        environment["calibration_key"] = host_key(environment)
     return environment
+
+
+def serve_calibration(args: argparse.Namespace, outbox: IO[str]) -> int:
+    """--calibrate-only: this host's calibration and its key, for the runner to keep."""
+    environment = announced_environment(args.dirty, calibrate=False, pinned=args.cpu_affinity is not None)
+    _send(outbox, {"calibrated": {"key": host_key(environment), "figures": calibrate().as_manifest()}})
+    return 0
 
 
 def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
@@ -152,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     # The project's own packages from the checkout, ahead of any installed copy (an editable install of the
     # project would otherwise be measured at every commit); anything else in the checkout only after what is
     # installed, so that it can shadow neither the standard library nor this runner (runners/project_imports.py).
+    if args.calibrate_only:
+        return serve_calibration(args, _protocol_stream())
     names = project_imports.install(args.root.resolve())
     if args.suite_dir is not None:  # helpers beside the benchmark modules, as for a suite inside the checkout
         sys.path.append(str(args.suite_dir.resolve()))

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import runners
+from runners import calibration_cache
 from runners.capture import LLO_SUBDIR
 from runners.harness import Measurement
 from runners.harness_copy import harness_root
@@ -91,7 +92,7 @@ def describe_exit(returncode: int | None) -> str:
 class BenchmarkProcess:
     """One live child process serving benchmark requests over JSON lines."""
 
-    def __init__(self, config: ChildConfig) -> None:
+    def __init__(self, config: ChildConfig, calibrate_only: bool = False) -> None:
         self.config = config
         self.limits = config.limits if config.limits is not None else limits_from_env(os.environ)
         # -P: the working directory is not on the child's path; the checkout goes last (runners/child.py). Another
@@ -106,6 +107,8 @@ class BenchmarkProcess:
             cmd += ["--params", config.params]
         if config.quick:
             cmd.append("--quick")
+        if calibrate_only:
+            cmd.append("--calibrate-only")
         if config.dirty:
             cmd.append("--dirty")
         if config.cpu_affinity:
@@ -137,17 +140,49 @@ class BenchmarkProcess:
         self.proc = subprocess.Popen(cmd, cwd=self._sandbox.name, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._stderr, start_new_session=True)
         self._buffer = b""
+        first = "calibrated" if calibrate_only else "ready"
         try:
-            ready = self._receive(time.monotonic() + config.start_timeout_s, "starting the suite")
-            if "ready" not in ready:
+            ready = self._receive(time.monotonic() + config.start_timeout_s,
+                                  "calibrating" if calibrate_only else "starting the suite")
+            if first not in ready:
                 raise ProcessFailed(f"unexpected first message from the benchmark process: {ready}")
         except BaseException:
             self.close()  # nobody else will: the caller never gets this object
             raise
-        self.environment: dict[str, Any] = ready["ready"]["environment"]
+        if calibrate_only:
+            self.calibrated: dict[str, Any] = ready["calibrated"]
+            self.environment: dict[str, Any] = {}
+            self.benchmarks: list[Announced] = []
+            return
+        self.environment = ready["ready"]["environment"]
+        key = self.environment.pop("calibration_key", None)
+        if key is not None:
+            try:
+                self.environment["calibration"] = self._kept_calibration(str(key))
+            except BaseException:
+                self.close()
+                raise
         self.benchmarks = [Announced(key=b["key"], suite=b["suite"], name=b["name"], params=b["params"],
                                      unit=b["unit"], direction=b["direction"], devices=int(b["devices"]),
                                      timeout_s=float(b["timeout_s"])) for b in ready["ready"]["benchmarks"]]
+
+    def _kept_calibration(self, key: str) -> dict[str, Any]:
+        """The host's calibration for this process's environment: the kept one, else measured now in a process
+        of its own (no repository code imported: runners/calibrate.py) and kept when its key is this one's."""
+        path = calibration_cache.cache_path(os.environ)
+        kept = calibration_cache.load(path).get(key)
+        if kept is None:
+            helper = BenchmarkProcess(self.config, calibrate_only=True)
+            helper.close()
+            measured = helper.calibrated
+            figures = measured.get("figures") if isinstance(measured, dict) else None
+            if not isinstance(figures, dict) or not calibration_cache.well_formed(figures):
+                raise ProcessFailed(f"the calibration process sent no calibration: {str(measured)[:300]}")
+            # Another key: the suite's import changed what the key covers (its XLA flags); used, not kept.
+            if measured.get("key") == key:
+                calibration_cache.store(path, key, figures)
+            kept = figures
+        return {k: v for k, v in kept.items() if k != "kept_at"}
 
     def stderr_tail(self, limit: int = 2000) -> str:
         self._stderr.seek(0)

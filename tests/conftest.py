@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from tests.scratch_database import PG_ADMIN_URL, scratch_database
 # The suite starts benchmark processes by the hundred; each would spend half a second calibrating its host. Off
 # here (benchmark processes inherit it), on in the tests of the calibration itself.
 os.environ.setdefault("KERNELWATCH_CALIBRATE", "0")
+# Where a calibration is measured (those tests, `kernelwatch predict` on uncalibrated results) it is kept in a file
+# of this test process's, never the developer's own (runners/calibration_cache.py).
+# One file for every worker of a test run (xdist names the run), so the host is measured once per environment.
+os.environ.setdefault("KERNELWATCH_CALIBRATION_CACHE", str(
+    Path(tempfile.gettempdir()) / f"kw-calibrations-{os.environ.get('PYTEST_XDIST_TESTRUNUID', os.getpid())}.json"))
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

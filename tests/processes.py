@@ -32,6 +32,9 @@ def clean_env(home: Path, **settings: str) -> dict[str, str]:
     """This process's environment without any KERNELWATCH_ variable of the caller's shell, plus ``settings``:
     each service process sees exactly the configuration its test gives it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
+    # Except where the host's calibration is kept (tests/conftest.py): a fact of the host, not of one service.
+    if "KERNELWATCH_CALIBRATION_CACHE" in os.environ:
+        env["KERNELWATCH_CALIBRATION_CACHE"] = os.environ["KERNELWATCH_CALIBRATION_CACHE"]
     env["KERNELWATCH_HOME"] = str(home)
     env.update(settings)
     return env

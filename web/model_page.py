@@ -13,9 +13,19 @@ from flask import Blueprint, render_template, request
 from plotly.utils import PlotlyJSONEncoder
 
 from kernelwatch.errors import InvalidInput
+from kernelwatch.hardware import calibration_from_manifest, host_hardware
+from kernelwatch.memory_hierarchy import format_bytes
 from service.pipeline.predictions import CHIPS, CPU, hardware_key
-from service.store.model_points import HardwareChoice, hardware_choices, model_points, pick_hardware, repositories
-from web.charts.model import NO_PEAKS_NOTE, model_figure, suite_peaks
+from service.store.model_points import (
+    HardwareChoice,
+    environment_calibration,
+    hardware_choices,
+    model_points,
+    pick_hardware,
+    repositories,
+)
+from web.charts.drilldown import RooflinePeaks
+from web.charts.model import NO_PEAKS_NOTE, MemoryRoof, model_figure, suite_peaks
 from web.pages import service_stores
 
 bp = Blueprint("model", __name__, template_folder="templates")
@@ -53,6 +63,17 @@ def _predict_hardware(wanted: str, chosen: HardwareChoice | None) -> str | None:
     return wanted
 
 
+def memory_roofs(stored: dict[str, Any] | None) -> list[MemoryRoof]:
+    """One roof per level of a calibration's measured hierarchy; none for an older one-roof calibration (the
+    chart draws the points' own memory roof then) or a chip with published figures."""
+    calibration = calibration_from_manifest(stored)
+    if calibration is None or not calibration.bandwidth:
+        return []
+    return [MemoryRoof(level.name, level.bytes_per_s,
+                       format_bytes(level.capacity_bytes) if level.capacity_bytes else None)
+            for level in host_hardware(calibration).memory_levels()]
+
+
 @bp.get("/model")
 def model() -> tuple[str, int]:
     sessions, _ = service_stores()
@@ -63,8 +84,13 @@ def model() -> tuple[str, int]:
         choices = hardware_choices(session, repository) if repository else []
         chosen = pick_hardware(choices, wanted, key=hardware_key)
         points = model_points(session, repository, chosen.environment_id) if repository and chosen else []
+        calibration = environment_calibration(session, chosen.environment_id) if chosen else None
     peaks = suite_peaks(points)
-    figure = _plotly(model_figure(points, peaks, chosen.label)) if chosen and points else None
+    levels = memory_roofs(calibration)
+    if peaks is not None and levels:
+        # The compute peak the points were held to; the DRAM roof as the one the ridge is drawn for.
+        peaks = RooflinePeaks(peaks.flops_per_s, levels[-1].bytes_per_s)
+    figure = _plotly(model_figure(points, peaks, chosen.label, levels)) if chosen and points else None
     form = {name: (request.args.get(name) or "").strip() for name in ("kernel", "from", "to")}
     table, error, status = None, None, 200
     if request.args.get("predict"):
@@ -76,6 +102,7 @@ def model() -> tuple[str, int]:
             error, status = str(exc), 400
     return render_template(
         "model.html", repos=repos, repository=repository, choices=choices, chosen=chosen, points=points,
-        peaks=peaks, no_peaks_note=NO_PEAKS_NOTE, figure=figure, form=form, chips=[*CHIPS, CPU], table=table,
+        peaks=peaks, levels=levels, no_peaks_note=NO_PEAKS_NOTE, figure=figure, form=form, chips=[*CHIPS, CPU],
+        table=table,
         predict_hardware=_predict_hardware(wanted, chosen) if wanted else "",
         error=error), status

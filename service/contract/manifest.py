@@ -38,6 +38,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from kernelwatch.errors import InvalidInput
+from kernelwatch.memory_hierarchy import MAX_CACHE_LEVELS, MAX_POINTS
 
 FORMAT_VERSION = 1
 
@@ -159,6 +160,16 @@ class CommitInfo(_Strict):
         return value
 
 
+class BandwidthPointInfo(_Strict):
+    working_set_bytes: int = Field(ge=1, le=_INT64_MAX)
+    bytes_per_s: float = Field(gt=0, allow_inf_nan=False)
+
+
+class CacheLevelInfo(_Strict):
+    name: str = Field(pattern=r"^L[1-9]$")
+    size_bytes: int = Field(ge=1, le=_INT64_MAX)
+
+
 class CalibrationInfo(_Strict):
     """What the runner's calibration micro-benchmark measured on its host (runners/calibrate.py): the roof of a
     host with no published figures. Optional, so that runners older than it, and accelerator hosts (which have
@@ -167,6 +178,14 @@ class CalibrationInfo(_Strict):
     flops_per_s: float = Field(gt=0, allow_inf_nan=False)
     bytes_per_s: float = Field(gt=0, allow_inf_nan=False)
     dtype: str = Field(min_length=1, max_length=32)
+    # The cache-aware roofline's (kernelwatch/memory_hierarchy.py), from runners that measure it: matmul FLOP/s of
+    # every dtype measured, the streaming bandwidth at a ladder of working sets, and the caches those cross.
+    # Absent from older runners, whose one memory roof is bytes_per_s.
+    flops_by_dtype: dict[Annotated[str, Field(pattern=r"^[a-z0-9_]{1,32}$")],
+                         Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        default_factory=dict, max_length=16)
+    bandwidth: list[BandwidthPointInfo] = Field(default_factory=list, max_length=MAX_POINTS)
+    caches: list[CacheLevelInfo] = Field(default_factory=list, max_length=MAX_CACHE_LEVELS)
 
 
 class EnvironmentInfo(_Strict):

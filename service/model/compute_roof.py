@@ -13,7 +13,10 @@ The rule:
 - A dtype the chip publishes nothing for (float32 on a TPU, whose MXU runs it as bf16 passes; fp8 on a v4) is
   measured against the bf16 peak, the fastest path such work can take there; a chip with neither has no compute
   roof.
-- A calibrated host has one measured rate, for the dtype it calibrated; it stands in for every dtype (said so).
+- A calibrated host has the rates of the dtypes it measured (float32 and bfloat16 matmuls); a dtype it did not
+  measure, and the work of a benchmark that names no dtype (a bf16 matmul whose inputs say what it computes in,
+  its parameters nothing), is held to the fastest of them (said so): a measured roof must bound, and only the
+  parameters are known here.
 """
 
 from __future__ import annotations
@@ -44,22 +47,34 @@ class ComputeRoof:
         return f"the {self.used} peak stands in for {self.requested} (its fastest path on this hardware)"
 
 
-def params_dtype(params: Mapping[str, object]) -> str:
-    """The dtype a benchmark computes in, from its parameters."""
+def declared_dtype(params: Mapping[str, object]) -> str | None:
+    """The dtype a benchmark's parameters name, or None where they name none."""
     for name in DTYPE_PARAMS:
         value = params.get(name)
         if value is not None and str(value).strip():
             return str(value)
-    return DEFAULT_DTYPE
+    return None
 
 
-def compute_roof(hardware: Hardware, dtype: str) -> ComputeRoof | None:
+def params_dtype(params: Mapping[str, object]) -> str:
+    """The dtype a benchmark computes in, from its parameters."""
+    return declared_dtype(params) or DEFAULT_DTYPE
+
+
+def compute_roof(hardware: Hardware, dtype: str, declared: bool = True) -> ComputeRoof | None:
     """The compute roof for work in ``dtype`` on ``hardware`` (see the module docstring); None where the hardware
-    gives no compute figure at all."""
+    gives no compute figure at all. ``declared``: the dtype is one the benchmark's parameters name, not the
+    default assumed for a benchmark that names none."""
     requested = dtype_key(dtype)
     if hardware.measured:
-        measured = next(iter(hardware.matrix_flops_per_s.items()), None)
-        return None if measured is None else ComputeRoof(requested, measured[0], measured[1])
+        rates = dict(hardware.matrix_flops_per_s)
+        if requested in rates and declared:
+            return ComputeRoof(requested, requested, rates[requested])
+        if not rates:
+            return None
+        # A dtype the calibration did not measure: the fastest measured rate, a bound however the host runs it.
+        used = max(rates, key=lambda k: rates[k])
+        return ComputeRoof(requested, used, rates[used])
     candidates = [(key, peak) for key in (requested, *_FASTER_PATHS.get(requested, ()))
                   if (peak := hardware.peak_flops(key)) is not None]
     if not candidates and (fallback := hardware.peak_flops(FALLBACK_DTYPE)) is not None:

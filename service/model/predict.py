@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from kernelwatch.memory_hierarchy import BandwidthPoint, bandwidth_bound
 from service.model.roofline import Bound, ridge_point
 
 ParamValue = str | int | float | bool
@@ -50,26 +51,36 @@ def _non_negative(name: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class Roofs:
-    """The two roofs a family is predicted against (one dtype's compute peak, the memory bandwidth)."""
+    """The roofs a family is predicted against: one dtype's compute peak, and the memory bandwidth, which on a
+    host with a measured hierarchy (``memory_curve``, kernelwatch/memory_hierarchy.py) depends on the shape's
+    working set: a shape that fits a cache streams at that cache's speed, and the step across a cache cliff is
+    in the roofline time itself rather than left to the efficiency to absorb."""
 
     name: str
     peak_flops_per_s: float
-    peak_bytes_per_s: float
+    peak_bytes_per_s: float  # the one memory roof (DRAM, HBM) where there is no curve
+    memory_curve: tuple[BandwidthPoint, ...] = ()
 
     def __post_init__(self) -> None:
         _positive("peak FLOP/s", self.peak_flops_per_s)
         _positive("peak bytes/s", self.peak_bytes_per_s)
 
+    def bytes_per_s(self, bytes_accessed: float) -> float:
+        """The memory roof of a shape that streams ``bytes_accessed`` (its working set)."""
+        return bandwidth_bound(self.memory_curve, bytes_accessed) if self.memory_curve else self.peak_bytes_per_s
+
     @property
     def ridge(self) -> float:
+        """The ridge against the one memory roof (DRAM's, on a host with a hierarchy)."""
         return ridge_point(self.peak_flops_per_s, self.peak_bytes_per_s)
 
     def roofline_s(self, flops: float, bytes_accessed: float) -> float:
-        return max(flops / self.peak_flops_per_s, bytes_accessed / self.peak_bytes_per_s)
+        return max(flops / self.peak_flops_per_s, bytes_accessed / self.bytes_per_s(bytes_accessed))
 
     def bound(self, flops: float, bytes_accessed: float) -> Bound:
-        # As service.model.roofline: exactly at the ridge is compute-bound.
-        return "compute" if flops / bytes_accessed >= self.ridge else "memory"
+        # As service.model.roofline: exactly at the ridge is compute-bound; the ridge of the shape's own level.
+        ridge = ridge_point(self.peak_flops_per_s, self.bytes_per_s(bytes_accessed))
+        return "compute" if flops / bytes_accessed >= ridge else "memory"
 
 
 @dataclass(frozen=True)

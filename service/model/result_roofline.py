@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kernelwatch.hardware import Calibration, Hardware, hardware_for, host_hardware
+from kernelwatch.memory_hierarchy import format_bytes, level_of
 from service.model.compute_roof import compute_roof
 from service.model.roofline import Bound, roofline
 
@@ -58,24 +59,29 @@ def run_hardware(backend: str, device_kind: str, calibration: Calibration | None
 
 
 def result_figures(hardware: Hardware, dtype: str, flops: float | None, bytes_accessed: float | None,
-                   median_s: float | None) -> RooflineFigures | None:
+                   median_s: float | None, dtype_declared: bool = True) -> RooflineFigures | None:
     """A result's figures against ``hardware`` for work in ``dtype`` (service/model/compute_roof.py picks the
     peak); None where its counts are missing, negative or no bytes, or the hardware gives no compute roof. Zero
     FLOPs is pure data movement (an all-gather): intensity 0, memory-bound."""
     if flops is None or bytes_accessed is None or flops < 0 or bytes_accessed <= 0:
         return None
-    roof = compute_roof(hardware, dtype)
+    roof = compute_roof(hardware, dtype, dtype_declared)
     if roof is None:
         return None
-    figures = roofline(flops, bytes_accessed, roof.peak_flops_per_s, hardware.memory_bytes_per_s,
+    # The memory roof of the result's working set (its bytes accessed): on a host with a measured hierarchy, the
+    # level its data streams from (kernelwatch/memory_hierarchy.py), else the one memory bandwidth.
+    bandwidth = hardware.memory_roof(bytes_accessed)
+    figures = roofline(flops, bytes_accessed, roof.peak_flops_per_s, bandwidth,
                        median_s if median_s is not None and median_s > 0 else None)
-    origin = "calibrated by this run" if hardware.measured else hardware.source
+    origin = "calibrated on this host" if hardware.measured else hardware.source
     stand_in = f" in place of {roof.requested}" if roof.used != roof.requested else ""
+    level = (f", {level_of(hardware.caches, bytes_accessed)} bandwidth for a {format_bytes(bytes_accessed)} working set"
+             if hardware.memory_curve else "")
     return RooflineFigures(
         intensity=figures.intensity, bound=figures.bound, roofline_s=figures.roofline_s,
         achieved_fraction=figures.achieved_fraction, peak_flops_per_s=roof.peak_flops_per_s,
-        peak_bytes_per_s=hardware.memory_bytes_per_s,
-        peak_source=f"{hardware.name}, {roof.used} peak{stand_in} ({origin})")
+        peak_bytes_per_s=bandwidth,
+        peak_source=f"{hardware.name}, {roof.used} peak{stand_in}{level} ({origin})")
 
 
 def efficiency_samples(roofline_s: float, samples: Sequence[float]) -> list[float]:

@@ -167,7 +167,7 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         run_uid=manifest.run_id, manifest_digest=digest, commit_id=commit.id, environment_id=environment.id,
         branch=manifest.branch, trigger=manifest.trigger, pr_number=manifest.pr_number, status=manifest.status,
         started_at=manifest.started_at, finished_at=manifest.finished_at, host_details=dict(env.extra),
-        calibration=env.calibration.model_dump() if env.calibration is not None else None,
+        calibration=env.calibration.model_dump(exclude_defaults=True) if env.calibration is not None else None,
         host_health=manifest.host_health.model_dump() if manifest.host_health is not None else None,
         round_session=manifest.round.session if manifest.round is not None else None,
         round_index=manifest.round.index if manifest.round is not None else None,

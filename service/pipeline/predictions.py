@@ -33,10 +33,11 @@ from kernelwatch.hardware import (
     TPU_V6E,
     Calibration,
     Hardware,
+    calibration_from_manifest,
     hardware_for,
     host_hardware,
 )
-from service.model.compute_roof import compute_roof, params_dtype
+from service.model.compute_roof import compute_roof, declared_dtype, params_dtype
 from service.model.predict import DEFAULT_EFFICIENCY, Measured, Roofs, Shape, predict
 from service.report.predict_text import PredictionReport
 from service.store.family_points import StoredPoint
@@ -44,8 +45,6 @@ from service.store.family_points import StoredPoint
 CPU = "cpu"
 CHIPS: dict[str, Hardware] = {"tpu-v4": TPU_V4, "tpu-v5e": TPU_V5E, "tpu-v5p": TPU_V5P, "tpu-v6e": TPU_V6E,
                               "h100": H100_SXM, "h200": H200_SXM}
-# Calibration sizes when a CPU host's roofs must be measured here: a second or two, not the runner's full one.
-_CALIBRATE_MATMUL, _CALIBRATE_COPY_BYTES = 1024, 32 * 2**20
 
 
 def hardware_key(backend: str, device_kind: str) -> str:
@@ -138,24 +137,26 @@ def _categorical(params: Mapping[str, Any]) -> dict[str, Any]:
 def stored_calibration(point: StoredPoint) -> Calibration | None:
     """The host calibration a runner stored with the point's newest calibrated run (manifest
     environment.calibration, kept in Run.calibration), or None."""
-    found = point.calibration
-    if not found:
-        return None
-    try:
-        return Calibration(flops_per_s=float(found["flops_per_s"]), bytes_per_s=float(found["bytes_per_s"]),
-                           dtype=str(found.get("dtype", "float32")))
-    except (KeyError, TypeError, ValueError):
-        return None
+    return calibration_from_manifest(point.calibration)
 
 
-def roofs_for(hardware: Hardware, dtype: str) -> tuple[Roofs, str, list[str]]:
+def roofs_for(hardware: Hardware, dtype: str, declared: bool = True,
+              hierarchy: bool = False) -> tuple[Roofs, str, list[str]]:
     """The roofs for a dtype, the dtype whose compute peak was used, and what was substituted: the same rule
-    as ingest's stored figures (service/model/compute_roof.py), so /model's roof and this table agree."""
-    roof = compute_roof(hardware, dtype)
+    as ingest's stored figures (service/model/compute_roof.py), so /model's roof and this table agree.
+
+    One memory roof (DRAM's on a calibrated host) unless ``hierarchy``: bench/model_accuracy.py measures
+    predictions against the cache-aware roofs as worse on matmul, norms and quantized (median and p90) and
+    better only on the p90 of softmax and sampling (bench/README.md): the kernels' efficiency against a cache
+    level's streaming bandwidth moves across levels as much as the roof does, and the interpolation then carries
+    one level's efficiency into another's. The bound a result is held to is
+    the hierarchy's (service/model/result_roofline.py); the shape-scaling of a prediction is not."""
+    roof = compute_roof(hardware, dtype, declared)
     if roof is None:
         raise InvalidInput(f"{hardware.name} has no published compute peak")
     notes = [f"{hardware.name}: {roof.note}"] if roof.note else []
-    return Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s), roof.used, notes
+    curve = hardware.memory_curve if hierarchy else ()
+    return Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s, curve), roof.used, notes
 
 
 def _host(points: Sequence[StoredPoint]) -> tuple[Hardware, list[str]]:
@@ -163,10 +164,9 @@ def _host(points: Sequence[StoredPoint]) -> tuple[Hardware, list[str]]:
         calibration = stored_calibration(point)
         if calibration is not None:
             return host_hardware(calibration, "CPU host (stored calibration)"), []
-    from runners.calibrate import calibrate
+    from runners.calibration_cache import calibration_here
 
-    calibration = calibrate(matmul_size=_CALIBRATE_MATMUL, copy_bytes=_CALIBRATE_COPY_BYTES, repeats=3)
-    return host_hardware(calibration, "CPU host (calibrated here)"), [
+    return host_hardware(calibration_here(), "CPU host (calibrated here)"), [
         "no calibration is stored with these results: the CPU roofs were measured on this machine now; where the "
         "results came from another host, the bound column may be off (predicted times scale the same way)"]
 
@@ -246,7 +246,8 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             notes += host_notes
         else:
             raise InvalidInput(f"{chosen} is not in the hardware table and is no CPU: no roofs to predict against")
-        roofs, used_dtype, dtype_notes = roofs_for(hardware, params_dtype(shapes.target))
+        roofs, used_dtype, dtype_notes = roofs_for(hardware, params_dtype(shapes.target),
+                                                   declared_dtype(shapes.target) is not None)
         notes += dtype_notes
         measured = []
         for point in family:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kernelwatch.hardware import Calibration, Hardware
+from kernelwatch.hardware import Hardware, calibration_from_manifest
 from service.contract import BenchmarkResult, EnvironmentInfo
-from service.model.compute_roof import params_dtype
+from service.model.compute_roof import declared_dtype, params_dtype
 from service.model.result_roofline import (
     EFFICIENCY_METRIC,
     RooflineFigures,
@@ -25,14 +25,15 @@ ROOFLINE_METRIC = "wall_time"  # the measured time a roofline is drawn against
 def run_roof(env: EnvironmentInfo) -> Hardware | None:
     """The hardware a run's results are measured against: published figures, else the run's calibration."""
     c = env.calibration
-    calibration = Calibration(c.flops_per_s, c.bytes_per_s, c.dtype) if c is not None else None
-    return run_hardware(env.backend, env.device_kind, calibration)
+    return run_hardware(env.backend, env.device_kind,
+                        calibration_from_manifest(c.model_dump()) if c is not None else None)
 
 
 def roofline_figures(hardware: Hardware | None, r: BenchmarkResult, median: float | None) -> RooflineFigures | None:
     if hardware is None or r.status != "ok" or r.metric != ROOFLINE_METRIC:
         return None
-    return result_figures(hardware, params_dtype(r.params), r.flops, r.bytes_accessed, median)
+    return result_figures(hardware, params_dtype(r.params), r.flops, r.bytes_accessed, median,
+                          dtype_declared=declared_dtype(r.params) is not None)
 
 
 def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from kernelwatch.hardware import Calibration
-from service.model.compute_roof import params_dtype
+from kernelwatch.hardware import Calibration, calibration_from_manifest
+from service.model.compute_roof import declared_dtype, params_dtype
 from service.model.result_roofline import result_figures, run_hardware
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC, roofline_columns
 from service.store.roofline import figure_inputs, write_figures
@@ -32,13 +32,7 @@ class BackfillCounts:
 
 def _calibration(stored: object) -> Calibration | None:
     """A run's stored calibration, or None where it is absent or malformed (an old runner's)."""
-    if not isinstance(stored, dict):
-        return None
-    try:
-        return Calibration(float(stored["flops_per_s"]), float(stored["bytes_per_s"]),
-                           str(stored.get("dtype", "float32")))
-    except (KeyError, TypeError, ValueError):
-        return None
+    return calibration_from_manifest(stored) if isinstance(stored, dict) else None
 
 
 def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCounts:
@@ -59,7 +53,8 @@ def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCoun
                 continue
             hardware = run_hardware(backend, device_kind, _calibration(calibration))
             figures = None if hardware is None else result_figures(hardware, params_dtype(params), flops,
-                                                                      bytes_accessed, median)
+                                                                      bytes_accessed, median,
+                                                                      declared_dtype(params) is not None)
             if figures is None:
                 counts.without_roof += 1
                 continue

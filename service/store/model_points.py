@@ -107,3 +107,12 @@ def model_points(session: Session, repository: str, environment_id: int) -> list
             peak_flops_per_s=row.roofline_peak_flops_per_s, peak_bytes_per_s=row.roofline_peak_bytes_per_s,
             peak_source=row.roofline_peak_source, above=bool(row.roofline_above)))
     return sorted(points, key=lambda p: p.label)
+
+
+def environment_calibration(session: Session, environment_id: int) -> dict[str, Any] | None:
+    """The newest host calibration stored with a run of the environment (Run.calibration), or None: what its
+    results' memory roofs were chosen from, for the page to draw one roof per level."""
+    query = (select(Run.calibration).where(Run.environment_id == environment_id, Run.calibration.is_not(None))
+             .order_by(Run.started_at.desc(), Run.id.desc()).limit(1))
+    found = session.scalar(query)
+    return dict(found) if isinstance(found, dict) else None

@@ -10,8 +10,11 @@ import sys
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from sqlalchemy import select
 
+from service.model.result_roofline import ABOVE_ROOF_TOLERANCE
 from service.store.db import make_engine, make_session_factory
+from service.store.models import Result, Run, Series
 from service.store.queries import all_findings
 from tests.e2e.conftest import SCREENSHOTS, open_page
 
@@ -21,6 +24,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 def test_demo_makes_enough_real_commits(demo: dict) -> None:  # type: ignore[type-arg]
     assert len(demo["commits"]) >= 8
+
+
+def test_no_result_of_the_demo_is_above_its_roof(demo: dict) -> None:  # type: ignore[type-arg]
+    """The demo's host calibrates (the cache-aware roofline, runners/calibrate.py): every wall-time result is
+    placed against the memory roof of its working set's level and none beats it, beyond the tolerance the
+    ingest allows for measurement noise (ABOVE_ROOF_TOLERANCE)."""
+    engine = make_engine(str(demo["db"]))
+    try:
+        with make_session_factory(engine)() as s:
+            walls = list(s.scalars(select(Result).join(Series).where(Series.metric == "wall_time")))
+            calibrations = [r.calibration for r in s.scalars(select(Run))]
+    finally:
+        engine.dispose()
+    assert calibrations and all(c and c.get("bandwidth") for c in calibrations)
+    placed = [r for r in walls if r.roofline_fraction is not None]
+    assert walls and len(placed) == len(walls)
+    above = sorted({(r.roofline_fraction, r.roofline_peak_source) for r in placed if r.roofline_above}, reverse=True)
+    assert not above, above[:5]
+    assert max(r.roofline_fraction for r in placed) <= 1 + ABOVE_ROOF_TOLERANCE
 
 
 def test_summary_names_the_planted_commit(demo: dict) -> None:  # type: ignore[type-arg]
@@ -117,6 +139,33 @@ def test_compare_of_adjacent_commits_flags_the_planted_one_and_no_unchanged_kern
     softmax = [b for b in planted_rows if b["suite"] == "softmax"]
     assert softmax and any(b["verdict"] == "regression" for b in softmax), planted_rows
     assert all(b["head"]["runs"] >= 2 for b in planted_rows)  # the demo's rounds are the replicates
+
+
+@pytest.mark.browser
+def test_the_model_page_draws_a_roof_per_memory_level_across_the_points(dashboard: str, browser) -> None:  # type: ignore[no-untyped-def]
+    """/model on the demo's calibrated host, in Chromium: one roof per level of the measured hierarchy (L1 ...
+    DRAM), the axes spanning the points, each point labelled, none drawn as above its roof."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page, blocked = open_page(browser, dashboard)
+    page.goto(f"{dashboard}/model")
+    page.wait_for_selector("#model-chart .main-svg")
+    levels = page.locator("#memory-levels").inner_text()
+    assert "L1" in levels and "DRAM" in levels, levels
+    figure = page.evaluate("() => { const c = document.getElementById('model-chart');"
+                           " return {names: c.data.map(t => t.name), x: c.layout.xaxis.range,"
+                           " dots: c.data[c.data.length - 1]}; }")
+    roofs = [n for n in figure["names"] if n.endswith(")") and " roof (" in n]
+    assert roofs[0].startswith("L1 roof") and roofs[-1].startswith("DRAM roof"), figure["names"]
+    low, high = figure["x"]
+    xs = figure["dots"]["x"]
+    assert xs and all(10 ** low < x < 10 ** high for x in xs)
+    assert high - low < 6  # decades: the data's span, not the ridge's (the 10^28 FLOP/B axis of before)
+    assert figure["dots"]["mode"] == "markers+text" and all(figure["dots"]["text"])
+    assert "x" not in figure["dots"]["marker"]["symbol"]  # no point above its roof
+    assert page.locator("#model-chart .textpoint").count() == len(xs)  # each label drawn
+    page.screenshot(path=str(SCREENSHOTS / "model-levels.png"), full_page=True)
+    assert blocked == []
+    page.close()
 
 
 @pytest.mark.browser

@@ -14,8 +14,9 @@ import pytest
 from sqlalchemy import func, select
 
 from service.contract import parse_manifest
+from service.model.result_roofline import ABOVE_ROOF_TOLERANCE
 from service.store.db import make_engine, make_session_factory
-from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Series
+from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Run, Series
 from tests.conftest import REPO_ROOT
 from tests.gitrepo import git
 
@@ -35,6 +36,9 @@ def test_quick_suite_runs_clean(tmp_path: Path) -> None:
     git(repo, "commit", "-q", "-m", "suite")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
     env["KERNELWATCH_HOME"] = str(tmp_path / "home")
+    # Calibration on, as a user has it, kept in this test's own file: the host is measured here, once per
+    # environment (the 8-device run's XLA flags make it another), and every result is placed under its roofs.
+    env["KERNELWATCH_CALIBRATION_CACHE"] = str(tmp_path / "calibrations.json")
     out = tmp_path / "manifests"
     proc = subprocess.run([sys.executable, "-m", "service.cli", "run", "--repo", str(repo), "--quick",
                            "--samples", "3", "--warmup", "1", "--output", str(out)],
@@ -76,4 +80,15 @@ def test_quick_suite_runs_clean(tmp_path: Path) -> None:
                 # generated fusions must find their code.
                 assert kernels & generated, (label, generated, kernels)
         assert s.scalar(select(func.count(Artifact.id)).where(Artifact.parse_error.is_not(None))) == 0
+
+        # The cache-aware roofline bounds every result: each has figures against its host's calibration (the
+        # memory roof of its working set's level) and none is measured faster than its roof allows, beyond the
+        # measurement noise ABOVE_ROOF_TOLERANCE states (5 %: a best-of-15 calibration against a median).
+        calibrations = [r.calibration for r in s.scalars(select(Run))]
+        assert calibrations and all(c and len(c["bandwidth"]) >= 10 and c["caches"] for c in calibrations)
+        placed = [r for r in walls if r.roofline_fraction is not None]
+        assert len(placed) == len(walls)
+        above = [(r.id, r.roofline_fraction, r.roofline_peak_source) for r in placed if r.roofline_above]
+        assert not above, above
+        assert all(r.roofline_fraction <= 1 + ABOVE_ROOF_TOLERANCE for r in placed)
     engine.dispose()

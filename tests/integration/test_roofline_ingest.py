@@ -84,7 +84,7 @@ def test_a_cpu_result_is_measured_against_the_runs_calibration(sessions: session
         time = rows[(calibrated["run_id"], "wall_time")]
         # 0.625 FLOP/B under the host's ridge of 10: memory-bound at 10 GB/s.
         assert time.roofline_bound == "memory" and time.roofline_s == pytest.approx(BYTES / 10e9)
-        assert time.roofline_peak_source == "host (calibrated), fp32 peak (calibrated by this run)"
+        assert time.roofline_peak_source == "host (calibrated), fp32 peak (calibrated on this host)"
         assert rows[(plain["run_id"], "wall_time")].roofline_s is None  # no calibration: no guessed roof
 
 
@@ -163,7 +163,7 @@ def test_the_result_page_shows_the_stored_figures(sessions: sessionmaker[Session
     client = create_app(settings, context=ctx).test_client()
     page = client.get(f"/results/{ids[(calibrated['run_id'], 'wall_time')]}").get_data(as_text=True)
     assert 'id="roofline-bound">memory<' in page and 'id="roofline-fraction">83.9 %<' in page
-    assert "Roof: host (calibrated), fp32 peak (calibrated by this run): 100 GFLOP/s and 10 GB/s" in page
+    assert "Roof: host (calibrated), fp32 peak (calibrated on this host): 100 GFLOP/s and 10 GB/s" in page
     other = [rid for (uid, metric), rid in ids.items() if uid != calibrated["run_id"]]
     assert "are not known" in client.get(f"/results/{other[0]}").get_data(as_text=True)
 

@@ -1,34 +1,65 @@
 """The calibration micro-benchmark at tiny sizes: it runs on the local backend and gives usable figures; a CPU
-host's benchmark process announces it with its environment, outside the fingerprint."""
+host's benchmark process announces the key of its host's calibration, which the runner swaps for the kept
+figures, measured once in a process of their own and kept (runners/calibration_cache.py)."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from kernelwatch.hardware import Calibration, host_hardware
-from runners import calibrate as calibrate_module
-from runners import child
-from runners.calibrate import calibrate, calibration_enabled, host_calibration
+from kernelwatch.hardware import calibration_from_manifest, host_hardware
+from kernelwatch.memory_hierarchy import CacheLevel
+from runners import calibration_cache, child
+from runners.calibrate import calibrate, calibration_enabled, calibration_key, host_caches, ladder
 from runners.session import BenchmarkProcess, ChildConfig
 from service.contract import EnvironmentInfo
 from service.pipeline.identity import environment_fingerprint
 from tests.conftest import REPO_ROOT
 
+TINY = dict(matmul_sizes=(32, 64), dtypes=("float32",), working_sets=(1 << 12, 1 << 14), repeats=2, passes=1,
+            bytes_per_timing=1 << 16)
+
 
 def test_calibration_gives_positive_finite_rates() -> None:
-    c = calibrate(matmul_size=64, copy_bytes=1 << 16, repeats=2)
+    c = calibrate(**TINY)  # type: ignore[arg-type]
     assert c.dtype == "float32"
-    for rate in (c.flops_per_s, c.bytes_per_s):
+    for rate in (c.flops_per_s, c.bytes_per_s, *(p.bytes_per_s for p in c.bandwidth)):
         assert rate > 0 and math.isfinite(rate)
+    assert [p.working_set_bytes for p in c.bandwidth] == [1 << 12, 1 << 14]
+    assert c.bytes_per_s == c.bandwidth[-1].bytes_per_s  # the one-roof figure is the largest working set's
     host = host_hardware(c)
     assert host.peak_flops("float32") == c.flops_per_s and host.memory_bytes_per_s == c.bytes_per_s
+    # What the manifest carries reads back as the same calibration.
+    assert calibration_from_manifest(c.as_manifest()) == c
+    assert EnvironmentInfo.model_validate({
+        "backend": "cpu", "device_kind": "cpu", "device_count": 1, "jax_version": "x", "jaxlib_version": "x",
+        "calibration": c.as_manifest()}).calibration is not None
 
 
 def test_calibration_refuses_empty_sizes() -> None:
     with pytest.raises(ValueError):
-        calibrate(matmul_size=0)
+        calibrate(matmul_sizes=(0,))
+    with pytest.raises(ValueError):
+        calibrate(working_sets=())
+
+
+def test_the_ladder_runs_past_the_last_cache() -> None:
+    sizes = ladder([CacheLevel("L1", 48 << 10), CacheLevel("L3", 105 << 20)])
+    assert sizes[0] == 16 << 10 and sizes[-1] >= 4 * (105 << 20)
+    assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
+    assert ladder([])[-1] >= 64 << 20  # no caches known: still well past any
+
+
+def test_this_host_lists_its_caches() -> None:
+    caches = host_caches()
+    if not Path("/sys/devices/system/cpu/cpu0/cache").is_dir():
+        assert caches == ()
+        return
+    assert [c.name for c in caches][:1] == ["L1"]
+    assert [c.size_bytes for c in caches] == sorted(c.size_bytes for c in caches)
 
 
 def test_the_switch_reads_the_environment_variable() -> None:
@@ -37,49 +68,73 @@ def test_the_switch_reads_the_environment_variable() -> None:
         assert not calibration_enabled({"KERNELWATCH_CALIBRATE": off})
 
 
-def test_a_cpu_host_announces_its_calibration_outside_the_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
-    measured = {"flops_per_s": 5e10, "bytes_per_s": 2e10, "dtype": "float32"}
-    monkeypatch.setattr(child, "host_calibration", lambda: measured)
+def test_the_key_follows_the_environment_not_the_noise() -> None:
+    env = {"backend": "cpu", "jax_version": "0.8", "xla_flags": "", "cpu_threads": None}
+    caches = (CacheLevel("L1", 1 << 15),)
+    assert calibration_key(env, caches) == calibration_key(dict(env), caches)
+    assert calibration_key(env, caches) != calibration_key({**env, "jax_version": "0.9"}, caches)
+    assert calibration_key(env, caches) != calibration_key({**env, "xla_flags": "--xla_cpu_max_isa=AVX2"}, caches)
+    assert calibration_key(env, caches) != calibration_key(env, (CacheLevel("L1", 1 << 16),))
+    # What is measured afresh (the dirty flag, the hostname's other facts) is not part of it.
+    assert calibration_key({**env, "extra": {"dirty": "true"}}, caches) == calibration_key(env, caches)
+
+
+def test_a_cpu_host_announces_a_key_outside_the_fingerprint() -> None:
     plain = child.announced_environment(dirty=False, calibrate=False)
-    calibrated = child.announced_environment(dirty=False, calibrate=True)
-    assert "calibration" not in plain and calibrated["calibration"] == measured
-    with_it, without = (EnvironmentInfo.model_validate(e) for e in (calibrated, plain))
-    assert with_it.calibration is not None and with_it.calibration.flops_per_s == 5e10
-    # A figure measured afresh by every run must not start a new series every run.
-    assert environment_fingerprint(with_it.identity()) == environment_fingerprint(without.identity())
+    keyed = child.announced_environment(dirty=False, calibrate=True)
+    assert "calibration_key" not in plain and len(keyed["calibration_key"]) == 32
+    keyed.pop("calibration_key")
+    assert environment_fingerprint(EnvironmentInfo.model_validate(keyed).identity()) == \
+        environment_fingerprint(EnvironmentInfo.model_validate(plain).identity())
 
 
 def test_an_accelerator_host_does_not_calibrate(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(child, "environment_info", lambda dirty: {"backend": "tpu", "device_kind": "TPU v5 lite"})
-    monkeypatch.setattr(child, "host_calibration", lambda: pytest.fail("calibrated a TPU host"))
-    assert "calibration" not in child.announced_environment(dirty=False, calibrate=True)
+    monkeypatch.setattr(child, "host_key", lambda env: pytest.fail("keyed a TPU host's calibration"))
+    assert "calibration_key" not in child.announced_environment(dirty=False, calibrate=True)
 
 
-def test_the_benchmark_process_announces_a_measured_calibration_once() -> None:
-    """Through the real child process, at the runner's sizes (about half a second of the process's start)."""
+def test_the_cache_keeps_only_well_formed_calibrations(tmp_path: Path) -> None:
+    path = tmp_path / "c" / "calibrations.json"
+    good = {"flops_per_s": 1e11, "bytes_per_s": 2e10, "dtype": "float32",
+            "bandwidth": [{"working_set_bytes": 4096, "bytes_per_s": 3e11}]}
+    assert calibration_cache.load(path) == {}
+    assert calibration_cache.store(path, "a" * 32, good)
+    assert not calibration_cache.store(path, "b" * 32, {**good, "bytes_per_s": float("inf")})
+    assert not calibration_cache.store(path, "c" * 32, {**good, "bandwidth": [{"working_set_bytes": 0}]})
+    assert not calibration_cache.store(path, "../escape", good)
+    loaded = calibration_cache.load(path)
+    assert list(loaded) == ["a" * 32] and loaded["a" * 32]["bandwidth"] == good["bandwidth"]
+    # A file someone else broke is no calibration at all (measured again), not a crash of the run.
+    path.write_text("{not json")
+    assert calibration_cache.load(path) == {}
+    path.write_text(json.dumps({"d" * 32: {"flops_per_s": -1, "bytes_per_s": 1, "dtype": "float32"}}))
+    assert calibration_cache.load(path) == {}
+
+
+def test_the_runner_measures_a_host_once_and_keeps_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through real benchmark processes: the first finds nothing kept, has the host measured in a process of its
+    own, and keeps it; the second is handed the kept figures without measuring (a planted entry under the same
+    key proves it: its made-up rate comes back)."""
+    cache = tmp_path / "calibrations.json"
+    monkeypatch.setenv(calibration_cache.CACHE_SETTING, str(cache))
     config = ChildConfig(root=REPO_ROOT, suite="no-such-suite/*", extra_env={"KERNELWATCH_CALIBRATE": "1"})
     process = BenchmarkProcess(config)
     try:
-        calibration = process.environment["calibration"]
+        first = process.environment["calibration"]
     finally:
         process.close()
-    assert calibration["dtype"] == "float32"
-    assert calibration["flops_per_s"] > 1e6 and calibration["bytes_per_s"] > 1e6
-
-
-def test_the_host_is_measured_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[int, int, int]] = []
-
-    def fake(size: int, copy_bytes: int, repeats: int) -> Calibration:
-        calls.append((size, copy_bytes, repeats))
-        return Calibration(1e9, 2e9, "float32")
-
-    monkeypatch.setattr(calibrate_module, "calibrate", fake)
-    host_calibration.cache_clear()
+    assert "calibration_key" not in process.environment
+    assert first["flops_per_s"] > 1e6 and first["bytes_per_s"] > 1e6 and len(first["bandwidth"]) >= 10
+    kept = calibration_cache.load(cache)
+    assert len(kept) == 1
+    (key, entry), = kept.items()
+    assert {k: v for k, v in entry.items() if k != "kept_at"} == first
+    calibration_cache.store(cache, key, {**first, "flops_per_s": 12345.0})
+    process = BenchmarkProcess(config)
     try:
-        first, second = host_calibration(), host_calibration()
+        second = process.environment["calibration"]
     finally:
-        host_calibration.cache_clear()
-    assert first is second and first == {"flops_per_s": 1e9, "bytes_per_s": 2e9, "dtype": "float32"}
-    assert calls == [(calibrate_module.RUNNER_MATMUL_SIZE, calibrate_module.RUNNER_COPY_BYTES,
-                      calibrate_module.RUNNER_REPEATS)]
+        process.close()
+    assert second["flops_per_s"] == 12345.0
+    assert EnvironmentInfo.model_validate(process.environment).calibration is not None

@@ -32,6 +32,18 @@ def test_the_roof_is_the_fastest_path_the_dtype_can_take(hardware: Hardware, dty
     assert (roof.note is None) == (roof.used == roof.requested)
 
 
+def test_a_calibrated_host_has_a_rate_per_measured_dtype_and_bounds_the_rest_by_the_fastest() -> None:
+    host = host_hardware(Calibration(flops_per_s=1e11, bytes_per_s=1e10, dtype="float32",
+                                     flops_by_dtype=(("fp32", 1e11), ("bf16", 4e11))))
+    fp32, bf16, int8 = (compute_roof(host, d) for d in ("float32", "bfloat16", "int8"))
+    assert fp32 is not None and (fp32.used, fp32.peak_flops_per_s, fp32.note) == ("fp32", 1e11, None)
+    assert bf16 is not None and (bf16.used, bf16.peak_flops_per_s) == ("bf16", 4e11)
+    assert int8 is not None and int8.used == "bf16" and int8.note is not None  # not measured: the fastest
+    # A benchmark that names no dtype may compute in any: the fastest measured rate bounds it.
+    undeclared = compute_roof(host, "float32", declared=False)
+    assert undeclared is not None and undeclared.peak_flops_per_s == 4e11 and undeclared.note is not None
+
+
 def test_a_calibrated_host_has_one_rate_for_every_dtype() -> None:
     host = host_hardware(Calibration(flops_per_s=1e11, bytes_per_s=1e10, dtype="float32"))
     same = compute_roof(host, "float32")

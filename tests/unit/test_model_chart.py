@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from service.store.model_points import ModelPoint
 from web.charts.drilldown import RooflinePeaks
-from web.charts.model import NO_PEAKS_NOTE, model_figure, suite_peaks
+from web.charts.model import NO_PEAKS_NOTE, MemoryRoof, model_figure, suite_peaks
 
 
 def point(label: str, intensity: float, achieved: float, peaks: tuple[float, float] | None = (100e9, 10e9),
@@ -22,9 +24,10 @@ def test_the_roof_rises_to_the_ridge_then_stays_flat_and_every_benchmark_is_a_po
     assert peaks == RooflinePeaks(100e9, 10e9) and peaks.ridge == pytest.approx(10.0)
     fig = model_figure(points, peaks, "cpu · cpu")
     roof, dots = fig["data"]
-    assert list(roof["x"]) == pytest.approx([0.1, 10.0, 1000.0])  # memory slope, the ridge, the flat peak
-    assert list(roof["y"]) == pytest.approx([1e9, 100e9, 100e9])
+    assert list(roof["x"]) == pytest.approx([1 / 3, 10.0, 300.0])  # memory slope, the ridge, the flat peak
+    assert list(roof["y"]) == pytest.approx([10e9 / 3, 100e9, 100e9])
     assert list(dots["x"]) == [1.0, 100.0] and list(dots["text"]) == ["a", "b"]
+    assert dots["mode"] == "markers+text"  # labelled on the chart, not only in the hover
     [ridge] = fig["layout"]["shapes"]
     assert ridge["x0"] == ridge["x1"] == pytest.approx(10.0)
     assert fig["layout"]["annotations"][0]["text"] == "ridge 10 FLOP/B"
@@ -42,3 +45,24 @@ def test_without_peak_figures_only_the_points_and_a_note() -> None:
     fig = model_figure(points, None, "tpu · x")
     assert [t["name"] for t in fig["data"]] == ["benchmarks"]
     assert NO_PEAKS_NOTE in fig["layout"]["title"]["text"] and not fig["layout"].get("shapes")
+
+
+def test_the_axes_span_the_points_and_every_level_has_a_roof_across_them() -> None:
+    """A ridge far from the data (a huge compute peak over a slow memory) no longer stretches the x-axis to it:
+    the axes are the points' range, half a decade either side, and each roof is drawn across exactly that."""
+    points = [point("softmax/rows [rows=256]", 0.5, 5e9), point("norms/rmsnorm", 2.0, 30e9)]
+    roofs = [MemoryRoof("L1", 300e9, "96 KiB"), MemoryRoof("L2", 200e9, "2 MiB"), MemoryRoof("DRAM", 20e9)]
+    fig = model_figure(points, RooflinePeaks(1e15, 20e9), "cpu · cpu", roofs)
+    lines = [t for t in fig["data"] if t["mode"] == "lines"]
+    assert [t["name"] for t in lines] == ["L1 roof (300 GB/s, 96 KiB)", "L2 roof (200 GB/s, 2 MiB)",
+                                          "DRAM roof (20 GB/s)"]
+    x_range = fig["layout"]["xaxis"]["range"]
+    assert x_range == pytest.approx([math.log10(0.5 / 3), math.log10(6.0)])
+    for line in lines:  # straight across the span: the ridges (5e4 FLOP/B and up) are far off to the right
+        assert list(line["x"]) == pytest.approx([0.5 / 3, 6.0])
+    assert not fig["layout"].get("shapes")  # the ridge is off the chart, so not drawn at its edge
+    y_low, y_high = fig["layout"]["yaxis"]["range"]
+    assert 10 ** y_low <= 5e9 and 10 ** y_high >= 300e9 * 6.0  # the points and the highest roof in view
+    dots = fig["data"][-1]
+    assert list(dots["text"]) == ["softmax/rows", "norms/rmsnorm"]  # suite/name on the chart, params in the hover
+    assert dots["customdata"][0][0] == "softmax/rows [rows=256]"

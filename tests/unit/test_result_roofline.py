@@ -23,7 +23,7 @@ def test_a_memory_bound_result_on_the_calibrated_host() -> None:
     assert f is not None and f.bound == "memory" and f.intensity == 5.0
     assert f.roofline_s == pytest.approx(0.8e-3) and f.achieved_fraction == pytest.approx(0.8)
     assert (f.peak_flops_per_s, f.peak_bytes_per_s) == (100e9, 10e9)
-    assert f.peak_source == "host (calibrated), fp32 peak (calibrated by this run)"
+    assert f.peak_source == "host (calibrated), fp32 peak (calibrated on this host)"
 
 
 def test_a_dtype_the_host_did_not_calibrate_is_measured_against_the_calibrated_one() -> None:

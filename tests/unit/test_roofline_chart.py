@@ -40,10 +40,10 @@ def test_without_a_published_dtype_figure_the_bf16_peak_bounds_it() -> None:
 def test_stored_figures_give_the_roof_and_say_what_ingest_found() -> None:
     stored = StoredRoofline(intensity=0.625, bound="memory", roofline_s=8.4e-4, achieved_fraction=0.84,
                             peak_flops_per_s=100e9, peak_bytes_per_s=10e9,
-                            peak_source="host (calibrated), fp32 peak (calibrated by this run)")
+                            peak_source="host (calibrated), fp32 peak (calibrated on this host)")
     roof = stored_roof(stored)
     assert roof.peaks is not None and (roof.peaks.flops_per_s, roof.peaks.bytes_per_s) == (100e9, 10e9)
-    assert roof.note == ("Roof: host (calibrated), fp32 peak (calibrated by this run): 100 GFLOP/s and 10 GB/s "
+    assert roof.note == ("Roof: host (calibrated), fp32 peak (calibrated on this host): 100 GFLOP/s and 10 GB/s "
                          "memory bandwidth. Memory-bound; the roofline time is 840 µs, 84% of it achieved.")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
@@ -28,38 +29,78 @@ def suite_peaks(points: Sequence[ModelPoint]) -> RooflinePeaks | None:
     return RooflinePeaks(flops, bandwidth)
 
 
-def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hardware: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MemoryRoof:
+    """One memory roof to draw: a level of a calibrated host's hierarchy, or a chip's one memory bandwidth."""
+
+    name: str
+    bytes_per_s: float
+    capacity: str | None = None  # "2 MiB", for the legend; None for DRAM / HBM
+
+
+RIDGE_REACH = 1000.0  # a ridge this far (in FLOP/B ratio) from the points is left off the axes
+ROOF_COLOURS = ("#2ca02c", "#17becf", "#9467bd", "#6a737d", "#8c564b", "#e377c2")
+
+
+def _short(label: str) -> str:
+    """A point's label on the chart: suite/name, the parameters left to the hover and the table."""
+    return label.split(" [", 1)[0]
+
+
+def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hardware: str,
+                 memory_roofs: Sequence[MemoryRoof] = ()) -> dict[str, Any]:
+    """The suite on its hardware's roofline. The axes span the points (half a decade either side) and the ridge
+    only where it is within ``RIDGE_REACH`` of them: a ridge far from every point would squeeze them into a
+    corner. Every roof is drawn across that
+    span: one memory roof per level where the host's hierarchy was measured (``memory_roofs``; each point is held
+    to the roof of its own working set's level, which its hover names), else the one memory roof of ``peaks``."""
     fig = go.Figure()
     intensities = [p.intensity for p in points]
+    achieved = [p.achieved_flops_per_s for p in points]
+    low, high = (min(intensities) / 3, max(intensities) * 3) if points else (0.1, 10.0)
+    if peaks is not None and low / RIDGE_REACH < peaks.ridge < high * RIDGE_REACH:
+        low, high = min(low, peaks.ridge / 3), max(high, peaks.ridge * 3)  # near enough to show the bend
+    roofs = list(memory_roofs) or ([MemoryRoof("roof", peaks.bytes_per_s)] if peaks is not None else [])
+    tops: list[float] = []
     if peaks is not None:
-        # Far enough either side of the points and the ridge that the roof's bend is always in view.
-        low = min([*intensities, peaks.ridge]) / 10
-        high = max([*intensities, peaks.ridge]) * 10
-        xs = [low, peaks.ridge, high]  # two straight segments on log axes: the memory slope, then the flat peak
-        fig.add_trace(go.Scatter(x=xs, y=[attainable(peaks, x) for x in xs], mode="lines", name="roof",
-                                 line={"color": "#6a737d", "width": 2}))
-        fig.add_vline(x=peaks.ridge, line={"color": "#953800", "dash": "dash"},
-                      annotation_text=f"ridge {peaks.ridge:.3g} FLOP/B", annotation_position="top left")
+        for i, roof in enumerate(roofs):
+            ridge = peaks.flops_per_s / roof.bytes_per_s
+            xs = [low, *([ridge] if low < ridge < high else []), high]  # the slope, the bend, the flat peak
+            level = RooflinePeaks(peaks.flops_per_s, roof.bytes_per_s)
+            ys = [attainable(level, x) for x in xs]
+            tops.append(max(ys))
+            name = roof.name if not memory_roofs else (
+                f"{roof.name} roof ({format_si(roof.bytes_per_s, 'B/s')}"
+                + (f", {roof.capacity}" if roof.capacity else "") + ")")
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=name,
+                                     line={"color": ROOF_COLOURS[i % len(ROOF_COLOURS)] if memory_roofs
+                                           else "#6a737d", "width": 2, "dash": "solid" if i == len(roofs) - 1
+                                           else "dot"}))
+        # The ridge of the slowest memory roof (DRAM, HBM): where the suite's large shapes turn compute-bound.
+        if low < peaks.ridge < high:
+            fig.add_vline(x=peaks.ridge, line={"color": "#953800", "dash": "dash"},
+                          annotation_text=f"ridge {peaks.ridge:.3g} FLOP/B", annotation_position="top left")
         title = f"Roofline · {hardware} · {len(points)} benchmark(s)"
     else:
         title = f"Roofline · {hardware} · {NO_PEAKS_NOTE}"
     fig.add_trace(go.Scatter(
-        x=intensities, y=[p.achieved_flops_per_s for p in points], mode="markers", name="benchmarks",
+        x=intensities, y=achieved, mode="markers+text", name="benchmarks",
         # A point above its roof is drawn as a cross: the roof does not bound it, so its fraction is no figure.
         marker={"color": ["#d62728" if p.bound == "compute" else "#4c78a8" for p in points], "size": 9,
                 "symbol": ["x" if p.above else "circle" for p in points]},
-        text=[p.label for p in points],
-        customdata=[[format_si(p.achieved_flops_per_s, "FLOP/s"),
+        text=[_short(p.label) for p in points], textposition="top center", textfont={"size": 9},
+        customdata=[[p.label, format_si(p.achieved_flops_per_s, "FLOP/s"),
                      "above the roof: none" if p.above else f"{p.fraction:.1%}" if p.fraction is not None else "-",
-                     p.bound] for p in points],
-        hovertemplate=("%{text}<br>%{x:.3g} FLOP/B<br>%{customdata[0]}<br>%{customdata[1]} of the roof"
-                       "<br>%{customdata[2]}-bound<extra></extra>")))
-    if peaks is None and points:  # log axes around the points alone, or a single point zooms to nothing
-        ys = [p.achieved_flops_per_s for p in points]
-        fig.update_xaxes(range=[math.log10(min(intensities)) - 1, math.log10(max(intensities)) + 1])
-        fig.update_yaxes(range=[math.log10(min(ys)) - 1, math.log10(max(ys)) + 1])
+                     p.bound, p.peak_source or "no roof"] for p in points],
+        hovertemplate=("%{customdata[0]}<br>%{x:.3g} FLOP/B<br>%{customdata[1]}<br>%{customdata[2]} of its roof"
+                       "<br>%{customdata[3]}-bound<br>%{customdata[4]}<extra></extra>")))
+    if points:
+        y_low = min(achieved) / 3
+        y_high = max([*achieved, *tops]) * 2
+        fig.update_xaxes(range=[math.log10(low), math.log10(high)])
+        fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)])
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", title="achieved FLOP/s", tickformat="~s")
     fig.update_layout(title=title, template="plotly_white", margin={"l": 70, "r": 20, "t": 50, "b": 50},
-                      height=480)
+                      height=520, legend={"orientation": "h", "y": -0.18})
     return fig.to_plotly_json()

@@ -1,0 +1,103 @@
+"""Where a runner keeps its host's calibrations: one JSON file of calibrations by key (runners/calibrate.py
+calibration_key: one per host and environment), so that a host is measured once, not once per run.
+
+The runner owns the file; a benchmark process only reads a copy of it (handed over in its sandbox) and
+announces what it measured, which the runner checks before keeping: a hostile repository's process cannot write
+the roofs of later runs. A missing or unreadable file is an empty one (the next calibration rewrites it whole);
+writes go to a temporary file renamed over the old, so a reader never sees half of one.
+
+``KERNELWATCH_CALIBRATION_CACHE`` names the file; by default it is ``$XDG_CACHE_HOME/kernelwatch/
+calibrations.json`` (``~/.cache`` without XDG_CACHE_HOME). Delete it to have the host measured again (after a
+BIOS, kernel or power-setting change the key cannot see).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kernelwatch.hardware import Calibration, calibration_from_manifest
+from kernelwatch.memory_hierarchy import MAX_CACHE_LEVELS, MAX_POINTS
+
+CACHE_SETTING = "KERNELWATCH_CALIBRATION_CACHE"
+MAX_ENTRIES = 64  # hosts x environments a runner has seen; the oldest go first
+_KEY = re.compile(r"^[0-9a-f]{32}$")
+
+
+def cache_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_SETTING):
+        return Path(env[CACHE_SETTING])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "kernelwatch" / "calibrations.json"
+
+
+def load(path: Path) -> dict[str, dict[str, Any]]:
+    """The kept calibrations by key; entries that are not well-formed calibrations are left out."""
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        print(f"kernelwatch: ignoring the unreadable calibration cache {path}: {exc}", file=sys.stderr)
+        return {}
+    if not isinstance(raw, dict):
+        return {}
+    return {key: entry for key, entry in raw.items()
+            if isinstance(key, str) and _KEY.match(key) and isinstance(entry, dict) and well_formed(entry)}
+
+
+def well_formed(figures: Mapping[str, Any]) -> bool:
+    """A calibration worth keeping: it parses, every rate is positive and finite, and its lists are short."""
+    if len(figures.get("bandwidth") or ()) > MAX_POINTS or len(figures.get("caches") or ()) > MAX_CACHE_LEVELS:
+        return False
+    calibration = calibration_from_manifest(dict(figures))
+    if calibration is None:
+        return False
+    rates = [calibration.flops_per_s, calibration.bytes_per_s, *(v for _, v in calibration.flops_by_dtype)]
+    return all(math.isfinite(r) and r > 0 for r in rates)
+
+
+def store(path: Path, key: str, figures: Mapping[str, Any]) -> bool:
+    """Keep ``figures`` under ``key``; False (nothing written) where either is not well formed. The entry gets
+    the time it was kept, which orders eviction."""
+    if not _KEY.match(key) or not well_formed(figures):
+        return False
+    entries = load(path)
+    entries[key] = {**{k: v for k, v in figures.items() if k != "kept_at"}, "kept_at": time.time()}
+    if len(entries) > MAX_ENTRIES:
+        newest = sorted(entries, key=lambda k: float(entries[k].get("kept_at", 0)), reverse=True)[:MAX_ENTRIES]
+        entries = {k: entries[k] for k in newest}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=".calibrations-", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as out:
+            json.dump(entries, out, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def calibration_here() -> Calibration:
+    """This process's host calibration (``kernelwatch predict`` on results stored without one): the kept one for
+    this process's host and environment, else measured here now and kept."""
+    from runners.calibrate import calibrate, host_key
+    from runners.fingerprint import environment_info
+
+    path, key = cache_path(), host_key(environment_info())
+    kept = calibration_from_manifest(load(path).get(key))
+    if kept is not None:
+        return kept
+    measured = calibrate()
+    store(path, key, measured.as_manifest())
+    return measured
