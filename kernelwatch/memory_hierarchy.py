@@ -17,9 +17,12 @@ so the measured curve has shoulders a per-level figure would cut through. Readin
 - a working set is bound by the envelope at the largest measured working set not above it (the nearest point on
   its left: more bandwidth than itself, never less); smaller than every measured point, the first point's.
 
-A kernel's working set is its bytes accessed: what it streams through the hierarchy. That overstates the
-footprint of a kernel that reads its data twice, and so picks a slower level for it than the data's size
-would; the flag the ingest raises for a result faster than its roof is where such a case shows.
+A kernel's working set is the smaller of its bytes accessed (what it streams through the hierarchy) and its
+footprint (its arguments, outputs and temporaries as XLA's memory analysis sizes them, which the runner records
+in the result's cost figures under ``FOOTPRINT_KEY``): a kernel that reads its data twice streams twice its
+footprint but its data still lives in the level its footprint fits, and the smaller estimate picks the faster
+level, which keeps the roof a bound. The flag the ingest raises for a result faster than its roof is where a
+case this misses shows.
 
 The levels (L1, L2, L3, DRAM) are what the pages draw and name: each level's roof is the envelope at the middle
 of the level (half its capacity; for DRAM the largest measured working set), the bandwidth a kernel whose data
@@ -31,10 +34,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 DRAM = "DRAM"
+FOOTPRINT_KEY = "footprint bytes"  # a result's cost figure: XLA's arguments + outputs - aliased + temporaries
 MAX_POINTS = 64  # a calibration's curve: a few dozen working sets at most
 MAX_CACHE_LEVELS = 8
 
@@ -158,3 +162,11 @@ def format_bytes(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n:.0f} B"
+
+
+def working_set(bytes_accessed: float, cost: Mapping[str, float] | None) -> float:
+    """The working set a result's memory roof is chosen by (module docstring)."""
+    footprint = (cost or {}).get(FOOTPRINT_KEY)
+    if footprint is not None and footprint > 0:
+        return min(float(footprint), bytes_accessed)
+    return bytes_accessed

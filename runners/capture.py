@@ -12,6 +12,7 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,16 @@ def cost_figures(compiled: Any) -> dict[str, float]:
     # XLA says -1 for a figure it does not know (optimal_seconds on CPU): unknown is absent, not negative.
     figures = {k: float(v) for k, v in (analysis or {}).items() if k in COST_KEYS}
     return {k: v for k, v in figures.items() if math.isfinite(v) and v >= 0}
+
+
+def footprint_bytes(memory: Mapping[str, int]) -> int | None:
+    """What a compiled program keeps resident: its arguments, outputs (less what aliases an argument) and
+    temporaries; None where the backend sizes none of them."""
+    parts = [memory.get(k) for k in ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes")]
+    if all(p is None for p in parts):
+        return None
+    total = sum(p or 0 for p in parts) - (memory.get("alias_size_in_bytes") or 0)
+    return total if total > 0 else None
 
 
 def memory_figures(compiled: Any) -> dict[str, int]:

@@ -161,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         pin(args.cpu_affinity)
     if args.start_cpu_s is not None:
         allow_cpu(args.start_cpu_s)
+    if args.calibrate_only:
+        return serve_calibration(args, _protocol_stream())
     # The project's own packages from the checkout, ahead of any installed copy (an editable install of the
     # project would otherwise be measured at every commit); anything else in the checkout only after what is
     # installed, so that it can shadow neither the standard library nor this runner (runners/project_imports.py).
-    if args.calibrate_only:
-        return serve_calibration(args, _protocol_stream())
     names = project_imports.install(args.root.resolve())
     if args.suite_dir is not None:  # helpers beside the benchmark modules, as for a suite inside the checkout
         sys.path.append(str(args.suite_dir.resolve()))

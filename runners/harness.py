@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from runners.capture import Capturer
+from kernelwatch.memory_hierarchy import FOOTPRINT_KEY
+from runners.capture import Capturer, footprint_bytes, memory_figures
 from runners.parsers.xplane_to_execution_times import Executions, TraceError, per_call, xplane_to_executions
 from runners.suite import BenchmarkInstance, Case, QualityMetric, benchmark_version
 
@@ -103,6 +104,7 @@ class Timing:
     max_abs_error: float | None
     quality: list[QualityMetric]
     traced: Executions | None = None  # per-call times from the profiler trace, when a traced pass ran
+    footprint_bytes: int | None = None  # XLA's memory analysis: arguments + outputs - aliased + temporaries
 
 
 def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Executions | None, bytes]:
@@ -142,6 +144,7 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
     compile_time = (clock() - start) / 1e9
     if capturer is not None:
         capturer.after_compile(compiled)
+    footprint = footprint_bytes(memory_figures(compiled))
 
     output = _block(compiled(*args))
     error = check_against_reference(case, output)
@@ -171,7 +174,17 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
         traced, xplane = traced_pass(compiled, args, len(samples))
         if capturer is not None:
             capturer.trace(xplane)
-    return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality, traced=traced)
+    return Timing(compile_time_s=compile_time, samples=samples, max_abs_error=error, quality=quality, traced=traced,
+                  footprint_bytes=footprint)
+
+
+def result_cost(capturer: Capturer | None, footprint: int | None) -> dict[str, float] | None:
+    """A result's cost figures: XLA's cost analysis where it was captured, and the footprint the roofline
+    chooses a memory level by (kernelwatch/memory_hierarchy.py) wherever XLA sized it."""
+    cost = dict(capturer.cost) if capturer is not None else {}
+    if footprint is not None:
+        cost[FOOTPRINT_KEY] = float(footprint)
+    return cost if cost or capturer is not None else None
 
 
 def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | None = None,
@@ -202,7 +215,7 @@ def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | 
     out = [result("ok", timing.samples, compile_time_s=timing.compile_time_s, flops=case.flops,
                   bytes_accessed=case.bytes_accessed, max_abs_error=timing.max_abs_error,
                   artifacts=[dataclasses.asdict(r) for r in capturer.refs] if capturer is not None else None,
-                  cost=dict(capturer.cost) if capturer is not None else None)]
+                  cost=result_cost(capturer, timing.footprint_bytes))]
     if timing.traced is not None and (timing.traced.source == "device" or plan.trace):
         # Device time where the trace has a device plane: the number to trust on an accelerator. On a CPU host
         # the trace is kept for its per-op split; the span of each execution's ops is reported only when asked

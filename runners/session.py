@@ -158,10 +158,17 @@ class BenchmarkProcess:
         key = self.environment.pop("calibration_key", None)
         if key is not None:
             try:
-                self.environment["calibration"] = self._kept_calibration(str(key))
+                calibration = self._kept_calibration(str(key))
+            except ProcessFailed as exc:
+                # No roofs is what a failed calibration costs: the suite still runs, its results without figures.
+                print(f"kernelwatch: the host's calibration failed, so this run's results get no roofline "
+                      f"figures: {exc}", file=sys.stderr)
+                calibration = None
             except BaseException:
                 self.close()
                 raise
+            if calibration is not None:
+                self.environment["calibration"] = calibration
         self.benchmarks = [Announced(key=b["key"], suite=b["suite"], name=b["name"], params=b["params"],
                                      unit=b["unit"], direction=b["direction"], devices=int(b["devices"]),
                                      timeout_s=float(b["timeout_s"])) for b in ready["ready"]["benchmarks"]]

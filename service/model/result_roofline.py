@@ -59,7 +59,8 @@ def run_hardware(backend: str, device_kind: str, calibration: Calibration | None
 
 
 def result_figures(hardware: Hardware, dtype: str, flops: float | None, bytes_accessed: float | None,
-                   median_s: float | None, dtype_declared: bool = True) -> RooflineFigures | None:
+                   median_s: float | None, dtype_declared: bool = True,
+                   working_set_bytes: float | None = None) -> RooflineFigures | None:
     """A result's figures against ``hardware`` for work in ``dtype`` (service/model/compute_roof.py picks the
     peak); None where its counts are missing, negative or no bytes, or the hardware gives no compute roof. Zero
     FLOPs is pure data movement (an all-gather): intensity 0, memory-bound."""
@@ -68,14 +69,16 @@ def result_figures(hardware: Hardware, dtype: str, flops: float | None, bytes_ac
     roof = compute_roof(hardware, dtype, dtype_declared)
     if roof is None:
         return None
-    # The memory roof of the result's working set (its bytes accessed): on a host with a measured hierarchy, the
-    # level its data streams from (kernelwatch/memory_hierarchy.py), else the one memory bandwidth.
-    bandwidth = hardware.memory_roof(bytes_accessed)
+    # The memory roof of the result's working set (kernelwatch/memory_hierarchy.py working_set; its bytes
+    # accessed where none is given): on a host with a measured hierarchy, the level its data lives in, else the
+    # one memory bandwidth.
+    held = working_set_bytes if working_set_bytes is not None and working_set_bytes > 0 else bytes_accessed
+    bandwidth = hardware.memory_roof(held)
     figures = roofline(flops, bytes_accessed, roof.peak_flops_per_s, bandwidth,
                        median_s if median_s is not None and median_s > 0 else None)
     origin = "calibrated on this host" if hardware.measured else hardware.source
     stand_in = f" in place of {roof.requested}" if roof.used != roof.requested else ""
-    level = (f", {level_of(hardware.caches, bytes_accessed)} bandwidth for a {format_bytes(bytes_accessed)} working set"
+    level = (f", {level_of(hardware.caches, held)} bandwidth for a {format_bytes(held)} working set"
              if hardware.memory_curve else "")
     return RooflineFigures(
         intensity=figures.intensity, bound=figures.bound, roofline_s=figures.roofline_s,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kernelwatch.hardware import Hardware, calibration_from_manifest
+from kernelwatch.memory_hierarchy import working_set
 from service.contract import BenchmarkResult, EnvironmentInfo
 from service.model.compute_roof import declared_dtype, params_dtype
 from service.model.result_roofline import (
@@ -32,8 +33,9 @@ def run_roof(env: EnvironmentInfo) -> Hardware | None:
 def roofline_figures(hardware: Hardware | None, r: BenchmarkResult, median: float | None) -> RooflineFigures | None:
     if hardware is None or r.status != "ok" or r.metric != ROOFLINE_METRIC:
         return None
+    held = working_set(r.bytes_accessed, r.cost) if r.bytes_accessed is not None else None
     return result_figures(hardware, params_dtype(r.params), r.flops, r.bytes_accessed, median,
-                          dtype_declared=declared_dtype(r.params) is not None)
+                          dtype_declared=declared_dtype(r.params) is not None, working_set_bytes=held)
 
 
 def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:

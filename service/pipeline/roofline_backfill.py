@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from kernelwatch.hardware import Calibration, calibration_from_manifest
+from kernelwatch.memory_hierarchy import working_set
 from service.model.compute_roof import declared_dtype, params_dtype
 from service.model.result_roofline import result_figures, run_hardware
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC, roofline_columns
@@ -47,14 +48,15 @@ def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCoun
             return counts
         last = rows[-1][0]
         updates: list[dict[str, object]] = []
-        for result_id, flops, bytes_accessed, median, params, backend, device_kind, calibration in rows:
+        for result_id, flops, bytes_accessed, median, params, backend, device_kind, calibration, cost in rows:
             if flops is None or bytes_accessed is None:
                 counts.without_counts += 1
                 continue
             hardware = run_hardware(backend, device_kind, _calibration(calibration))
             figures = None if hardware is None else result_figures(hardware, params_dtype(params), flops,
                                                                       bytes_accessed, median,
-                                                                      declared_dtype(params) is not None)
+                                                                      declared_dtype(params) is not None,
+                                                                      working_set(bytes_accessed, cost))
             if figures is None:
                 counts.without_roof += 1
                 continue

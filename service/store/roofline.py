@@ -14,11 +14,11 @@ from service.store.models import Benchmark, Environment, Result, Run, Series
 
 def figure_inputs(session: Session, metric: str, after_id: int, limit: int,
                   recompute: bool) -> list[tuple[Any, ...]]:
-    """(result id, flops, bytes accessed, median, benchmark params, backend, device kind, run calibration) of the
-    ok results of ``metric`` series after the result ``after_id``, by id, at most ``limit``; only those without
-    figures unless ``recompute``."""
+    """(result id, flops, bytes accessed, median, benchmark params, backend, device kind, run calibration, result
+    cost figures) of the ok results of ``metric`` series after the result ``after_id``, by id, at most ``limit``;
+    only those without figures unless ``recompute``."""
     query = (select(Result.id, Result.flops, Result.bytes_accessed, Result.median, Benchmark.params,
-                    Environment.backend, Environment.device_kind, Run.calibration)
+                    Environment.backend, Environment.device_kind, Run.calibration, Result.cost)
              .join(Series, Series.id == Result.series_id).join(Benchmark, Benchmark.id == Series.benchmark_id)
              .join(Run, Run.id == Result.run_id).join(Environment, Environment.id == Run.environment_id)
              .where(Series.metric == metric, Result.status == "ok")

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from kernelwatch.memory_hierarchy import FOOTPRINT_KEY
 from runners.harness import TimingPlan, measure
 from runners.suite import BenchmarkInstance, BenchmarkSpec, Case, QualityMetric
 
@@ -37,6 +38,9 @@ def test_good_kernel_gets_every_sample_and_compile_time() -> None:
     assert m.compile_time_s is not None and m.compile_time_s > 0
     assert m.max_abs_error is not None and m.max_abs_error < 1e-5
     assert m.flops == 2048.0 and m.key == "t/good[n=1024]"
+    # XLA's memory analysis sizes what the program holds: a 4 KiB input and a 4 KiB output, the working set the
+    # roofline chooses a memory level by (kernelwatch/memory_hierarchy.py).
+    assert m.cost is not None and m.cost[FOOTPRINT_KEY] == pytest.approx(2 * 4096, rel=0.5)
 
 
 def test_wrong_answer_is_failed_and_never_timed() -> None:

@@ -8,6 +8,7 @@ import pytest
 from kernelwatch.hardware import Calibration, host_hardware
 from kernelwatch.memory_hierarchy import (
     DRAM,
+    FOOTPRINT_KEY,
     BandwidthPoint,
     CacheLevel,
     bandwidth_bound,
@@ -17,6 +18,7 @@ from kernelwatch.memory_hierarchy import (
     level_of,
     memory_levels,
     parse_size,
+    working_set,
 )
 from service.model.predict import Roofs
 from service.model.result_roofline import result_figures
@@ -101,3 +103,16 @@ def test_predictions_cross_a_cache_cliff_in_the_roofline_time() -> None:
         0.0, 16 * MIB) == pytest.approx(8.0)
     # The ridge of the shape's own level: 10 FLOP/B is under DRAM's ridge (25) and over L1's (3.2).
     assert roofs.bound(10 * 32 * KIB, 32 * KIB) == "compute" and roofs.bound(10 * 256 * MIB, 256 * MIB) == "memory"
+
+
+def test_the_working_set_is_the_smaller_of_the_traffic_and_the_footprint() -> None:
+    assert working_set(64 * MIB, {FOOTPRINT_KEY: 32 * MIB}) == 32 * MIB  # two passes over 32 MiB of data
+    assert working_set(8 * MIB, {FOOTPRINT_KEY: 32 * MIB}) == 8 * MIB  # touches a part of what it holds
+    assert working_set(8 * MIB, {}) == working_set(8 * MIB, None) == working_set(8 * MIB, {FOOTPRINT_KEY: 0}) == 8 * MIB
+    host = host_hardware(Calibration(1e12, 40e9, "float32", bandwidth=CURVE, caches=CACHES))
+    # A norm that streams 64 MiB over a 16 MiB footprint lives in L3, not DRAM.
+    by_traffic = result_figures(host, "float32", 0.0, 64 * MIB, 1e-3)
+    by_footprint = result_figures(host, "float32", 0.0, 64 * MIB, 1e-3, working_set_bytes=16 * MIB)
+    assert by_traffic is not None and by_footprint is not None
+    assert (by_traffic.peak_bytes_per_s, by_footprint.peak_bytes_per_s) == (60e9, 200e9)
+    assert "L3 bandwidth for a 16 MiB working set" in by_footprint.peak_source
