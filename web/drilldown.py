@@ -27,6 +27,7 @@ from service.store.traces import (
     trace_files,
     trace_profile,
     trace_timeline,
+    trace_xprof_roofline,
 )
 from web.charts.drilldown import (
     mix_segments,
@@ -160,6 +161,20 @@ def trace_download(result_id: int) -> Response | tuple[str, int]:
         return _download(header, chosen, trace_bytes(store, chosen), ".xplane.pb", "application/octet-stream")
     except TraceUnavailable as error:
         return _trace_error(header, error)
+
+
+@bp.get("/results/<int:result_id>/xprof-roofline")
+def xprof_roofline_page(result_id: int) -> str | tuple[str, int]:
+    """xprof's roofline model of the result's trace beside KernelWatch's stored figures: on a device trace its
+    per-op rates, bounds and efficiencies against the device's peaks; on a CPU trace it has none, and says so."""
+    header, store = _header_and_store(result_id)
+    try:
+        chosen = choose_trace(header, request.args.get("artifact"))
+        theirs = trace_xprof_roofline(store, chosen)
+    except TraceUnavailable as error:
+        return render_template("xprof_roofline.html", header=header, error=str(error), ours=header.roofline), 404
+    return render_template("xprof_roofline.html", header=header, error=None, chosen=chosen, theirs=theirs,
+                           ours=header.roofline)
 
 
 @bp.get("/results/<int:result_id>/trace.json.gz")

@@ -10,6 +10,7 @@ from typing import Any
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.xplane_to_op_stats import TraceParseError
 from runners.parsers.xplane_to_timeline import Timeline, op_timeline, profile_from_bytes
+from runners.parsers.xprof_roofline import XprofRoofline, XprofRooflineError, xprof_roofline
 from service.store.drilldown import ResultHeader
 
 TRACE_KIND = "xplane"
@@ -71,3 +72,11 @@ def trace_timeline(store: ArtifactStore, trace: TraceFile) -> Timeline:
         return op_timeline(trace_profile(store, trace))
     except TraceParseError as exc:
         raise TraceUnavailable(f"The trace {trace.name} holds no op to draw: {exc}") from None
+
+
+def trace_xprof_roofline(store: ArtifactStore, trace: TraceFile) -> XprofRoofline:
+    """xprof's own roofline model of the trace (runners/parsers/xprof_roofline.py)."""
+    try:
+        return xprof_roofline(trace_bytes(store, trace))
+    except XprofRooflineError as exc:
+        raise TraceUnavailable(f"xprof's roofline model of {trace.name} cannot be read: {exc}") from None

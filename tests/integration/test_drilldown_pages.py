@@ -233,6 +233,21 @@ def test_the_trace_downloads_are_the_raw_xspace_and_trace_event_json(app_and_res
         assert len(ops) == sum(o.occurrences for o in drilldown.op_table(s, rid))
 
 
+def test_xprofs_roofline_of_the_trace_stands_beside_ours_and_says_when_it_has_none(
+        app_and_result: tuple[Any, int]) -> None:
+    """xprof's roofline_model tool run on the stored trace: a CPU trace has no device plane, so the page says
+    xprof has no rows (rather than a table of zeros) and links back to the result."""
+    app, rid = app_and_result
+    client = app.test_client()
+    page = client.get(f"/results/{rid}/xprof-roofline")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200, html
+    assert 'id="xprof-empty"' in html and "reads device planes" in text_of(html)
+    assert 'id="ours"' in html and f'href="/results/{rid}"' in html
+    trace_page = client.get(f"/results/{rid}/trace").get_data(as_text=True)
+    assert f'href="/results/{rid}/xprof-roofline?artifact=' in trace_page
+
+
 def test_a_trace_whose_bytes_are_gone_is_said_so(app_and_result: tuple[Any, int]) -> None:
     app, rid = app_and_result
     ctx = app.extensions["kernelwatch"]
@@ -242,7 +257,7 @@ def test_a_trace_whose_bytes_are_gone_is_said_so(app_and_result: tuple[Any, int]
     [xplane] = [a for a in header.artifacts if a.kind == "xplane"]
     ctx.artifacts.path_for(xplane.sha256).unlink()
     client = app.test_client()
-    for path in ("trace", "trace.xplane.pb", "trace.json.gz"):
+    for path in ("trace", "trace.xplane.pb", "trace.json.gz", "xprof-roofline"):
         page = client.get(f"/results/{rid}/{path}")
         assert page.status_code == 404 and "cannot be read back" in text_of(page.get_data(as_text=True)), path
 
