@@ -51,10 +51,11 @@ def _non_negative(name: str, value: float) -> None:
 
 @dataclass(frozen=True)
 class Roofs:
-    """The roofs a family is predicted against: one dtype's compute peak, and the memory bandwidth, which on a
-    host with a measured hierarchy (``memory_curve``, kernelwatch/memory_hierarchy.py) depends on the shape's
-    working set: a shape that fits a cache streams at that cache's speed, and the step across a cache cliff is
-    in the roofline time itself rather than left to the efficiency to absorb."""
+    """The roofs a family is predicted against: one dtype's compute peak, and the memory bandwidth. Given a
+    measured hierarchy (``memory_curve``, kernelwatch/memory_hierarchy.py) the bandwidth depends on the shape's
+    working set, so a cache cliff is in the roofline time itself; `kernelwatch predict` passes none
+    (service/pipeline/predictions.py roofs_for says why: bench/model_accuracy.py measures it worse), the bench
+    evaluates both."""
 
     name: str
     peak_flops_per_s: float
