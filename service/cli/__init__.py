@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from service.cli import (
     alerts,
+    calibrate,
     ci,
     compare,
     db,
@@ -33,8 +34,8 @@ from service.settings import Settings, load_settings
 # In the order `kernelwatch --help` lists the verbs.
 REGISTER: tuple[Callable[[Subparsers], None], ...] = (
     db.register, run.register, serve.register, submit.register, parse.register, prune.register, compare.register,
-    ci.register, predict.register, detect.register, alerts.register, trace.register, workers.register,
-    tokens.register, deliveries.register)
+    ci.register, predict.register, calibrate.register, detect.register, alerts.register, trace.register,
+    workers.register, tokens.register, deliveries.register)
 
 
 def build_parser() -> argparse.ArgumentParser:
