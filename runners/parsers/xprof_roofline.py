@@ -7,15 +7,13 @@ properties (``p``: peak_flop_rate in GFLOP/s, peak_hbm_bw in GiB/s, device_type,
 only: a trace of a CPU run gives the table with no rows and zero peaks, which is reported as such, never as
 zeros.
 
-``parse_roofline_tool`` is pure (the tool's JSON in, rows out); ``xprof_roofline`` is the one call into xprof.
+``parse_roofline_tool`` is pure (the tool's JSON in, rows out); the call into xprof is service/store/traces.py's.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,18 +106,3 @@ def parse_roofline_tool(data: bytes | str) -> XprofRoofline:
     return XprofRoofline(device_type=str(properties.get("device_type") or ""),
                          peak_flops_per_s=None if peak_flops is None else peak_flops * 1e9,
                          peak_hbm_bytes_per_s=None if peak_hbm is None else peak_hbm * GIB, ops=tuple(ops))
-
-
-def xprof_roofline(xplane: bytes) -> XprofRoofline:
-    """Run xprof's roofline_model tool over one serialized XSpace (written to a file of its own: the tool reads
-    paths) and parse what it returns."""
-    from xprof.convert import raw_to_tool_data
-
-    with tempfile.TemporaryDirectory(prefix="kw-xprof-") as directory:
-        path = os.path.join(directory, "trace.xplane.pb")
-        with open(path, "wb") as out:
-            out.write(xplane)
-        data, _ = raw_to_tool_data.xspace_to_tool_data([path], "roofline_model", {})
-    if data is None:
-        raise XprofRooflineError("xprof could not read the trace as an XSpace")
-    return parse_roofline_tool(data)

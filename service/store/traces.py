@@ -4,13 +4,15 @@ fail to come back (pruned, missing or damaged on disk, not an XSpace) is one Tra
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.xplane_to_op_stats import TraceParseError
 from runners.parsers.xplane_to_timeline import Timeline, op_timeline, profile_from_bytes
-from runners.parsers.xprof_roofline import XprofRoofline, XprofRooflineError, xprof_roofline
+from runners.parsers.xprof_roofline import XprofRoofline, XprofRooflineError, parse_roofline_tool
 from service.store.drilldown import ResultHeader
 
 TRACE_KIND = "xplane"
@@ -74,8 +76,22 @@ def trace_timeline(store: ArtifactStore, trace: TraceFile) -> Timeline:
         raise TraceUnavailable(f"The trace {trace.name} holds no op to draw: {exc}") from None
 
 
+def xprof_roofline(xplane: bytes) -> XprofRoofline:
+    """xprof's roofline_model tool over one serialized XSpace (written to a file of its own: the tool reads
+    paths), parsed (runners/parsers/xprof_roofline.py)."""
+    from xprof.convert import raw_to_tool_data
+
+    with tempfile.TemporaryDirectory(prefix="kw-xprof-") as directory:
+        path = Path(directory) / "trace.xplane.pb"
+        path.write_bytes(xplane)
+        data, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "roofline_model", {})
+    if data is None:
+        raise XprofRooflineError("xprof could not read the trace as an XSpace")
+    return parse_roofline_tool(data)
+
+
 def trace_xprof_roofline(store: ArtifactStore, trace: TraceFile) -> XprofRoofline:
-    """xprof's own roofline model of the trace (runners/parsers/xprof_roofline.py)."""
+    """xprof's own roofline model of the trace."""
     try:
         return xprof_roofline(trace_bytes(store, trace))
     except XprofRooflineError as exc:

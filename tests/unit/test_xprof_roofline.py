@@ -12,7 +12,8 @@ import jax
 import numpy as np
 import pytest
 
-from runners.parsers.xprof_roofline import GIB, XprofRooflineError, parse_roofline_tool, xprof_roofline
+from runners.parsers.xprof_roofline import GIB, XprofRooflineError, parse_roofline_tool
+from service.store.traces import xprof_roofline
 
 COLUMNS = ["step", "rank", "category", "operation", "occurrences", "total_time", "total_self_time",
            "measured_flop_rate", "measured_memory_bw", "operational_intensity", "bound_by", "roofline_efficiency"]
