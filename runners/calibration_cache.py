@@ -1,10 +1,11 @@
 """Where a runner keeps its host's calibrations: one JSON file of calibrations by key (runners/calibrate.py
 calibration_key: one per host and environment), so that a host is measured once, not once per run.
 
-The runner owns the file; a benchmark process only reads a copy of it (handed over in its sandbox) and
-announces what it measured, which the runner checks before keeping: a hostile repository's process cannot write
-the roofs of later runs. A missing or unreadable file is an empty one (the next calibration rewrites it whole);
-writes go to a temporary file renamed over the old, so a reader never sees half of one.
+The runner owns the file (runners/session.py): a benchmark process never sees it. On a miss the runner has the
+host measured by a calibrate-only benchmark process, which imports nothing of the checkout, and keeps what it
+sends only when it is well formed: a hostile repository's code cannot write the roofs of later runs. A missing
+or unreadable file is an empty one (the next calibration rewrites it whole); writes go to a temporary file
+renamed over the old, so a reader never sees half of one.
 
 ``KERNELWATCH_CALIBRATION_CACHE`` names the file; by default it is ``$XDG_CACHE_HOME/kernelwatch/
 calibrations.json`` (``~/.cache`` without XDG_CACHE_HOME). Delete it to have the host measured again (after a

@@ -107,12 +107,14 @@ class Capturer:
     def _dump_names(self) -> set[str]:
         return set(self._dump_files())
 
-    def after_compile(self, compiled: Any) -> None:
+    def after_compile(self, compiled: Any, memory: Mapping[str, int] | None = None) -> None:
+        """Keep what the compile left: the optimized HLO, XLA's cost and memory analyses (``memory``: the
+        latter, where the caller has it already), and the dump files this compile wrote."""
         # The optimized module as the compiler holds it; on CPU byte-identical to the after_optimizations dump
         # (one artifact then, by digest), and the only HLO there is where no dump directory is set.
         self.refs.append(self.store.put(compiled.as_text().encode(), kind="hlo", name="as_text.txt"))
         self.cost = cost_figures(compiled)
-        analyses = {"cost": self.cost, "memory": memory_figures(compiled)}
+        analyses = {"cost": self.cost, "memory": dict(memory) if memory is not None else memory_figures(compiled)}
         self.refs.append(self.store.put(json.dumps(analyses, sort_keys=True).encode(), kind="analysis",
                                         name="analysis.json"))
         if self.dump_dir is None:

@@ -142,9 +142,10 @@ def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf
     start = clock()
     compiled = jitted.lower(*args).compile()
     compile_time = (clock() - start) / 1e9
+    memory = memory_figures(compiled)
     if capturer is not None:
-        capturer.after_compile(compiled)
-    footprint = footprint_bytes(memory_figures(compiled))
+        capturer.after_compile(compiled, memory)
+    footprint = footprint_bytes(memory)
 
     output = _block(compiled(*args))
     error = check_against_reference(case, output)
