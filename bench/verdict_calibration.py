@@ -3,7 +3,8 @@
 A scratch repository holds one benchmark, a chain of small matmul-and-tanh steps in a ``lax.fori_loop``, whose
 time is proportional to the number of steps. Its commits:
 
-- ``base``, and two commits that only edit a README (**A/A**: the kernel code on both sides is the same), and
+- ``base``, and three commits that only edit a README (**A/A**: the kernel code on both sides is the same; every
+  pair of these four is an A/A comparison, six a benchmark, so that one unlucky set of rounds is one of six), and
 - commits that plant real slowdowns by lengthening the chain: +5 %, +10 %, +20 % and +50 % of the steps (the
   measured effect, the ratio of all runs' medians, is printed beside the planted one).
 
@@ -63,7 +64,7 @@ from service.detect.run_stats import pooled_noise  # noqa: E402
 
 BASE_STEPS = 40
 EFFECTS = (0.05, 0.10, 0.20, 0.50)
-AA_COMMITS = 2
+AA_COMMITS = 3
 BUDGETS = (1, 2, 3, 5)
 # `ci --rounds 2 --max-rounds 6`: two rounds, then two more at a time while the benchmark is undecided.
 ADAPTIVE = (2, 6)
@@ -293,10 +294,14 @@ def main(argv: list[str] | None = None) -> int:
     # rates[(method, budget)][column] = (hits, trials)
     rates: dict[tuple[str, int], dict[str, list[int]]] = {}
     inconclusive: dict[int, list[int]] = {}
-    for sha, name, effect in commits[1:]:
-        column = "A/A" if effect == 0 else name
+    # rates_by_label[(method, budget, label)][column] = (hits, trials): the split per benchmark
+    rates_by_label: dict[tuple[str, int, str], dict[str, list[int]]] = {}
+    same_code = [sha for sha, _, effect in commits if effect == 0]
+    comparisons = [(b, h, 0.0, "A/A") for i, b in enumerate(same_code) for h in same_code[i + 1:]]
+    comparisons += [(base_sha, sha, effect, name) for sha, name, effect in commits[1:] if effect]
+    for first, sha, effect, column in comparisons:
         for label in labels:
-            base, head = measured.get((base_sha, label)), measured.get((sha, label))
+            base, head = measured.get((first, label)), measured.get((sha, label))
             if base is None or head is None:
                 continue
             if adaptive_ok:
@@ -311,10 +316,11 @@ def main(argv: list[str] | None = None) -> int:
             for budget in budgets:
                 verdicts = judge(base, head, budget, args.trials, rng)
                 for method, found in verdicts.items():
-                    cell = rates.setdefault((method, budget), {}).setdefault(column, [0, 0])
                     wrong = ("regression", "improvement") if effect == 0 else ("regression",)
-                    cell[0] += sum(v in wrong for v in found)
-                    cell[1] += len(found)
+                    for cell in (rates.setdefault((method, budget), {}).setdefault(column, [0, 0]),
+                                 rates_by_label.setdefault((method, budget, label), {}).setdefault(column, [0, 0])):
+                        cell[0] += sum(v in wrong for v in found)
+                        cell[1] += len(found)
                 if effect == 0:
                     undecided = inconclusive.setdefault(budget, [0, 0])
                     undecided[0] += sum(v == "inconclusive" for v in verdicts["kernelwatch"])
@@ -348,6 +354,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{adaptive[c][0] / adaptive[c][1]:>20.1%}" for c in columns))
         print(f"{'':<8} {'mean runs':>9}  " + "  ".join(
             f"{adaptive[c][2] / adaptive[c][1]:>20.2f}" for c in columns))
+    print()
+    print("the same, per benchmark (kernelwatch and pooled):")
+    for method in ("kernelwatch", "pooled"):
+        for budget in budgets:
+            for label in labels:
+                cells = rates_by_label.get((method, budget, label), {})
+                print(f"{method:<11} {budget:>3}  {label:<18} " + "  ".join(
+                    f"{c} {cells[c][0] / cells[c][1]:6.1%}" for c in columns if cells.get(c, [0, 0])[1]))
     print()
     print("kernelwatch, A/A comparisons called inconclusive: "
           + ", ".join(f"{b} run{'s' if b > 1 else ''}/side {v[0] / v[1]:.0%}" for b, v in sorted(inconclusive.items())))
