@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response
 
 from runners.artifacts import ArtifactStore
 from service.detect.attribution import reconcile
-from service.detect.fusion_pairing import FusionPairing
+from service.detect.fusion_pairing import FusionPairing, pair_fusions, shapes_from_op_records
 from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices, pair_fusion_lists
 from service.report.listing_diff import (
     CountDelta,
@@ -161,6 +161,15 @@ def _fusions(view: HloView | None) -> dict[str, list[FusionRow]]:
     return {m.name: m.fusions for m in view.modules} if view is not None else {}
 
 
+def _op_pairing(base: HloView | None, head: HloView | None) -> FusionPairing | None:
+    """The program's other ops of both sides paired by structure; None unless every module recorded them."""
+    modules = [m for view in (base, head) if view is not None for m in view.modules]
+    if base is None or head is None or any(m.program_ops is None for m in modules):
+        return None
+    return pair_fusions([s for m in base.modules for s in shapes_from_op_records(m.name, m.program_ops or [])],
+                        [s for m in head.modules for s in shapes_from_op_records(m.name, m.program_ops or [])])
+
+
 def _fusion_named(view: HloView | None, name: str | None) -> FusionRow | None:
     return next((f for fs in _fusions(view).values() for f in fs if f.name == name), None)
 
@@ -252,8 +261,10 @@ def _diff_page() -> str:
         hlo_b, hlo_h = hlo_view(session, base_id, store), hlo_view(session, head_id, store)
         # One pairing of the two sides' fusions, by structure, for the op table, the kernels and the HLO alike.
         pairing = pair_fusion_lists(_fusions(hlo_b), _fusions(hlo_h))
+        # The op table's rows are fusions and the program's other ops alike: both pairings.
+        op_table_pairing = pairing.merged(_op_pairing(hlo_b, hlo_h))
         ops = diff_op_tables(op_table(session, base_id), op_table(session, head_id),
-                             profiled_calls(session, base_id), profiled_calls(session, head_id), pairing)
+                             profiled_calls(session, base_id), profiled_calls(session, head_id), op_table_pairing)
         choices = kernel_choices(kernels(session, base_id), kernels(session, head_id), pairing)
         chosen = _choose(choices, wanted, wanted_isa)
         code = fusion_code = None
@@ -282,7 +293,7 @@ def _diff_page() -> str:
     fusion_rows = diff_fusion_lists(_fusions(hlo_b), _fusions(hlo_h), pairing)
     explained = _explained(ops, base, head)
     hlo_notes = [f"{side}: {v.note}" for side, v in (("base", hlo_b), ("head", hlo_h)) if v is not None and v.note]
-    timelines, timeline_notes = _timelines(store, base, head, pairing, selected)
+    timelines, timeline_notes = _timelines(store, base, head, op_table_pairing, selected)
     return render_template(
         "diff.html", error=None, base=base, head=head, ops=ops, choices=choices, chosen=chosen, selected=selected,
         code=code, fusion_code=fusion_code, fusion_rows=fusion_rows, hlo_notes=hlo_notes, warnings=warnings,

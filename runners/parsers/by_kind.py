@@ -48,6 +48,8 @@ def hlo_summary(data: bytes, source: str) -> Summary:
             "fusion_list": [{"name": f.name, "kind": f.kind, "instructions": f.instruction_count,
                              "source": _location(f.source), "op_name": f.op_name, "fingerprint": f.fingerprint}
                             for f in m.fusions],
+            "op_list": [{"name": o.name, "opcode": o.opcode, "shape": o.shape, "source": _location(o.source),
+                         "op_name": o.op_name, "fingerprint": o.fingerprint} for o in m.ops],
         }
         for m in modules
     ]}

@@ -22,7 +22,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runners.parsers.hlo_instruction import (
@@ -43,16 +43,28 @@ from runners.parsers.hlo_instruction import (
 
 __all__ = [  # what callers import from here, wherever it now lives
     "DEFAULT_MAX_BYTES", "FINGERPRINT_IGNORES", "MAX_LINE_CHARS", "MAX_LINE_STRUCTURE", "MAX_NESTING",
-    "PARSER_VERSION", "Computation", "Fusion", "HloModule", "HloParseError", "Instruction", "SourceLocation",
-    "canonical_text", "fusion_fingerprint", "parse_hlo_bytes", "parse_hlo_file", "parse_hlo_text",
+    "PARSER_VERSION", "Computation", "Fusion", "HloModule", "HloParseError", "Instruction", "ProgramOp",
+    "SourceLocation", "canonical_text", "fusion_fingerprint", "op_fingerprint", "parse_hlo_bytes", "parse_hlo_file",
+    "parse_hlo_text",
 ]
 
-PARSER_VERSION = 2  # 2: each fusion's structural fingerprint
+# 2: each fusion's structural fingerprint; 3: the program's other ops (ProgramOp), with theirs
+PARSER_VERSION = 3
 DEFAULT_MAX_BYTES = 256 << 20
 
 # Attributes that change with where the code was written, not with what was compiled.
 FINGERPRINT_IGNORES = frozenset({"metadata"})
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+# Opcodes that are no step of their own: they name values (parameters, constants, tuples and their elements, a
+# bitcast's new view) or order the program, and no profiler times them. Fusions are listed as fusions.
+_NOT_STEPS = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+                        "partition-id", "replica-id", "fusion"})
+# The calls through which a computation runs as steps of the program (a loop's body, a branch, a call), rather
+# than being applied inside one op (a reduction's or a sort's ``to_apply``, a fusion's ``calls``).
+_STEP_CALLS = frozenset({"body", "condition", "branch_computations", "true_computation", "false_computation"})
+# Attributes an op's fingerprint leaves out: where it was written, scheduling hints (``backend_config`` but on a
+# custom call, where it is the kernel: a Pallas kernel's payload), and the order constraints that name other ops.
+_OP_IGNORES = FINGERPRINT_IGNORES | {"backend_config", "control-predecessors"}
 
 _BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 _MODULE = re.compile(r"HloModule[ \t]+([^\s,]+)[ \t]*(?:,[ \t]*(.*))?")
@@ -85,6 +97,20 @@ class Fusion:
 
 
 @dataclass(frozen=True)
+class ProgramOp:
+    """An op the program runs as a step of its own that is not a fusion: a convolution, a sort, a custom call (a
+    Pallas kernel on GPU and TPU), a while loop, a collective. On XLA CPU each is a thunk of its own, timed in
+    the trace under its name as fusions are, and renumbered like them when the graph changes."""
+
+    name: str
+    opcode: str
+    shape: str
+    op_name: str | None
+    source: SourceLocation | None
+    fingerprint: str  # op_fingerprint: equal across a renumbering, different when what it computes differs
+
+
+@dataclass(frozen=True)
 class HloModule:
     name: str
     attributes: str
@@ -96,6 +122,7 @@ class HloModule:
     fingerprint: str
     parser_version: int
     line: int
+    ops: list[ProgramOp] = field(default_factory=list)  # the program's steps that are not fusions, in order
 
     def computation(self, name: str) -> Computation:
         for computation in self.computations:
@@ -179,8 +206,11 @@ class _ModuleBuilder:
                           i.op_name, i.source, fusion_fingerprint(by_name, i))
                    for c in computations for i in c.instructions if i.opcode == "fusion"]
         opcodes = Counter(i.opcode for c in computations for i in c.instructions)
+        ops = [ProgramOp(i.name, i.opcode, i.shape, i.op_name, i.source, op_fingerprint(by_name, c, i))
+               for c in _program_computations(by_name, entries[0][0]) for i in c.instructions
+               if i.opcode not in _NOT_STEPS]
         module = HloModule(self.name, self.attributes, entries[0][0], computations, sum(sizes.values()),
-                           dict(sorted(opcodes.items())), fusions, "", PARSER_VERSION, self.line)
+                           dict(sorted(opcodes.items())), fusions, "", PARSER_VERSION, self.line, ops)
         return replace(module, fingerprint=hashlib.sha256(canonical_text(module).encode()).hexdigest())
 
 
@@ -208,6 +238,44 @@ def fusion_fingerprint(computations: dict[str, Computation], fusion: Instruction
     text = "\n".join([f"fusion kind={fusion.fusion_kind} shape={fusion.shape}"]
                      + _canonical_lines(computations, order))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def op_fingerprint(computations: dict[str, Computation], computation: Computation, op: Instruction) -> str:
+    """A program op's structural fingerprint: sha256 of its opcode, result shape, operand shapes, attributes (but
+    ``_OP_IGNORES``; computations they call by their order) and the canonical text of what it calls (a loop's
+    body, a sort's comparator). Its name and its operands' names are left out, so a renumbered op keeps it."""
+    shapes = {i.name: i.shape for i in computation.instructions}
+    order = _call_order(computations, list(op.called_computations))
+    ids = {name: f"c{k}" for k, name in enumerate(order)}
+    ignored = _OP_IGNORES - {"backend_config"} if op.opcode == "custom-call" else _OP_IGNORES
+    # A name an attribute holds that is no computation's is another op's: by position it would be a name again.
+    attributes = "".join(f", {key}={REFERENCE.sub(lambda m: ids.get(m.group(1), '%op'), value)}"
+                         for key, value in op.attributes.items() if key not in ignored)
+    operands = ",".join(shapes.get(o, "?") for o in op.operands)
+    text = "\n".join([f"{op.opcode} shape={op.shape} operands=({operands}) literal={op.literal}{attributes}"]
+                     + _canonical_lines(computations, order))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _program_computations(by_name: dict[str, Computation], entry: str) -> list[Computation]:
+    """The entry and the computations it runs as steps (loop bodies and conditions, branches, and what a
+    ``call`` calls), in depth-first order, each once."""
+    out: list[Computation] = []
+    seen: set[str] = set()
+    pending = [entry]
+    while pending:
+        name = pending.pop()
+        if name in seen or name not in by_name:
+            continue
+        seen.add(name)
+        out.append(by_name[name])
+        callees = []
+        for i in by_name[name].instructions:
+            for key, value in i.attributes.items():
+                if key in _STEP_CALLS or (key == "to_apply" and i.opcode == "call"):
+                    callees.extend(REFERENCE.findall(value) or [n.strip() for n in value.strip("{}").split(",")])
+        pending.extend(reversed(callees))
+    return out
 
 
 def _call_order(by_name: dict[str, Computation], roots: list[str]) -> list[str]:

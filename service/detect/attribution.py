@@ -15,8 +15,9 @@ Fusions are paired by structure (``service.detect.fusion_pairing``: the fingerpr
 then its source line), never by name alone: XLA renumbers fusions when the graph changes, and a renumbered fusion
 is the same fusion, a new one is new. The op table, the HLO and the kernels use that one pairing: an op that is a
 fusion joins the op of its paired fusion (its ``base_op`` says the base's name where it differs), a kernel named
-after a fusion (XLA CPU) joins its paired fusion's kernel; other ops join by (module, op name). An op whose name
-is a kernel's symbol links the layers.
+after a fusion (XLA CPU) joins its paired fusion's kernel. The program's other ops (sorts, convolutions, custom
+calls, loops) are paired by structure the same way where both sides' records hold them (parser 3 on), else by
+(module, op name). An op whose name is a kernel's symbol links the layers.
 
 The summary leads with the highest ranked op that moved and whose HLO is not known to be unchanged (a fusion
 paired ``same`` or ``renamed`` computes what it did); only when no other op moved does it name such an op, and
@@ -500,7 +501,8 @@ def attribute(before: Side, after: Side, direction: ChangeKind | None = None,
     diff = diff_static(before.static, after.static) if before.static is not None and after.static is not None \
         else None
     pairing = diff.pairing if diff is not None else None
-    ops = op_rows(before.ops, after.ops, direction, params, pairing, wall_ns_per_call)
+    ops = op_rows(before.ops, after.ops, direction, params, diff.op_table_pairing if diff is not None else None,
+                  wall_ns_per_call)
     targets: list[tuple[_Target, dict[str, Any] | None]] = []
     rows_by_head: dict[str, dict[str, Any]] = {}
     rows_by_base: dict[str, dict[str, Any]] = {}

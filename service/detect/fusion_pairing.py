@@ -22,6 +22,10 @@ The pairing, per module (modules by name), in this order, each step among what t
 A fusion without a fingerprint (a record parsed before fingerprints were stored) pairs by name alone: ``same``
 where its kind and instruction count agree, else ``changed``; it never pairs structurally.
 
+The program's other ops (``ProgramOp`` of the HLO parser: sorts, convolutions, custom calls, loops), which XLA
+renumbers too, pair the same way among themselves (their ``kind`` is the opcode); :meth:`FusionPairing.merged`
+joins the two pairings for an op table, where fusions and other ops are rows alike.
+
 PURE: records in, a typed pairing out.
 """
 
@@ -127,6 +131,13 @@ class FusionPairing:
     def renamed(self) -> tuple[FusionPair, ...]:
         return tuple(p for p in self.pairs if p.base is not None and p.head is not None
                      and p.base.name != p.head.name)
+
+    def merged(self, other: FusionPairing | None) -> FusionPairing:
+        """This pairing and another of different names (the fusions' and the other ops'), as one."""
+        if other is None:
+            return self
+        return FusionPairing(tuple(sorted(self.pairs + other.pairs, key=lambda p: (p.module, p.name,
+                                                                                    p.base_name or ""))))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
@@ -263,6 +274,14 @@ def source_text(source: Mapping[str, Any] | None) -> str | None:
     if not isinstance(source, Mapping) or source.get("file") is None or source.get("line") is None:
         return None
     return f"{_CHECKOUT_PREFIX.sub('', str(source['file']))}:{source['line']}"
+
+
+def shapes_from_op_records(module: str, ops: Sequence[Mapping[str, Any]]) -> list[FusionShape]:
+    """The shapes of a stored module record's other ops (``hlo_module.ops``: name, opcode, shape, source, op_name,
+    fingerprint), the opcode as their kind."""
+    return [FusionShape(module=module, name=str(o.get("name")), fingerprint=o.get("fingerprint") or None,
+                        kind=o.get("opcode"), op_name=o.get("op_name"), source=source_text(o.get("source")))
+            for o in ops]
 
 
 def shapes_from_records(module: str, fusions: Sequence[Mapping[str, Any]]) -> list[FusionShape]:

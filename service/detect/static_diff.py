@@ -62,6 +62,8 @@ class HloModuleInfo:
     instructions: int
     opcodes: Mapping[str, int]
     fusions: Sequence[FusionInfo] = ()
+    # The program's other ops (kind: the opcode); None where the record holds none (parsed before parser 3).
+    ops: Sequence[FusionInfo] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,13 @@ class StaticDiff:
     hlo_instructions_before: int
     hlo_instructions_after: int
     pairing: FusionPairing | None = None  # the fusions paired by structure; None unless HLO was compared
+    # The program's other ops paired the same way; None unless HLO was compared and both sides recorded them.
+    op_pairing: FusionPairing | None = None
+
+    @property
+    def op_table_pairing(self) -> FusionPairing | None:
+        """What an op table joins through: the fusions' pairing and the other ops' together."""
+        return self.pairing.merged(self.op_pairing) if self.pairing is not None else None
 
     @property
     def magnitude(self) -> float:
@@ -279,7 +288,9 @@ class StaticDiff:
                           "fusions": {"added": [{"name", "kind", "instructions"}], "removed": [...],
                                       "changed": [{"name", "kind": {"before", "after"}, "instructions": C}]}}],
              "kernels": [{"name", "isa", "status": "added"|"removed"|"changed", "instructions": C, "bundles": C,
-                          "spills": C, "mix": {class: delta}, "code_changed": bool}]}
+                          "spills": C, "mix": {class: delta}, "code_changed": bool}],
+             "fusion_pairing": null | <FusionPairing.as_dict()>,
+             "op_pairing": null | <the same, of the program's other ops>}
 
         Unchanged modules and kernels are left out; deltas are after - before and only non-zero ones listed.
         """
@@ -293,6 +304,7 @@ class StaticDiff:
             "modules": [m.as_dict() for m in self.modules],
             "kernels": [k.as_dict() for k in self.kernels],
             "fusion_pairing": self.pairing.as_dict() if self.pairing is not None else None,
+            "op_pairing": self.op_pairing.as_dict() if self.op_pairing is not None else None,
         }
 
 
@@ -310,6 +322,18 @@ def fusion_shapes(modules: Sequence[HloModuleInfo]) -> list[FusionShape]:
 def pair_module_fusions(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]) -> FusionPairing:
     """The fusions of two sides' modules paired by structure (``service.detect.fusion_pairing``)."""
     return pair_fusions(fusion_shapes(before), fusion_shapes(after))
+
+
+def pair_module_ops(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]) -> FusionPairing | None:
+    """The program's other ops of two sides' modules paired by structure, as fusions are; None unless every
+    module of both sides recorded them (a side parsed before parser 3 did not, and half a pairing would call its
+    every op new): then ops join by name."""
+    if any(m.ops is None for m in (*before, *after)):
+        return None
+    return pair_fusions([FusionShape(m.name, o.name, o.fingerprint, o.kind, None, o.op_name, o.source)
+                         for m in before for o in m.ops or ()],
+                        [FusionShape(m.name, o.name, o.fingerprint, o.kind, None, o.op_name, o.source)
+                         for m in after for o in m.ops or ()])
 
 
 def diff_modules(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo],
@@ -453,4 +477,5 @@ def diff_static(before: StaticRecords, after: StaticRecords) -> StaticDiff:
     return StaticDiff(changed=bool(modules or kernels), compared_hlo=compared_hlo, compared_kernels=compared_kernels,
                       modules=modules, kernels=kernels, measure=measure, value_before=value_b, value_after=value_a,
                       spills_before=spills_b, spills_after=spills_a, hlo_instructions_before=hlo_b,
-                      hlo_instructions_after=hlo_a, pairing=pairing)
+                      hlo_instructions_after=hlo_a, pairing=pairing,
+                      op_pairing=pair_module_ops(before.modules or (), after.modules or ()) if compared_hlo else None)

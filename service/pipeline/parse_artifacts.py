@@ -98,7 +98,8 @@ def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) 
     if kind == "hlo":
         return [HloModuleRecord(result_id=result_id, artifact_id=artifact_id, name=_storable(m["name"][:500]),
                                 fingerprint=m["fingerprint"], instructions=m["instructions"], opcodes=m["opcodes"],
-                                fusions=m["fusion_list"], parser_version=version) for m in summary["modules"]]
+                                fusions=m["fusion_list"], ops=m.get("op_list"), parser_version=version)
+                for m in summary["modules"]]
     if kind == "llo":
         return [KernelCode(result_id=result_id, artifact_id=artifact_id, name=_storable(p["name"][:1000]),
                            isa="tpu-llo", instructions=p["ops"], bundles=p["bundles"], mix=p["slots"],

@@ -220,6 +220,9 @@ class HloModuleView:
     lines: list[TextLine]  # the module's text, cut at MAX_MODULE_LINES
     total_lines: int
     artifact_name: str | None
+    # The program's other ops as stored (name, opcode, shape, source, op_name, fingerprint); None: not recorded
+    # (parsed before parser 3)
+    program_ops: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -459,7 +462,8 @@ def hlo_view(session: Session, result_id: int, store: ArtifactStore | None = Non
         modules.append(HloModuleView(name=m.name, fingerprint=m.fingerprint, instructions=m.instructions,
                                      opcodes=dict(m.opcodes or {}), fusions=fusions,
                                      lines=lines[:MAX_MODULE_LINES], total_lines=len(lines),
-                                     artifact_name=_artifact_name(session, rid, m.artifact_id)))
+                                     artifact_name=_artifact_name(session, rid, m.artifact_id),
+                                     program_ops=list(m.ops) if m.ops is not None else None))
     if store is None and modules:
         notes.append("module text not loaded (no artifact store given)")
     return HloView(result_id=result_id, records_result_id=rid, modules=modules,

@@ -339,6 +339,9 @@ class HloModuleRecord(Base):
     instructions: Mapped[int] = mapped_column(Integer)
     opcodes: Mapped[dict[str, int]] = mapped_column(JSON)
     fusions: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    # The program's other ops (sorts, convolutions, custom calls, loops) with their fingerprints (parser 3 on);
+    # None in records parsed before, whose ops pair by name.
+    ops: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     parser_version: Mapped[int] = mapped_column(Integer)
 
 

@@ -1,8 +1,10 @@
 """A planted change after which XLA renumbers the benchmark's fusions, captured from real XLA CPU output and stored
 through the real pipeline: the head adds a dot that XLA names ``ynn_fusion``, so the base's ``ynn_fusion`` (a dot)
-becomes ``ynn_fusion.1`` and its ``ynn_fusion.1`` (a reduction) ``ynn_fusion.2``. The attribution's op table, its
-static diff and the Diff page's op table, kernel list and fusion list pair base and head fusions by structure:
-the renumbered ones read as the same fusions, unchanged, and only the new dot is new."""
+becomes ``ynn_fusion.1`` and its ``ynn_fusion.1`` (a reduction) ``ynn_fusion.2``; it also adds a sort that XLA
+names ``sort.0``, so the base's ``sort.0`` (an op of its own, no fusion) becomes ``sort.1``. The attribution's op
+table, its static diff and the Diff page's op table, kernel list and fusion list pair base and head fusions, and
+the other ops, by structure: the renumbered ones read as the same, unchanged, and only the new dot and sort are
+new."""
 
 from __future__ import annotations
 
@@ -40,7 +42,9 @@ def kernel(x, y, w):
     out = [jnp.sum(y * y, axis=-1), jnp.exp(x) @ w]
     if EXTRA:
         out.append(jnp.tanh(y @ w))
+        out.append(jnp.sort(w, axis=0))
     out.append(x * 2.0 + 1.0)
+    out.append(jnp.sort(y, axis=-1))
     return tuple(out)
 
 
@@ -48,7 +52,9 @@ def reference(x, y, w):
     out = [np.sum(y * y, axis=-1), np.exp(x) @ w]
     if EXTRA:
         out.append(np.tanh(y @ w))
+        out.append(np.sort(w, axis=0))
     out.append(x * 2.0 + 1.0)
+    out.append(np.sort(y, axis=-1))
     return tuple(out)
 
 
@@ -99,6 +105,7 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
                                                                Series.metric == "wall_time")).one()
         attribution = finding.attribution
         fusions = _fusions(s)
+        ops_of = {r.result_id: r.ops or [] for r in s.scalars(select(HloModuleRecord))}
         base_id, head_id = (s.scalars(select(Result.id).join(Series).join(Run, Run.id == Result.run_id)
                                       .where(Series.metric == "wall_time").order_by(Run.commit_id)).all())
     # What real XLA did: the same dot and reduction under new numbers, and a new dot under an old one.
@@ -129,6 +136,24 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
     if new in rows:
         assert rows[new]["status"] == "appeared" and rows[new]["structure"] == "added"
     assert not any(r["status"] == "vanished" and r["structure"] is not None for r in attribution["ops"]["rows"])
+    # The other ops: the base's sort under a new number is the same sort, the head's other sort a new one.
+    sorts_b, sorts_h = ({o["name"]: o for o in ops_of[attribution["basis"][side]["static_result"]]
+                         if o["opcode"] == "sort"} for side in ("before", "after"))
+    assert len(sorts_b) == 1 and len(sorts_h) == 2, (sorts_b, sorts_h)
+    [(old_sort, kept)] = sorts_b.items()
+    [same_sort] = [n for n, o in sorts_h.items() if o["fingerprint"] == kept["fingerprint"]]
+    [new_sort] = set(sorts_h) - {same_sort}
+    assert same_sort != old_sort  # XLA renumbered it: by name it would be another sort, or none
+    op_pairing = attribution["static"]["op_pairing"]
+    assert [(p["base"], p["head"]) for p in op_pairing["renamed"]] == [(old_sort, same_sort)], op_pairing
+    assert [p["head"] for p in op_pairing["added"]] == [new_sort]
+    assert not op_pairing["removed"] and not op_pairing["changed"]
+    assert {old_sort, same_sort, new_sort} & set(rows), sorted(rows)  # the trace timed the sorts by HLO name
+    if same_sort in rows:
+        assert rows[same_sort]["base_op"] == old_sort and rows[same_sort]["structure"] == "renamed"
+        assert rows[same_sort]["status"] != "appeared"
+    if new_sort in rows:
+        assert rows[new_sort]["status"] == "appeared" and rows[new_sort]["structure"] == "added"
     # The static diff: the renumbered fusions are neither added nor removed, in the HLO or the kernels.
     for module in attribution["static"]["modules"]:
         assert {f["name"] for f in module["fusions"]["added"]} == added
@@ -137,7 +162,7 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
         assert kernel["name"] not in renumbered.values() or kernel["status"] == "changed", kernel
     # The summary names what changed, never an unchanged fusion; the op table is reconciled with the wall time.
     lead = attribution["summary"].split(" ")[0]
-    assert lead not in renumbered.values() or "with the same HLO" in attribution["summary"]
+    assert lead not in {*renumbered.values(), same_sort} or "with the same HLO" in attribution["summary"]
     assert attribution["ops"]["reconciliation"]["note"]
 
     # The Diff page: the same pairing in its op table, kernel list and fusion list.
@@ -151,6 +176,10 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
     assert re.search(rf'<tr class="fusion-added"><td><a [^>]*><code>{re.escape(new)}</code>', html)
     assert 'class="fusion-removed"' not in html and 'class="fusion-changed"' not in html
     assert 'id="fusion-renames"' in html
+    # the op table pairs the renumbered sort with its base op
+    if same_sort in rows:
+        assert re.search(rf'<code>{re.escape(same_sort)}</code> <span class="muted small">was '
+                         rf'<code>{re.escape(old_sort)}</code>', html), re.findall(r"<code>sort[^<]*</code>.{0,80}", html)
     # the new dot's HLO is shown as new, not diffed against the base's fusion of the same name
     page = app.test_client().get(f"/diff?base={base_id}&head={head_id}&kernel={new}").get_data(as_text=True)
     assert f"Fusion <code>{new}</code>" in page

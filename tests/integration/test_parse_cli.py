@@ -48,7 +48,7 @@ def captured(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.mark.parametrize(("kind", "key", "fields"), [
     ("xplane", "ops", {"module", "op", "occurrences", "total_ns", "self_ns", "category"}),
-    ("hlo", "modules", {"name", "fingerprint", "instructions", "fusions", "opcodes", "fusion_list"}),
+    ("hlo", "modules", {"name", "fingerprint", "instructions", "fusions", "opcodes", "fusion_list", "op_list"}),
     ("x86-obj", "kernels", {"name", "instructions", "mix"}),
 ])
 def test_cpu_captures_parse_to_the_documented_shape(captured: dict[str, Path], kind: str, key: str,

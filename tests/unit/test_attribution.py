@@ -197,3 +197,35 @@ def test_kernels_not_parsed_on_one_side_are_unknown_not_unchanged() -> None:
     [entry] = result["fusions"]
     assert [k["status"] for k in entry["kernels"]] == ["unknown"] and entry["kernels"][0]["text_diff"] is None
     assert result["static"]["compared"] == {"hlo": True, "kernels": False}
+
+
+def test_other_ops_pair_by_structure_and_an_unchanged_one_never_leads_the_summary() -> None:
+    """A sort XLA renumbered (sort.0 → sort.1, a new sort.0 before it) joins its own op; an identical dot whose time
+    moved more than the fusion that changed is not what the summary names."""
+    def side(fusion_fp: str, ops: tuple[FusionInfo, ...], table: list[OpRecord]) -> Side:
+        module = HloModuleInfo("jit_f", fusion_fp * 64, 12, {"fusion": 1},
+                               (FusionInfo("fusion.1", "kLoop", 3, fusion_fp * 64, "jit(f)/add", "k.py:3"),), ops)
+        return Side(OpTable(table, calls=10), StaticRecords(modules=(module,), kernels=None))
+
+    dot = FusionInfo("dot_general.1", "dot", 0, "d" * 64, "jit(f)/dot_general", "k.py:5")
+    before = side("a", (dot, FusionInfo("sort.0", "sort", 0, "s" * 64, "jit(f)/sort", "k.py:7")),
+                  [op("dot_general.1", 100_000.0, category="dot"), op("sort.0", 50_000.0, category="sort"),
+                   op("fusion.1", 20_000.0)])
+    after = side("b", (dot, FusionInfo("sort.0", "sort", 0, "t" * 64, "jit(f)/sort", "k.py:6"),
+                       FusionInfo("sort.1", "sort", 0, "s" * 64, "jit(f)/sort", "k.py:7")),
+                 [op("dot_general.1", 400_000.0, category="dot"), op("sort.0", 30_000.0, category="sort"),
+                  op("sort.1", 51_000.0, category="sort"), op("fusion.1", 90_000.0)])
+    result = attribute(before, after, "regression")
+    rows = {r["op"]: r for r in result["ops"]["rows"]}
+    assert rows["sort.1"]["base_op"] == "sort.0" and rows["sort.1"]["structure"] == "renamed"
+    assert rows["sort.0"]["status"] == "appeared" and rows["sort.0"]["structure"] == "added"
+    assert rows["dot_general.1"]["structure"] == "same" and rows["dot_general.1"]["rank"] == 1
+    assert result["summary"].startswith("fusion.1 "), result["summary"]
+    assert [(p["base"], p["head"]) for p in result["static"]["op_pairing"]["renamed"]] == [("sort.0", "sort.1")]
+    # records parsed before the other ops were stored (ops None on a side): they join by name, as before
+    old = Side(before.ops, StaticRecords(modules=(HloModuleInfo("jit_f", "a" * 64, 12, {"fusion": 1},
+                                                                before.static.modules[0].fusions),),  # type: ignore[union-attr]
+                                         kernels=None))
+    by_name = attribute(old, after, "regression")
+    assert by_name["static"]["op_pairing"] is None
+    assert {r["op"]: r for r in by_name["ops"]["rows"]}["sort.0"]["status"] != "appeared"

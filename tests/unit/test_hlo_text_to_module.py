@@ -310,6 +310,53 @@ def test_hand_edits_that_change_the_program_change_the_fingerprint(texts: dict[s
         one_module(text))
 
 
+def sorts(extra: bool) -> Callable[..., Any]:
+    def kernel(x: Any, w: Any) -> Any:
+        out = [jnp.sort(w, axis=0)] if extra else []  # a sort XLA numbers before the one below
+        return (*out, jnp.sort(jnp.tanh(x @ w), axis=-1),
+                lax.conv_general_dilated(x[None, None], w[None, None, :3, :3], (1, 1), "SAME"))
+    return kernel
+
+
+def test_program_ops_other_than_fusions_are_listed_with_fingerprints_that_survive_renumbering() -> None:
+    """A sort, a convolution and a loop are steps of their own that XLA renumbers like fusions: the base's sort
+    becomes the head's ``sort.N`` under another number when a sort is added before it, with the same fingerprint;
+    the new one differs (another axis), and names of values (parameters, tuples, bitcasts) are no ops."""
+    x = jnp.ones((64, 64), jnp.float32)
+    base, head = (one_module(compiled_text(sorts(extra), x, x)) for extra in (False, True))
+    kinds = {o.opcode for o in base.ops}
+    assert {"sort", "convolution"} <= kinds and not kinds & {"parameter", "tuple", "bitcast", "fusion"}
+    [sort_b] = [o for o in base.ops if o.opcode == "sort"]
+    sorts_h = [o for o in head.ops if o.opcode == "sort"]
+    assert len(sorts_h) == 2
+    [same] = [o for o in sorts_h if o.fingerprint == sort_b.fingerprint]
+    assert same.name != sort_b.name  # renumbered: by name the base's sort is the new one
+    assert [o.name for o in sorts_h if o is not same] == [sort_b.name]
+    conv_b, conv_h = ([o for o in m.ops if o.opcode == "convolution"] for m in (base, head))
+    assert [o.fingerprint for o in conv_b] == [o.fingerprint for o in conv_h]
+    assert sort_b.op_name is not None and sort_b.op_name.endswith("sort")
+    # a loop is one op, its body's text in its fingerprint; its body's own steps are listed too
+    loop_text = compiled_text(loop, jnp.ones(32, jnp.float32))
+    [while_op] = [o for o in one_module(loop_text).ops if o.opcode == "while"]
+    edited = one_module(loop_text.replace("constant(1.5)", "constant(2.5)"))
+    assert [o.fingerprint for o in edited.ops if o.opcode == "while"] != [while_op.fingerprint]
+    assert one_module(bump_numbers(loop_text)).ops[-1].fingerprint == one_module(loop_text).ops[-1].fingerprint
+    assert PARSER_VERSION >= 3
+
+
+def test_a_custom_calls_backend_config_is_part_of_its_fingerprint() -> None:
+    """A custom call's backend_config is the kernel (a Pallas kernel's payload on GPU and TPU): another payload is
+    another op. Elsewhere it holds scheduling hints, which a fusion's fingerprint leaves out too."""
+    text = ('HloModule m\n\nENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8]{0} parameter(0)\n'
+            '  ROOT %custom-call.3 = f32[8]{0} custom-call(%p), custom_call_target="mosaic", '
+            'backend_config="KERNEL_A", metadata={op_name="jit(f)/pallas_call"}\n}\n')
+    [op] = one_module(text).ops
+    assert (op.name, op.opcode, op.op_name) == ("custom-call.3", "custom-call", "jit(f)/pallas_call")
+    renamed = one_module(text.replace("custom-call.3", "custom-call.7"))
+    assert renamed.ops[0].fingerprint == op.fingerprint
+    assert one_module(text.replace("KERNEL_A", "KERNEL_B")).ops[0].fingerprint != op.fingerprint
+
+
 # --- hostile input --------------------------------------------------------------------------------------------
 
 def error_of(text: str) -> HloParseError:
