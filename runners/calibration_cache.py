@@ -100,5 +100,8 @@ def calibration_here() -> Calibration:
     if kept is not None:
         return kept
     measured = calibrate()
-    store(path, key, measured.as_manifest())
+    try:
+        store(path, key, measured.as_manifest())
+    except OSError as exc:  # not kept: measured again next time, which is no reason to fail this one
+        print(f"kernelwatch: could not keep the host's calibration in {path} ({exc})", file=sys.stderr)
     return measured

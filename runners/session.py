@@ -187,7 +187,14 @@ class BenchmarkProcess:
                 raise ProcessFailed(f"the calibration process sent no calibration: {str(measured)[:300]}")
             # Another key: the suite's import changed what the key covers (its XLA flags); used, not kept.
             if measured.get("key") == key:
-                calibration_cache.store(path, key, figures)
+                try:
+                    calibration_cache.store(path, key, figures)
+                except OSError as exc:
+                    # A cache that cannot be written (a read-only home, a full disk) costs the next run a new
+                    # measurement, not this run its roofs.
+                    print(f"kernelwatch: could not keep the host's calibration in {path} ({exc}); the next run "
+                          f"measures it again (set {calibration_cache.CACHE_SETTING} to a writable file)",
+                          file=sys.stderr)
             kept = figures
         return {k: v for k, v in kept.items() if k != "kept_at"}
 

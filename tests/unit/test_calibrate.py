@@ -138,3 +138,24 @@ def test_the_runner_measures_a_host_once_and_keeps_it(tmp_path: Path, monkeypatc
         process.close()
     assert second["flops_per_s"] == 12345.0
     assert EnvironmentInfo.model_validate(process.environment).calibration is not None
+
+
+def test_a_cache_that_cannot_be_written_costs_a_measurement_not_the_run(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The cache's directory cannot be made (a file stands where it would go): the run still gets the figures
+    measured for it, says why they were not kept, and the next run measures again."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file")
+    cache = blocker / "calibrations.json"
+    monkeypatch.setenv(calibration_cache.CACHE_SETTING, str(cache))
+    config = ChildConfig(root=REPO_ROOT, suite="no-such-suite/*", extra_env={"KERNELWATCH_CALIBRATE": "1"})
+    process = BenchmarkProcess(config)
+    try:
+        figures = process.environment["calibration"]
+    finally:
+        process.close()
+    assert figures["flops_per_s"] > 1e6 and figures["bytes_per_s"] > 1e6
+    assert EnvironmentInfo.model_validate(process.environment).calibration is not None
+    assert f"could not keep the host's calibration in {cache}" in capsys.readouterr().err
+    assert blocker.read_text() == "a file"
