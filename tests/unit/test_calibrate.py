@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,17 @@ def test_an_accelerator_host_does_not_calibrate(monkeypatch: pytest.MonkeyPatch)
     assert "calibration_key" not in child.announced_environment(dirty=False, calibrate=True)
 
 
+def announced_environment() -> dict[str, Any]:
+    """The environment a real benchmark process of an empty suite announces to the runner, calibration swapped in
+    (runners/session.py)."""
+    config = ChildConfig(root=REPO_ROOT, suite="no-such-suite/*", extra_env={"KERNELWATCH_CALIBRATE": "1"})
+    process = BenchmarkProcess(config)
+    try:
+        return process.environment
+    finally:
+        process.close()
+
+
 def test_the_cache_keeps_only_well_formed_calibrations(tmp_path: Path) -> None:
     path = tmp_path / "c" / "calibrations.json"
     good = {"flops_per_s": 1e11, "bytes_per_s": 2e10, "dtype": "float32",
@@ -118,26 +130,18 @@ def test_the_runner_measures_a_host_once_and_keeps_it(tmp_path: Path, monkeypatc
     key proves it: its made-up rate comes back)."""
     cache = tmp_path / "calibrations.json"
     monkeypatch.setenv(calibration_cache.CACHE_SETTING, str(cache))
-    config = ChildConfig(root=REPO_ROOT, suite="no-such-suite/*", extra_env={"KERNELWATCH_CALIBRATE": "1"})
-    process = BenchmarkProcess(config)
-    try:
-        first = process.environment["calibration"]
-    finally:
-        process.close()
-    assert "calibration_key" not in process.environment
+    environment = announced_environment()
+    first = environment["calibration"]
+    assert "calibration_key" not in environment
     assert first["flops_per_s"] > 1e6 and first["bytes_per_s"] > 1e6 and len(first["bandwidth"]) >= 10
     kept = calibration_cache.load(cache)
     assert len(kept) == 1
     (key, entry), = kept.items()
     assert {k: v for k, v in entry.items() if k != "kept_at"} == first
     calibration_cache.store(cache, key, {**first, "flops_per_s": 12345.0})
-    process = BenchmarkProcess(config)
-    try:
-        second = process.environment["calibration"]
-    finally:
-        process.close()
-    assert second["flops_per_s"] == 12345.0
-    assert EnvironmentInfo.model_validate(process.environment).calibration is not None
+    environment = announced_environment()
+    assert environment["calibration"]["flops_per_s"] == 12345.0
+    assert EnvironmentInfo.model_validate(environment).calibration is not None
 
 
 def test_a_cache_that_cannot_be_written_costs_a_measurement_not_the_run(tmp_path: Path,
@@ -149,13 +153,8 @@ def test_a_cache_that_cannot_be_written_costs_a_measurement_not_the_run(tmp_path
     blocker.write_text("a file")
     cache = blocker / "calibrations.json"
     monkeypatch.setenv(calibration_cache.CACHE_SETTING, str(cache))
-    config = ChildConfig(root=REPO_ROOT, suite="no-such-suite/*", extra_env={"KERNELWATCH_CALIBRATE": "1"})
-    process = BenchmarkProcess(config)
-    try:
-        figures = process.environment["calibration"]
-    finally:
-        process.close()
-    assert figures["flops_per_s"] > 1e6 and figures["bytes_per_s"] > 1e6
-    assert EnvironmentInfo.model_validate(process.environment).calibration is not None
+    environment = announced_environment()
+    assert environment["calibration"]["flops_per_s"] > 1e6 and environment["calibration"]["bytes_per_s"] > 1e6
+    assert EnvironmentInfo.model_validate(environment).calibration is not None
     assert f"could not keep the host's calibration in {cache}" in capsys.readouterr().err
     assert blocker.read_text() == "a file"
