@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response
 
 from runners.artifacts import ArtifactStore
 from service.detect.attribution import reconcile
-from service.detect.fusion_pairing import FusionPairing, pair_fusions, shapes_from_op_records
+from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions, source_text
 from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices, pair_fusion_lists
 from service.report.listing_diff import (
     CountDelta,
@@ -166,8 +166,10 @@ def _op_pairing(base: HloView | None, head: HloView | None) -> FusionPairing | N
     modules = [m for view in (base, head) if view is not None for m in view.modules]
     if base is None or head is None or any(m.program_ops is None for m in modules):
         return None
-    return pair_fusions([s for m in base.modules for s in shapes_from_op_records(m.name, m.program_ops or [])],
-                        [s for m in head.modules for s in shapes_from_op_records(m.name, m.program_ops or [])])
+    def shapes(view: HloView) -> list[FusionShape]:
+        return [FusionShape(m.name, o.name, o.fingerprint, o.opcode, None, o.op_name, source_text(o.source))
+                for m in view.modules for o in m.program_ops or ()]
+    return pair_fusions(shapes(base), shapes(head))
 
 
 def _fusion_named(view: HloView | None, name: str | None) -> FusionRow | None:

@@ -276,14 +276,6 @@ def source_text(source: Mapping[str, Any] | None) -> str | None:
     return f"{_CHECKOUT_PREFIX.sub('', str(source['file']))}:{source['line']}"
 
 
-def shapes_from_op_records(module: str, ops: Sequence[Mapping[str, Any]]) -> list[FusionShape]:
-    """The shapes of a stored module record's other ops (``hlo_module.ops``: name, opcode, shape, source, op_name,
-    fingerprint), the opcode as their kind."""
-    return [FusionShape(module=module, name=str(o.get("name")), fingerprint=o.get("fingerprint") or None,
-                        kind=o.get("opcode"), op_name=o.get("op_name"), source=source_text(o.get("source")))
-            for o in ops]
-
-
 def shapes_from_records(module: str, fusions: Sequence[Mapping[str, Any]]) -> list[FusionShape]:
     """The shapes of a stored module record's fusion list (``hlo_module.fusions``: name, kind, instructions,
     source, op_name, fingerprint; the last two absent in records parsed before they were stored)."""

@@ -211,6 +211,21 @@ class FusionRow:
 
 
 @dataclass(frozen=True)
+class ProgramOpRow:
+    """One of the program's steps that is not a fusion (a sort, a convolution, a custom call, a loop), with its
+    time where the trace names it."""
+
+    name: str
+    opcode: str
+    shape: str
+    source: dict[str, Any] | None
+    op_name: str | None
+    fingerprint: str | None
+    self_ns: float | None
+    share: float | None
+
+
+@dataclass(frozen=True)
 class HloModuleView:
     name: str
     fingerprint: str
@@ -220,9 +235,8 @@ class HloModuleView:
     lines: list[TextLine]  # the module's text, cut at MAX_MODULE_LINES
     total_lines: int
     artifact_name: str | None
-    # The program's other ops as stored (name, opcode, shape, source, op_name, fingerprint); None: not recorded
-    # (parsed before parser 3)
-    program_ops: list[dict[str, Any]] | None = None
+    # The program's other ops by self time; None: not recorded (parsed before parser 3)
+    program_ops: list[ProgramOpRow] | None = None
 
 
 @dataclass(frozen=True)
@@ -463,11 +477,19 @@ def hlo_view(session: Session, result_id: int, store: ArtifactStore | None = Non
                                      opcodes=dict(m.opcodes or {}), fusions=fusions,
                                      lines=lines[:MAX_MODULE_LINES], total_lines=len(lines),
                                      artifact_name=_artifact_name(session, rid, m.artifact_id),
-                                     program_ops=list(m.ops) if m.ops is not None else None))
+                                     program_ops=_program_ops(m.ops, ops) if m.ops is not None else None))
     if store is None and modules:
         notes.append("module text not loaded (no artifact store given)")
     return HloView(result_id=result_id, records_result_id=rid, modules=modules,
                    note="; ".join(notes) if notes else None)
+
+
+def _program_ops(records: list[dict[str, Any]], ops: dict[str, OpRow]) -> list[ProgramOpRow]:
+    rows = [ProgramOpRow(name=str(o.get("name")), opcode=str(o.get("opcode")), shape=str(o.get("shape") or ""),
+                         source=o.get("source"), op_name=o.get("op_name"), fingerprint=o.get("fingerprint") or None,
+                         self_ns=ops[name].self_ns if (name := str(o.get("name"))) in ops else None,
+                         share=ops[name].share if name in ops else None) for o in records]
+    return sorted(rows, key=lambda r: (r.self_ns is None, -(r.self_ns or 0.0), r.name))
 
 
 def kernels(session: Session, result_id: int) -> list[KernelSummary]:

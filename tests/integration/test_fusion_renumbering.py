@@ -176,6 +176,12 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
     assert re.search(rf'<tr class="fusion-added"><td><a [^>]*><code>{re.escape(new)}</code>', html)
     assert 'class="fusion-removed"' not in html and 'class="fusion-changed"' not in html
     assert 'id="fusion-renames"' in html
+    # the head's HLO page lists its sorts among the program's other ops, each with its time where traced
+    hlo_page = app.test_client().get(f"/results/{head_id}/hlo").get_data(as_text=True)
+    assert 'id="program-ops-' in hlo_page
+    for name in (same_sort, new_sort):
+        assert re.search(rf'<tr id="program-op-{re.escape(name)}"><td><code>{re.escape(name)}</code></td><td>sort</td>',
+                         hlo_page), name
     # the op table pairs the renumbered sort with its base op
     if same_sort in rows:
         assert re.search(rf'<code>{re.escape(same_sort)}</code> <span class="muted small">was '
