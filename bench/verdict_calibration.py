@@ -9,13 +9,14 @@ time is proportional to the number of steps. Its commits:
   measured effect, the ratio of all runs' medians, is printed beside the planted one).
 
 Every commit is run ``--rounds`` times; each round starts fresh benchmark processes for every commit, interleaved
-(`runners.local.run_commits`, as `kernelwatch run --rounds` and `ci` do). Then each comparison (base against
-each other commit) is drawn ``--trials`` times at each round budget R: R runs of each side, chosen at random
-among the rounds, and judged by:
+(`runners.local.run_commits`, as `kernelwatch run --rounds` and `ci` do). Then each comparison (every pair of the
+same-code commits, and base against each planted one) is drawn ``--trials`` times at each round budget R: R runs
+of each side, chosen at random among the rounds, and judged by:
 
 - **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): Welch's t-test on log run medians,
   the spread between runs of the rounds *not* drawn (what the service learns from stored history) a floor
-  under each side's own; with one run a side, a pooled t-test against that spread;
+  under a side of 2-3 runs (with its degrees of freedom where it binds) and a prior moderating a larger one;
+  with one run a side, a pooled t-test against that spread;
 - **paired** (for the record, not what KernelWatch decides with): a paired t-test on the per-round differences
   of log run medians (run i of each side made in the same round);
 - **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side
