@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response
 
 from runners.artifacts import ArtifactStore
 from service.detect.attribution import reconcile
-from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions, source_text
+from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_program_ops, source_text
 from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices, pair_fusion_lists
 from service.report.listing_diff import (
     CountDelta,
@@ -162,14 +162,15 @@ def _fusions(view: HloView | None) -> dict[str, list[FusionRow]]:
 
 
 def _op_pairing(base: HloView | None, head: HloView | None) -> FusionPairing | None:
-    """The program's other ops of both sides paired by structure; None unless every module recorded them."""
-    modules = [m for view in (base, head) if view is not None for m in view.modules]
-    if base is None or head is None or any(m.program_ops is None for m in modules):
+    """The program's other ops of both sides paired by structure (``pair_program_ops``)."""
+    if base is None or head is None:
         return None
-    def shapes(view: HloView) -> list[FusionShape]:
-        return [FusionShape(m.name, o.name, o.fingerprint, o.opcode, None, o.op_name, source_text(o.source))
-                for m in view.modules for o in m.program_ops or ()]
-    return pair_fusions(shapes(base), shapes(head))
+
+    def shapes(view: HloView) -> list[list[FusionShape] | None]:
+        return [None if m.program_ops is None else
+                [FusionShape(m.name, o.name, o.fingerprint, o.opcode, None, o.op_name, source_text(o.source))
+                 for o in m.program_ops] for m in view.modules]
+    return pair_program_ops(shapes(base), shapes(head))
 
 
 def _fusion_named(view: HloView | None, name: str | None) -> FusionRow | None:

@@ -235,6 +235,16 @@ def pair_fusions(base: Iterable[FusionShape], head: Iterable[FusionShape]) -> Fu
     return FusionPairing(tuple(pairs))
 
 
+def pair_program_ops(base: Sequence[Sequence[FusionShape] | None],
+                     head: Sequence[Sequence[FusionShape] | None]) -> FusionPairing | None:
+    """The program's other ops of two sides paired as fusions are, from each side's modules' op lists; None
+    unless every module of both sides recorded them (one parsed before they were, a None, would have half a
+    pairing call its every op new): then ops join by name."""
+    if any(ops is None for ops in (*base, *head)):
+        return None
+    return pair_fusions([s for ops in base for s in ops or ()], [s for ops in head for s in ops or ()])
+
+
 def join_ops(base: Sequence[tuple[str, str]], head: Sequence[tuple[str, str]],
              pairing: FusionPairing | None) -> list[tuple[tuple[str, str] | None, tuple[str, str] | None]]:
     """(module, op) keys of two op tables joined: an op that is a fusion through the fusion pairing (its base

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from kernelwatch.vocabulary import ChangeKind
-from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions
+from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions, pair_program_ops
 
 # The detector name of static findings, as stored (Finding.detector): exact, so never in units of noise.
 STATIC_DETECTOR = "static-diff"
@@ -325,15 +325,11 @@ def pair_module_fusions(before: Sequence[HloModuleInfo], after: Sequence[HloModu
 
 
 def pair_module_ops(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo]) -> FusionPairing | None:
-    """The program's other ops of two sides' modules paired by structure, as fusions are; None unless every
-    module of both sides recorded them (a side parsed before parser 3 did not, and half a pairing would call its
-    every op new): then ops join by name."""
-    if any(m.ops is None for m in (*before, *after)):
-        return None
-    return pair_fusions([FusionShape(m.name, o.name, o.fingerprint, o.kind, None, o.op_name, o.source)
-                         for m in before for o in m.ops or ()],
-                        [FusionShape(m.name, o.name, o.fingerprint, o.kind, None, o.op_name, o.source)
-                         for m in after for o in m.ops or ()])
+    """The program's other ops of two sides' modules paired by structure (``pair_program_ops``)."""
+    def shapes(m: HloModuleInfo) -> list[FusionShape] | None:
+        return None if m.ops is None else [FusionShape(m.name, o.name, o.fingerprint, o.kind, None, o.op_name,
+                                                       o.source) for o in m.ops]
+    return pair_program_ops([shapes(m) for m in before], [shapes(m) for m in after])
 
 
 def diff_modules(before: Sequence[HloModuleInfo], after: Sequence[HloModuleInfo],
