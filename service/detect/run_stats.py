@@ -38,7 +38,8 @@ difference of logs), and two sides are compared on those values:
   is the floor that holds: there both sides sharing opposite states is common (3-12 % of A/A pairs when the
   states are even) and the moderated test calls it a change (p = 0.01 for three slow against three fast
   under a 1.7x split). Hence the floor below ``OWN_SPREAD_RUNS`` runs a side and the prior from there on.
-  A floor that binds brings the prior's degrees of freedom with it (the variance is then the history's).
+  A floor that binds under a side of 3 runs brings the prior's degrees of freedom with it (the variance is then
+  the history's); under 2 runs it does not (``_side_variance`` gives the measurements).
   The cap is also what keeps one run a side honest: a spread learned from many runs with a heavy tail (the
   slow state) gave 7 % A/A false verdicts as a t with all its degrees of freedom, and 0 % as a t with five.
 """
@@ -64,6 +65,8 @@ PRIOR_DF = 5
 # one state and all of the other in the other happens in 3-12 % of A/A pairs when the states are even, and no
 # spread of their own gives that away; with 4 it is under 1 %.
 OWN_SPREAD_RUNS = 4
+# From how many runs a side whose spread the stored one floors counts the stored spread's degrees of freedom.
+FLOOR_DF_RUNS = 3
 
 
 @dataclass(frozen=True)
@@ -171,10 +174,14 @@ def _side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, flo
         return _ss(logs) / own_df, own_df
     if logs.size < OWN_SPREAD_RUNS:
         own, floor = _ss(logs) / own_df, noise.sd ** 2
-        # Where the floor binds the variance is the history's, known to the prior's degrees of freedom, not to
-        # the side's own one or two: counting only those made two runs a side less decisive than one (whose
-        # pooled test has the prior's), +50 % found in 14-51 % of draws at 2 runs against 37-58 % at 1.
-        return (floor, max(own_df, min(noise.df, PRIOR_DF))) if floor >= own else (own, own_df)
+        if floor < own:
+            return own, own_df
+        # Where the floor binds the variance is the history's, known to the prior's degrees of freedom rather
+        # than to the side's own two: at 3 runs a side that found +50 % in 46-89 % of draws where the own df
+        # found 34-88 %, A/A unchanged within 0.6 points (bench/verdict_calibration.py, five measurements). Not
+        # at 2 runs: two runs share a process state half the time, and there the same change raised A/A to
+        # 3.9 % in one measurement and `ci`'s adaptive rounds, which start at 2, to 6.2 %.
+        return floor, (max(own_df, min(noise.df, PRIOR_DF)) if logs.size >= FLOOR_DF_RUNS else own_df)
     prior_df = min(noise.df, PRIOR_DF)
     return (_ss(logs) + noise.sd ** 2 * prior_df) / (own_df + prior_df), own_df + prior_df
 
