@@ -1,7 +1,7 @@
 """A planted change after which XLA renumbers the benchmark's fusions, captured from real XLA CPU output and stored
 through the real pipeline: the head adds a dot that XLA names ``ynn_fusion``, so the base's ``ynn_fusion`` (a dot)
-becomes ``ynn_fusion.1`` and its ``ynn_fusion.1`` (a reduction) ``ynn_fusion.2``; it also adds a sort that XLA
-names ``sort.0``, so the base's ``sort.0`` (an op of its own, no fusion) becomes ``sort.1``. The attribution's op
+becomes ``ynn_fusion.1`` and its ``ynn_fusion.1`` (a reduction) ``ynn_fusion.2``; it also adds a sort before the
+base's own, which (an op of its own, no fusion) comes back under another number. The attribution's op
 table, its static diff and the Diff page's op table, kernel list and fusion list pair base and head fusions, and
 the other ops, by structure: the renumbered ones read as the same, unchanged, and only the new dot and sort are
 new."""
@@ -105,7 +105,9 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
                                                                Series.metric == "wall_time")).one()
         attribution = finding.attribution
         fusions = _fusions(s)
-        ops_of = {r.result_id: r.ops or [] for r in s.scalars(select(HloModuleRecord))}
+        ops_of: dict[int, list[dict[str, Any]]] = {}
+        for record in s.scalars(select(HloModuleRecord)):
+            ops_of.setdefault(record.result_id, []).extend(record.ops or [])
         base_id, head_id = (s.scalars(select(Result.id).join(Series).join(Run, Run.id == Result.run_id)
                                       .where(Series.metric == "wall_time").order_by(Run.commit_id)).all())
     # What real XLA did: the same dot and reduction under new numbers, and a new dot under an old one.
@@ -180,12 +182,13 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
     hlo_page = app.test_client().get(f"/results/{head_id}/hlo").get_data(as_text=True)
     assert 'id="program-ops-' in hlo_page
     for name in (same_sort, new_sort):
-        assert re.search(rf'<tr id="program-op-{re.escape(name)}"><td><code>{re.escape(name)}</code></td><td>sort</td>',
-                         hlo_page), name
+        row = rf'<tr id="program-op-{re.escape(name)}"><td><code>{re.escape(name)}</code></td><td>sort</td>'
+        assert re.search(row, hlo_page), name
     # the op table pairs the renumbered sort with its base op
     if same_sort in rows:
-        assert re.search(rf'<code>{re.escape(same_sort)}</code> <span class="muted small">was '
-                         rf'<code>{re.escape(old_sort)}</code>', html), re.findall(r"<code>sort[^<]*</code>.{0,80}", html)
+        renamed_row = (rf'<code>{re.escape(same_sort)}</code> <span class="muted small">was '
+                       rf'<code>{re.escape(old_sort)}</code>')
+        assert re.search(renamed_row, html), re.findall(r"<code>sort[^<]*</code>.{0,80}", html)
     # the new dot's HLO is shown as new, not diffed against the base's fusion of the same name
     page = app.test_client().get(f"/diff?base={base_id}&head={head_id}&kernel={new}").get_data(as_text=True)
     assert f"Fusion <code>{new}</code>" in page
