@@ -206,9 +206,11 @@ class _ModuleBuilder:
                           i.op_name, i.source, fusion_fingerprint(by_name, i))
                    for c in computations for i in c.instructions if i.opcode == "fusion"]
         opcodes = Counter(i.opcode for c in computations for i in c.instructions)
-        ops = [ProgramOp(i.name, i.opcode, i.shape, i.op_name, i.source, op_fingerprint(by_name, c, i))
-               for c in _program_computations(by_name, entries[0][0]) for i in c.instructions
-               if i.opcode not in _NOT_STEPS]
+        ops = []
+        for c in _program_computations(by_name, entries[0][0]):
+            shapes = {i.name: i.shape for i in c.instructions}  # once per computation: an entry has thousands
+            ops += [ProgramOp(i.name, i.opcode, i.shape, i.op_name, i.source, op_fingerprint(by_name, shapes, i))
+                    for i in c.instructions if i.opcode not in _NOT_STEPS]
         module = HloModule(self.name, self.attributes, entries[0][0], computations, sum(sizes.values()),
                            dict(sorted(opcodes.items())), fusions, "", PARSER_VERSION, self.line, ops)
         return replace(module, fingerprint=hashlib.sha256(canonical_text(module).encode()).hexdigest())
@@ -240,11 +242,11 @@ def fusion_fingerprint(computations: dict[str, Computation], fusion: Instruction
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def op_fingerprint(computations: dict[str, Computation], computation: Computation, op: Instruction) -> str:
-    """A program op's structural fingerprint: sha256 of its opcode, result shape, operand shapes, attributes (but
-    ``_OP_IGNORES``; computations they call by their order) and the canonical text of what it calls (a loop's
-    body, a sort's comparator). Its name and its operands' names are left out, so a renumbered op keeps it."""
-    shapes = {i.name: i.shape for i in computation.instructions}
+def op_fingerprint(computations: dict[str, Computation], shapes: dict[str, str], op: Instruction) -> str:
+    """A program op's structural fingerprint: sha256 of its opcode, result shape, operand shapes (``shapes``: each
+    value's shape in the op's computation, by name), attributes (but ``_OP_IGNORES``; computations they call by
+    their order) and the canonical text of what it calls (a loop's body, a sort's comparator). Its name and its
+    operands' names are left out, so a renumbered op keeps it."""
     order = _call_order(computations, list(op.called_computations))
     ids = {name: f"c{k}" for k, name in enumerate(order)}
     ignored = _OP_IGNORES - {"backend_config"} if op.opcode == "custom-call" else _OP_IGNORES

@@ -136,8 +136,7 @@ class FusionPairing:
         """This pairing and another of different names (the fusions' and the other ops'), as one."""
         if other is None:
             return self
-        return FusionPairing(tuple(sorted(self.pairs + other.pairs, key=lambda p: (p.module, p.name,
-                                                                                    p.base_name or ""))))
+        return FusionPairing(tuple(sorted(self.pairs + other.pairs, key=_pair_order)))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = defaultdict(int)
@@ -152,6 +151,11 @@ class FusionPairing:
                 "renamed": [p.as_dict() for p in self.renamed],
                 **{status: [p.as_dict() for p in self.pairs if p.status == status]
                    for status in ("changed", "added", "removed")}}
+
+
+def _pair_order(p: FusionPair) -> tuple[str, str, str]:
+    """The order of a pairing's pairs: (module, name, base name)."""
+    return (p.module, p.name, p.base_name or "")
 
 
 def _key(f: FusionShape) -> tuple[str, str]:
@@ -231,7 +235,7 @@ def pair_fusions(base: Iterable[FusionShape], head: Iterable[FusionShape]) -> Fu
     for module in sorted(set(by_module_b) | set(by_module_h)):
         pairs.extend(_pair_module(list(by_module_b.get(module, {}).values()),
                                   list(by_module_h.get(module, {}).values())))
-    pairs.sort(key=lambda p: (p.module, p.name, p.base_name or ""))
+    pairs.sort(key=_pair_order)
     return FusionPairing(tuple(pairs))
 
 

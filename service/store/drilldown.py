@@ -485,10 +485,14 @@ def hlo_view(session: Session, result_id: int, store: ArtifactStore | None = Non
 
 
 def _program_ops(records: list[dict[str, Any]], ops: dict[str, OpRow]) -> list[ProgramOpRow]:
-    rows = [ProgramOpRow(name=str(o.get("name")), opcode=str(o.get("opcode")), shape=str(o.get("shape") or ""),
-                         source=o.get("source"), op_name=o.get("op_name"), fingerprint=o.get("fingerprint") or None,
-                         self_ns=ops[name].self_ns if (name := str(o.get("name"))) in ops else None,
-                         share=ops[name].share if name in ops else None) for o in records]
+    rows = []
+    for o in records:
+        name = str(o.get("name"))
+        timed = ops.get(name)
+        rows.append(ProgramOpRow(name=name, opcode=str(o.get("opcode")), shape=str(o.get("shape") or ""),
+                                 source=o.get("source"), op_name=o.get("op_name"),
+                                 fingerprint=o.get("fingerprint") or None,
+                                 self_ns=timed.self_ns if timed else None, share=timed.share if timed else None))
     return sorted(rows, key=lambda r: (r.self_ns is None, -(r.self_ns or 0.0), r.name))
 
 
