@@ -47,7 +47,7 @@ LATENCY_AFTER = 5  # (b): commits kept after the step's first commit
 LATENCY_WITHIN = 2  # (b): and the point reported within this many commits
 TARGET_LATENCY = 0.95
 TARGET_FALSE = 0.2  # per 1,000 series-commits
-CURVE_AFTER = (2, 3, 4, 5, 6, 8, 10)  # latency curve of the target's steps: commits kept after the step
+CURVE_AFTER = (1, 2, 3, 4, 5, 6, 8, 10)  # latency curve of the target's steps: commits kept after the step
 
 
 def is_target_step(cond: Condition, size: float = 0.03) -> bool:
@@ -115,12 +115,14 @@ def score(cond: Condition, found: dict[str, list[list[int]]]) -> dict:
     if cond.kind == "step":
         afters = CURVE_AFTER if is_target_step(cond) else (LATENCY_AFTER,)
         for after in afters:
-            late = silent = 0
+            late = silent = early = 0
             for at in latency_groups(cond):
                 for reported in found[f"{cond.name}|lat{at}+{after}"]:
                     late += any(abs(r - at) <= LATENCY_WITHIN for r in reported)
+                    early += any(0 < at - r <= LATENCY_WITHIN for r in reported)
                     silent += not reported
             out[f"latency+{after}"] = late / cond.series
+            out[f"early+{after}"] = early / cond.series  # a commit before the step named: the wrong commit
             if after == LATENCY_AFTER:
                 # (b)'s misses: nothing reported at all, or reported but more than 2 commits off
                 out.update(latency=late / cond.series, late_silent=silent / cond.series,
@@ -199,6 +201,10 @@ def print_targets(conditions: list[Condition], kw: dict[str, dict], ot: dict[str
     print("      k            " + "".join(f"{k:>7}" for k in CURVE_AFTER))
     for label, scores in (("KernelWatch", kw), ("Otava", ot)):
         print(f"      {label:<12} " + "".join(f"{pooled(conditions, scores, threes, f'latency+{k}'):>7.1%}"
+                                          for k in CURVE_AFTER))
+    print(f"    of which a commit 1-{LATENCY_WITHIN} before the step was named (the wrong commit, to move later):")
+    for label, scores in (("KernelWatch", kw), ("Otava", ot)):
+        print(f"      {label:<12} " + "".join(f"{pooled(conditions, scores, threes, f'early+{k}'):>7.1%}"
                                           for k in CURVE_AFTER))
     for label, names in (("3 %", threes), ("2 %", twos)):
         print(f"    {label} steps at 1 % noise, full series: (a) within {FOUND_WITHIN}: KernelWatch "

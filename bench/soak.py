@@ -10,7 +10,7 @@ after), a submit token from `kernelwatch token create`, gunicorn with --web-work
 Web and worker share a home (the artifact store), as they share a volume in compose. Follow-up runs (bisect,
 confirm) are off: no runner host takes them here.
 
-Each runner is a forked process with an artifact store of its own, sending through runners/uploader.py's
+Each runner is a process of its own (spawned) with an artifact store of its own, sending through runners/uploader.py's
 ``HttpUploader`` exactly as a runner host does (HEAD then PUT per artifact, then POST the manifest, transient
 failures retried with backoff). Runner r measures hardware kind ``r % --hardware-kinds``; its k-th new run is at
 commit k of one repository, so several runners measure each commit on each kind and every series grows as the
@@ -193,12 +193,14 @@ def soak(config: SoakConfig, database_url: str, work: Path, keep_logs: Path | No
         t0 = time.time()
         deadline = t0 + config.duration
         outputs = [work / f"runner-{r}.pickle" for r in range(config.runners)]
-        fork = multiprocessing.get_context("fork")  # before any thread of ours starts
+        # Spawned, not forked: this process may have imported JAX (the sample test runs beside others in one pytest
+        # worker), and a fork of a process with JAX's threads can deadlock in the child.
+        spawn = multiprocessing.get_context("spawn")
         procs = []
         for r in range(config.runners):
             spec = RunnerSpec(r, tag, url, token, str(work / f"runner-{r}"), t0, deadline,
                               r % max(1, config.hardware_kinds), config.seed, config.pause, config.resubmit_every)
-            proc = fork.Process(target=runner_main, args=(spec, str(outputs[r])), name=f"soak-runner-{r}")
+            proc = spawn.Process(target=runner_main, args=(spec, str(outputs[r])), name=f"soak-runner-{r}")
             proc.start()
             procs.append(proc)
         reader = Reader(url, tag, config.runners, config.readers, config.reader_pause, config.seed)

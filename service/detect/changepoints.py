@@ -4,12 +4,14 @@ One pass, for one series or ten thousand:
 
 1. Log scale: performance changes multiply.
 2. Hampel damping of isolated outlying commits (a slow machine, a noisy neighbour), judged against the
-   window's own noise.
+   window's own noise. A level of fewer than ``min_side`` commits at a window's end, which damping cannot yet
+   tell from outliers, is left out of that window before damping (``_settled_span``).
 3. Binary segmentation inside a window of commits: E-divisive means places the best split of a segment, a
    Bonferroni-corrected t-test decides it (``edivisive``), and the split must also move the level by at
-   least max(min_effect, k_noise x the series' own noise) with ``min_side`` commits on each side. Segments are
-   split again until nothing passes; then every change is re-tested between its final neighbours and the weak
-   ones are dropped, as E-divisive's authors advise.
+   least max(min_effect, k_noise x the series' own noise) with ``min_side`` commits on each side; a split that
+   ``min_side`` alone placed, next to a shorter level at the segment's end, waits for that level's commits
+   (``_short_level_at``). Segments are split again until nothing passes; then every change is re-tested between
+   its final neighbours and the weak ones are dropped, as E-divisive's authors advise.
 4. Long series are read in overlapping windows anchored at the last accepted change, so the cost is linear in
    the length and a change is always judged against the level just before it, not one from a year ago.
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.detect.edivisive import energy_split, split_test
-from service.detect.robust import hampel, robust_noise
+from service.detect.robust import damp, hampel, robust_noise
 
 
 @dataclass(frozen=True)
@@ -126,11 +128,15 @@ def commit_runs(run_medians: Sequence[Sequence[float]]) -> CommitRuns:
     return CommitRuns(np.array(levels), np.array(runs), np.array(within))
 
 
-def _damped_window(y: np.ndarray, params: ChangePointParams) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of one window, damped, and their noise. Both depend on the window's own values only, so a window
-    read in full gives the same answer however many commits come after it."""
+def _damped_window(y: np.ndarray, params: ChangePointParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of one window, damped; their noise; and which rows had a commit damped within ``min_side`` of an
+    end (``_settled_span`` looks at those again). All depend on the window's own values only, so a window read
+    in full gives the same answer however many commits come after it."""
     sigma = robust_noise(y, params.noise_floor)
-    return hampel(y, params.hampel_half_window, params.hampel_k, sigma), sigma
+    damped, replaced = damp(y, params.hampel_half_window, params.hampel_k, sigma)
+    reach = max(0, min(params.min_side - 1, y.shape[1]))
+    near_end = np.asarray(replaced[:, :reach].any(axis=1) | replaced[:, y.shape[1] - reach:].any(axis=1))
+    return damped, sigma, near_end
 
 
 def _min_shift(sigma: float, params: ChangePointParams) -> float:
@@ -158,12 +164,15 @@ def _rows(runs: np.ndarray | None, within: np.ndarray | None) -> tuple[np.ndarra
     return runs[None, :], within[None, :]
 
 
-def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, first: int | None = None,
-                    runs: np.ndarray | None = None, within: np.ndarray | None = None) -> list[int]:
-    """Change indices in one window ``y`` by binary segmentation, then pruning between final neighbours.
+def _segment_window(y: np.ndarray, raw: np.ndarray, sigma: float, params: ChangePointParams,
+                    first: int | None = None, runs: np.ndarray | None = None,
+                    within: np.ndarray | None = None) -> list[int]:
+    """Change indices in one window ``y`` (damped; ``raw``: before damping) by binary segmentation, then pruning
+    between final neighbours.
 
-    ``first``: the split of the whole window, when the caller has already placed it and seen it pass (the bulk
-    path tests every series' first split at once). ``runs``, ``within``: the window's, or None."""
+    ``first``: the split of the whole window, when the caller has already placed it, seen it pass and seen that
+    ``_short_level_at`` has nothing to set aside (the bulk path tests every series' first split at once).
+    ``runs``, ``within``: the window's, or None."""
     side = params.min_side
 
     def test(lo: int, k: int, hi: int) -> float | None:
@@ -173,6 +182,7 @@ def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, firs
                            segment_within)
 
     found: list[int] = []
+    edges = [0, y.size]  # the window less any short level set aside at either end
     stack = [(0, y.size)]
     while stack:
         lo, hi = stack.pop()
@@ -184,16 +194,74 @@ def _segment_window(y: np.ndarray, sigma: float, params: ChangePointParams, firs
             continue
         k, _ = energy_split(y[None, lo:hi], side)
         split = lo + int(k[0])
-        if test(lo, split, hi) is not None:
+        if test(lo, split, hi) is None:
+            continue
+        short = _short_level_at(raw[lo:hi], split - lo, side)
+        if short is None:
             found.append(split)
             stack += [(lo, split), (split, hi)]
+            continue
+        settled = (lo, lo + short) if short > split - lo else (lo + short, hi)
+        edges = [settled[0] if lo == edges[0] else edges[0], settled[1] if hi == edges[1] else edges[1]]
+        stack.append(settled)
     found.sort()
     while True:  # drop the weakest change that no longer stands between its neighbours, until all stand
-        bounds = [0, *found, y.size]
+        bounds = [edges[0], *found, edges[1]]
         weak = [(i, c) for i, c in enumerate(found) if test(bounds[i], c, bounds[i + 2]) is None]
         if not weak:
             return found
         found.remove(weak[0][1])
+
+
+def _free_split(raw: np.ndarray) -> int:
+    """The best split of a segment's values as measured (not damped), with no minimum side."""
+    return int(energy_split(raw[None, :], 1)[0][0])
+
+
+def _short_level_at(raw: np.ndarray, k: int, side: int) -> int | None:
+    """Where a segment (its values as measured) ends or begins with a level too short to report, whose nearness
+    alone placed the split ``k``: the first index after (or of) that level; None where the split is where the
+    statistic puts it. A step two commits before the end, with a minimum side of three, is allowed no split
+    nearer the end than three commits, one commit before the change, to be moved when the third came; such a
+    level waits for its commits."""
+    length = raw.size
+    if side < k < length - side:
+        return None
+    free = _free_split(raw)
+    if (k == length - side and free > k) or (k == side and free < k):
+        return free
+    return None
+
+
+def _settled_span(raw: np.ndarray, params: ChangePointParams) -> tuple[int, int, np.ndarray, np.ndarray]:
+    """One window's span [a, b) to search, less a level of fewer than ``min_side`` commits at either end that
+    damping reached, with that span's damped values and noise.
+
+    Hampel damping cannot tell two slow newest commits from the start of a new level (a step keeps going, but
+    these have had no time to), so it turns them into copies of their neighbourhood's median, often the commit
+    before them, and then that commit and its copies make a plateau of three near-identical values: a "level"
+    that passes any test and names the wrong commit. Such a level is left out, and the rest damped without it;
+    it is read again when more commits make it a level (or an outlier inside the window)."""
+    a, b = 0, raw.size
+    damped, sigma, near_end = _damped_window(raw[None, :], params)
+    for _ in range(2):  # once for each end
+        if not near_end[0] or b - a < 2 * params.min_side:
+            break
+        free = _free_split(raw[a:b])
+        if params.min_side <= free <= b - a - params.min_side:
+            break
+        a, b = (a, a + free) if free > b - a - params.min_side else (a + free, b)
+        damped, sigma, near_end = _damped_window(raw[None, a:b], params)
+    return a, b, damped[0], sigma
+
+
+def _window_changes(raw: np.ndarray, params: ChangePointParams, runs: np.ndarray | None,
+                    within: np.ndarray | None) -> list[int]:
+    """The change indices of one window (its log values as measured), alone."""
+    a, b, damped, sigma = _settled_span(raw, params)
+    return [a + c for c in _segment_window(damped, raw[a:b], float(sigma[0]), params, None,
+                                           None if runs is None else runs[a:b],
+                                           None if within is None else within[a:b])]
 
 
 def _window_end(start: int, n: int, params: ChangePointParams) -> int:
@@ -214,11 +282,9 @@ def _walk_row(y: np.ndarray, start: int, params: ChangePointParams, runs: np.nda
     found: list[int] = []
     while True:
         end = _window_end(start, n, params)
-        damped, sigma = _damped_window(y[None, start:end], params)
         window_runs = None if runs is None else runs[start:end]
         window_within = None if within is None else within[start:end]
-        changes = [start + c for c in _segment_window(damped[0], float(sigma[0]), params, None, window_runs,
-                                                      window_within)]
+        changes = [start + c for c in _window_changes(y[start:end], params, window_runs, window_within)]
         if end == n:
             return found + changes, start
         accepted = [c for c in changes if c <= end - params.margin]
@@ -331,7 +397,7 @@ def _bulk_walk(prepared: _Prepared, params: ChangePointParams) -> dict[int, list
         for length, rows in by_length.items():
             begin = np.array([starts[r] for r in rows])
             cells = (np.array(rows)[:, None], begin[:, None] + np.arange(length))
-            window, sigma = _damped_window(y[cells], params)
+            window, sigma, near_end = _damped_window(y[cells], params)
             runs = None if prepared.runs is None else prepared.runs[cells]
             within = None if prepared.within is None else prepared.within[cells]
             k, _ = energy_split(window, side)
@@ -339,11 +405,23 @@ def _bulk_walk(prepared: _Prepared, params: ChangePointParams) -> dict[int, list
                                   within, params.pool_runs_p)
             shift = np.maximum(math.log1p(params.min_effect), params.k_noise * sigma)
             passed = (np.abs(delta) >= shift) & (p <= params.alpha) & (length >= 2 * side)
+            # Where damping reached an end and the values as measured are best split there, ``_settled_span``
+            # searches less of the window: those rows go alone.
+            short_end = np.zeros(len(rows), dtype=bool)
+            if near_end.any() and length >= 2 * side:
+                free = energy_split(y[cells][near_end], 1)[0]
+                short_end[near_end] = (free < side) | (free > length - side)
             for i, row in enumerate(rows):
                 start, end = starts[row], starts[row] + length
-                changes = [start + c for c in _segment_window(window[i], float(sigma[i]), params, int(k[i]),
-                                                              _row(runs, i), _row(within, i))
-                           ] if passed[i] else []
+                raw = y[row, start:end]
+                if short_end[i]:
+                    changes = [start + c for c in _window_changes(raw, params, _row(runs, i), _row(within, i))]
+                elif passed[i]:
+                    first_split = int(k[i]) if _short_level_at(raw, int(k[i]), side) is None else None
+                    changes = [start + c for c in _segment_window(window[i], raw, float(sigma[i]), params,
+                                                                  first_split, _row(runs, i), _row(within, i))]
+                else:
+                    changes = []
                 if end == n:
                     found[row] += changes
                     continue

@@ -40,8 +40,14 @@ def robust_noise(y: np.ndarray, floor: float) -> np.ndarray:
 
 
 def hampel(y: np.ndarray, half_window: int, k: float, sigma: np.ndarray) -> np.ndarray:
+    """``damp``'s values."""
+    return damp(y, half_window, k, sigma)[0]
+
+
+def damp(y: np.ndarray, half_window: int, k: float, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Damp isolated outliers: a value farther than ``k`` sigmas from the median of its neighbourhood
-    (``half_window`` commits each side, clipped at the ends) is replaced by that median.
+    (``half_window`` commits each side, clipped at the ends) is replaced by that median. Returns the values and
+    which of them were replaced.
 
     ``sigma`` is per row and is the series' own commit noise, not the local MAD of a handful of points: with
     seven points the local MAD is too noisy a yardstick, and is zero whenever four of them agree.
@@ -51,7 +57,7 @@ def hampel(y: np.ndarray, half_window: int, k: float, sigma: np.ndarray) -> np.n
     y = np.atleast_2d(np.asarray(y, dtype=float))
     n = y.shape[1]
     if n < 3 or half_window < 1:
-        return y.copy()
+        return y.copy(), np.zeros(y.shape, dtype=bool)
     # Mirror the values next to each end, so a window there still has 2*h+1 values. Mirroring, not repeating the
     # end value: a repeated slow newest commit would outvote its neighbours and never be damped.
     half_window = min(half_window, n - 1)
@@ -60,4 +66,4 @@ def hampel(y: np.ndarray, half_window: int, k: float, sigma: np.ndarray) -> np.n
     windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half_window + 1, axis=1)
     medians = median_last_axis(windows)
     outlier = np.abs(y - medians) > k * sigma[:, None]
-    return np.where(outlier, medians, y)
+    return np.where(outlier, medians, y), outlier

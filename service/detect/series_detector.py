@@ -16,7 +16,9 @@ class EDivisiveDetector:
     sample would let whichever run took the most samples speak for the commit."""
 
     name = "edivisive"
-    version = 2  # 1: the median of every sample of a commit, pooled across runs; the test counted commits
+    # 1: the median of every sample of a commit, pooled across runs; the test counted commits. 2: a level of fewer
+    # than min_side commits at a window's end could place a change a commit before the real one.
+    version = 3
 
     def __init__(self, params: ChangePointParams | None = None) -> None:
         self.params = params or ChangePointParams()

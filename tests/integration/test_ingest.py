@@ -107,7 +107,8 @@ def test_detection_on_write_flags_the_step_commit(sessions: sessionmaker[Session
         f = findings[0]
         commit = s.get(Commit, f.commit_id)
         assert commit is not None and commit.sha == docs[5]["commit"]["sha"]
-        assert f.direction == "regression" and f.detector == "edivisive" and f.detector_version == 2
+        assert f.direction == "regression" and f.detector == "edivisive"
+        assert f.detector_version == EDivisiveDetector.version
         assert f.magnitude == pytest.approx(1.0, rel=0.05)
         view = series_view(s, f.series_id)
         assert view is not None and len(view.points) == 10 and view.findings[0].commit_sha == commit.sha
