@@ -21,7 +21,7 @@ from kernelwatch.errors import InvalidInput
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
 from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
-from service.report.compare_table import format_value, fraction_cell, has_fractions, median_cell
+from service.report.compare_table import format_value, fraction_cell, has_fractions, median_cell, runs_needed_text
 from service.store.commit_compare import (
     KernelCountChange,
     commit_info,
@@ -183,6 +183,7 @@ def _signed_count(value: int | None) -> str:
 FILTERS: dict[str, Callable[..., str]] = {
     "estimate": _estimate, "change": _change, "interval": _interval, "p": _p, "signed_count": _signed_count,
     "row_label": row_label, "geo": _geo, "fraction": fraction_cell,
+    "runs_needed": lambda row: runs_needed_text(row) or "",
 }
 add_filters(bp, FILTERS, prefix="cmp_")
 

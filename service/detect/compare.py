@@ -57,6 +57,9 @@ VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "inco
 WIDE_INTERVAL = "not significant, but the ratio's interval reaches past the equivalence margin: more runs would decide"
 NO_SPREAD = "one run a side and no stored spread between runs of this series: more runs (--rounds) would decide"
 NO_RATIO = "a zero or negative value: no ratio to test"
+# Past this many runs a side the estimate of the runs needed says only "more": a host that noisy needs another
+# remedy (--xla-single-thread, --cpu-affinity, a quieter runner), not more rounds.
+MAX_RUNS_NEEDED = 1000
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,9 @@ class Comparison:
     method: Method | None = None  # the test made (None: none could be)
     df: float | None = None  # its degrees of freedom
     reason: str | None = None  # why an inconclusive verdict is one
+    # For an inconclusive verdict that more runs can settle: about how many runs a side would decide it, at the
+    # ratio and spread measured (``runs_needed``; MAX_RUNS_NEEDED + 1: more than that); None otherwise.
+    runs_needed: int | None = None
 
     @property
     def noisy_runs(self) -> int:
@@ -420,9 +426,38 @@ def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTe
     elif not significant and (low < 1 / (1 + params.equivalence) or high > 1 + params.equivalence):
         verdict = "inconclusive"
         why = WIDE_INTERVAL
+    needed = runs_needed(test, len(base.medians), len(head.medians), params) if why == WIDE_INTERVAL else None
     return Comparison(key, verdict, base.result, head.result, ratio=ratio, ratio_low=low, ratio_high=high,
                       p_value=test.p_value, q_value=q, below_min_effect=significant and not large,
-                      method=test.method, df=test.df, reason=why)
+                      method=test.method, df=test.df, reason=why, runs_needed=needed)
+
+
+def runs_needed(test: RunTest, base_runs: int, head_runs: int, params: CompareParams) -> int | None:
+    """About how many runs a side (the same on both; more than either has) would decide a comparison whose ratio
+    and spread between runs stay as this test measured them: the fewest at which the ratio's interval lies
+    within ±equivalence (unchanged) or clear of 1 (a change), whichever comes first; ``MAX_RUNS_NEEDED`` + 1
+    past that, None with no spread to go by.
+
+    A planning figure in the spirit of Kalibera and Jones's repetition counts, not a promise: the next runs
+    move both the ratio and the spread, and the Benjamini-Hochberg correction over a suite is left out. The
+    interval's half-width at n runs a side is t(2n - 2) x s x sqrt(2 / n), s being one run's spread as the
+    test saw it (its standard error over sqrt(1 / base_runs + 1 / head_runs)); it decides once that is below
+    the larger of the distance to the margin and the distance to no change, which is never below half the
+    margin, so the answer is always finite."""
+    if test.se <= 0:
+        return None
+    spread2 = test.se ** 2 / (1 / base_runs + 1 / head_runs)
+    target = max(math.log1p(params.equivalence) - abs(test.diff), abs(test.diff))
+    q = 0.5 + params.confidence / 2
+    z = t_quantile(q, 1e9)
+    # The normal quantile gives a lower bound (t's is larger); from there, up until the t interval is narrow
+    # enough. At least one run more than either side has: these runs did not decide it.
+    n = max(base_runs + 1, head_runs + 1, math.ceil(2 * z * z * spread2 / target ** 2))
+    while n <= MAX_RUNS_NEEDED:
+        if t_quantile(q, 2 * n - 2) * math.sqrt(2 * spread2 / n) < target:
+            return n
+        n += max(1, n // 20)  # within 5 %: an estimate, not a schedule
+    return MAX_RUNS_NEEDED + 1
 
 
 def _geomeans(rows: Sequence[Comparison], tests: dict[int, RunTest], params: CompareParams) -> tuple[Geomean, ...]:

@@ -44,7 +44,7 @@ CSV_COLUMNS = (
     "head_status", "head_n", "head_median", "head_ci_low", "head_ci_high",
     "ratio", "ratio_ci_low", "ratio_ci_high", "delta_percent", "p_value", "q_value", "below_min_effect",
     "base_roofline_fraction", "head_roofline_fraction",
-    "base_runs", "head_runs", "method", "df", "reason",
+    "base_runs", "head_runs", "method", "df", "reason", "runs_needed",
 )
 _VERDICT_MARK = {"regression": "🔴 regression", "improvement": "🟢 improvement", "failed": "❌ failed"}
 
@@ -128,7 +128,8 @@ def _csv_row(row: Comparison) -> list[str]:
             k.unit, k.direction, row.verdict, *_side_cells(row.base), *_side_cells(row.head), _num(row.ratio),
             _num(row.ratio_low), _num(row.ratio_high), delta, _num(row.p_value), _num(row.q_value),
             "true" if row.below_min_effect else "false", _num(row.base_fraction), _num(row.head_fraction),
-            _runs(row.base), _runs(row.head), row.method or "", _num(row.df), row.reason or ""]
+            _runs(row.base), _runs(row.head), row.method or "", _num(row.df), row.reason or "",
+            "" if row.runs_needed is None else str(row.runs_needed)]
 
 
 def format_csv(report: ComparisonReport, rows: Sequence[int] | None = None) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.detect.compare import (
+    MAX_RUNS_NEEDED,
     VERDICTS,
     BenchmarkKey,
     CompareParams,
@@ -133,12 +134,24 @@ def _percent(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
+def runs_needed_text(row: Comparison) -> str | None:
+    """``≈14 runs a side to decide``: an inconclusive row's estimate of the runs that would settle it
+    (``compare.runs_needed``), as every face says it; None where it has none."""
+    if row.runs_needed is None:
+        return None
+    if row.runs_needed > MAX_RUNS_NEEDED:
+        return f"over {MAX_RUNS_NEEDED} runs a side to decide"
+    return f"≈{row.runs_needed} runs a side to decide"
+
+
 def delta_cell(row: Comparison, alpha: float) -> str:
     if row.p_value is None or row.q_value is None:
         return ""
     assert row.base is not None and row.base.estimate is not None
     assert row.head is not None and row.head.estimate is not None
-    detail = f"(p={row.p_value:.3f} runs={row.base.estimate.runs}+{row.head.estimate.runs})"
+    needed = runs_needed_text(row)
+    detail = (f"(p={row.p_value:.3f} runs={row.base.estimate.runs}+{row.head.estimate.runs}"
+              + (f"; {needed})" if needed else ")"))
     if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
         return f"~ {detail}"
     change = _percent(row.ratio) if row.ratio is not None else ("+inf" if row.head.estimate.median > 0 else "0")
@@ -369,7 +382,7 @@ def to_json(report: ComparisonReport, base: SideLabel, head: SideLabel, notes: S
              "ratio": _num(r.ratio), "ratio_ci_low": _num(r.ratio_low), "ratio_ci_high": _num(r.ratio_high),
              "p_value": _num(r.p_value), "q_value": _num(r.q_value), "below_min_effect": r.below_min_effect,
              "base_fraction": _num(r.base_fraction), "head_fraction": _num(r.head_fraction),
-             "method": r.method, "df": _num(r.df), "reason": r.reason}
+             "method": r.method, "df": _num(r.df), "reason": r.reason, "runs_needed": r.runs_needed}
             for r in listed
         ],
         "geomeans": [
@@ -392,8 +405,8 @@ def _side_from_json(side: dict[str, Any] | None) -> SideResult | None:
 
 
 def comparison_from_json(r: dict[str, Any]) -> Comparison:
-    """One benchmark of a ``to_json`` document (the fractions are absent from documents stored before they were
-    added: none then)."""
+    """One benchmark of a ``to_json`` document (the fractions and the runs needed are absent from documents stored
+    before they were added: none then)."""
     key = BenchmarkKey(suite=r["suite"], name=r["name"], params=tuple(r["params"].items()), metric=r["metric"],
                        unit=r["unit"], direction=r["direction"], environment=r["environment"])
     verdict: Verdict = r["verdict"]
@@ -401,7 +414,7 @@ def comparison_from_json(r: dict[str, Any]) -> Comparison:
                       ratio=r["ratio"], ratio_low=r["ratio_ci_low"], ratio_high=r["ratio_ci_high"],
                       p_value=r["p_value"], q_value=r["q_value"], below_min_effect=r["below_min_effect"],
                       base_fraction=r.get("base_fraction"), head_fraction=r.get("head_fraction"),
-                      method=r["method"], df=r["df"], reason=r["reason"])
+                      method=r["method"], df=r["df"], reason=r["reason"], runs_needed=r.get("runs_needed"))
 
 
 def geomeans_from_json(document: dict[str, Any]) -> tuple[Geomean, ...]:

@@ -23,6 +23,7 @@ from service.report.compare_table import (
     has_fractions,
     markdown_cell,
     median_cell,
+    runs_needed_text,
 )
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
@@ -108,7 +109,9 @@ def _delta_cell(row: Comparison, alpha: float) -> str:
             return markdown_cell(first[0][:120]) if first else ""
         return ""
     if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
-        return f"{'?' if row.verdict == 'inconclusive' else '~'} (p={row.p_value:.3f})"
+        needed = runs_needed_text(row)
+        return (f"{'?' if row.verdict == 'inconclusive' else '~'} (p={row.p_value:.3f}"
+                + (f"; {needed})" if needed else ")"))
     change = f"{(row.ratio - 1) * 100:+.1f}%" if row.ratio is not None and math.isfinite(row.ratio) else "+inf"
     return f"**{change}** (p={row.p_value:.3f})" if row.verdict == "regression" else f"{change} (p={row.p_value:.3f})"
 

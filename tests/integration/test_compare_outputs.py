@@ -223,7 +223,7 @@ def test_every_face_shows_the_same_verdicts_the_undecided_one_included(stored: S
     """The CLI (text, JSON, a service's JSON), the API, the compare page and the PR comment of one comparison:
     one verdict per benchmark, everywhere, `inconclusive` too."""
     from service.app import create_app
-    from service.report.compare_table import from_json, labels_from_json
+    from service.report.compare_table import comparison_from_json, from_json, labels_from_json, runs_needed_text
     from service.report.pr_comment import CommentContext, format_comment
 
     url, token = web
@@ -234,6 +234,10 @@ def test_every_face_shows_the_same_verdicts_the_undecided_one_included(stored: S
     assert local["summary"]["inconclusive"] == 1
     wobbly = next(b for b in local["benchmarks"] if b["suite"] == "jitter")
     assert wobbly["reason"] and wobbly["ratio_ci_low"] < 1 < wobbly["ratio_ci_high"]
+    # How many runs would decide it: one estimate, said the same way on every face.
+    assert wobbly["runs_needed"] > max(wobbly["base"]["runs"], wobbly["head"]["runs"])
+    needed = runs_needed_text(comparison_from_json(wobbly))
+    assert needed is not None and "runs a side to decide" in needed
 
     remote = json.loads(compare([*refs, "--format", "json", "--url", url, "--token", token], stored.env).stdout)
     assert remote == local
@@ -243,6 +247,7 @@ def test_every_face_shows_the_same_verdicts_the_undecided_one_included(stored: S
     text = compare(refs, stored.env).stdout
     wobbly_line = next(line for line in text.splitlines() if line.startswith("jitter/wobbly"))
     assert re.search(r"\? ⁴$", wobbly_line) and "⁴ not significant, but the ratio's interval" in text
+    assert needed in wobbly_line
 
     app = create_app(load_settings(stored.env))
     page = app.test_client().get(f"/compare?base={stored.base_sha}&head={stored.head_sha}&limit=100")
@@ -251,10 +256,10 @@ def test_every_face_shows_the_same_verdicts_the_undecided_one_included(stored: S
     shown = {name.strip().split(" ")[0]: verdict for verdict, name in
              re.findall(r'<tr class="v-\w+" data-verdict="(\w+)">\s*<td>([^<]+)', html)}
     assert shown["jitter/wobbly"] == "inconclusive" and shown["softmax/softmax_rows"] == "regression"
-    assert "more runs would decide" in html
+    assert "more runs would decide" in html and needed in html
 
     report, notes = from_json(local)
     base, head = labels_from_json(local)
     comment = format_comment(report, CommentContext(base, head, notes=notes))
     line = next(row for row in comment.splitlines() if "jitter/wobbly" in row)
-    assert "❔ inconclusive" in line and "| inconclusive |" in comment
+    assert "❔ inconclusive" in line and needed in line and "| inconclusive |" in comment

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from service.app import create_app
 from service.context import Context
+from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.submit import submit_manifest
 from service.settings import load_settings
 from service.store.models import Commit, Environment, Run, Series
@@ -48,7 +49,7 @@ def test_index_and_series_show_the_finding(sessions: sessionmaker[Session], data
     with ctx.sessions() as s:
         series_id = s.scalars(select(Series.id)).one()
     page = client.get(f"/series/{series_id}").get_data(as_text=True)
-    assert culprit[:10] in page and "edivisive v2" in page
+    assert culprit[:10] in page and f"edivisive v{EDivisiveDetector.version}" in page
     assert "/static/plotly.min.js" in page and "cdn" not in page.lower()
     js = client.get("/static/plotly.min.js")
     assert js.status_code == 200 and len(js.data) > 1_000_000

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 from service.detect.compare import (
+    MAX_RUNS_NEEDED,
     NO_SPREAD,
     ROUNDS_PER_LOOK,
     WIDE_INTERVAL,
@@ -119,6 +120,35 @@ def test_not_significant_with_a_wide_interval_is_inconclusive() -> None:
     assert row.ratio_low < 1 / 1.05 or row.ratio_high > 1.05
     tight = one(nested(1e-3, 4, rng, run_noise=0.002), nested(1e-3, 4, rng, run_noise=0.002))
     assert tight.verdict == "unchanged" and tight.reason is None  # the interval lies within ±5 %
+
+
+def exact_runs(level: float, runs: int, sd: float) -> Side:
+    """A side whose log run medians have the mean log(level) and the sample standard deviation ``sd`` exactly."""
+    z = np.linspace(-1.0, 1.0, runs)
+    z = (z - z.mean()) / z.std(ddof=1)
+    return Side.of_runs([[level * math.exp(sd * v)] * 3 for v in z])
+
+
+@pytest.mark.parametrize(("ratio", "sd"), [(1.0, 0.10), (1.02, 0.05), (1.08, 0.12), (0.95, 0.08)])
+def test_an_inconclusive_verdict_says_how_many_runs_a_side_would_decide_it(ratio: float, sd: float) -> None:
+    """The estimate holds the ratio and the spread between runs as measured: the same figures at that many runs
+    a side are decided (unchanged, or a change), at a fifth fewer still not."""
+    row = one(exact_runs(1.0, 3, sd), exact_runs(ratio, 3, sd))
+    assert row.verdict == "inconclusive" and row.reason == WIDE_INTERVAL
+    needed = row.runs_needed
+    assert needed is not None and 3 < needed <= MAX_RUNS_NEEDED
+    assert one(exact_runs(1.0, needed, sd), exact_runs(ratio, needed, sd)).verdict != "inconclusive"
+    fewer = int(needed * 0.8)
+    if fewer > 3:
+        assert one(exact_runs(1.0, fewer, sd), exact_runs(ratio, fewer, sd)).verdict == "inconclusive"
+
+
+def test_the_runs_needed_are_said_only_where_more_runs_can_decide() -> None:
+    rng = np.random.default_rng(12)
+    assert one(exact_runs(1.0, 3, 0.6), exact_runs(1.0, 3, 0.6)).runs_needed == MAX_RUNS_NEEDED + 1  # past it
+    assert one(nested(1.0, 1, rng), nested(1.0, 1, rng)).runs_needed is None  # one run a side: no spread to go by
+    assert one(exact_runs(1.0, 6, 0.002), exact_runs(1.0, 6, 0.002)).runs_needed is None  # decided: unchanged
+    assert one(exact_runs(1.0, 6, 0.01), exact_runs(2.0, 6, 0.01)).runs_needed is None  # decided: a regression
 
 
 def test_one_run_a_side_does_not_decide_without_a_stored_spread() -> None:

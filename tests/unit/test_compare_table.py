@@ -7,7 +7,7 @@ import json
 import pytest
 
 from service.detect.compare import BenchmarkKey, CompareParams, Pair, Side, compare
-from service.report.compare_table import SideLabel, format_text, format_value, to_json
+from service.report.compare_table import SideLabel, comparison_from_json, format_text, format_value, from_json, to_json
 from tests.builders import runs_of
 from tests.golden import assert_golden
 
@@ -86,6 +86,13 @@ def test_json_form() -> None:
     first = doc["benchmarks"][0]
     assert first["verdict"] == "regression" and first["params"] == {"cols": "4096", "rows": "256"}
     assert first["ratio_ci_low"] < first["ratio"] < first["ratio_ci_high"]
+    # A document read back keeps every row; one stored before the runs needed were added reads as none known.
+    read = from_json(doc)[0].rows
+    assert [(r.verdict, r.reason, r.runs_needed) for r in read] == [(r.verdict, r.reason, r.runs_needed)
+                                                                       for r in report.rows]
+    old = {**first}
+    del old["runs_needed"]
+    assert comparison_from_json(old).runs_needed is None
 
 
 @pytest.mark.parametrize(("value", "unit", "text"), [
