@@ -182,10 +182,6 @@ def kernelwatch_row(base: list[list[float]], head: list[list[float]], held_out: 
     return compare([pair], CompareParams(alpha=alpha, min_effect=MIN_EFFECT)).rows[0]
 
 
-def kernelwatch_verdict(base: list[list[float]], head: list[list[float]], held_out: list[list[float]]) -> str:
-    return kernelwatch_row(base, head, held_out).verdict
-
-
 def adaptive_verdict(base: Runs, head: Runs, order: list[int]) -> tuple[str, int]:
     """`ci --max-rounds` on one draw: the rounds in ``order`` taken two at a time from ADAPTIVE[0] while the
     verdict is undecided, up to ADAPTIVE[1], every look at --alpha split over the looks; the verdict and the
@@ -231,20 +227,26 @@ def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
 METHODS = ("kernelwatch", "paired", "pooled")
 
 
-def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator) -> dict[str, list[str]]:
+def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator
+          ) -> tuple[dict[str, list[str]], list[int]]:
     """Each method's verdicts over random draws of ``budget`` rounds of each side (the same rounds for both, as
-    a session of interleaved rounds makes them)."""
+    a session of interleaved rounds makes them); and KernelWatch's estimate of the runs a side that would decide
+    each of its inconclusive verdicts that has one (``Comparison.runs_needed``)."""
     rounds = min(len(base.rounds), len(head.rounds))
     out: dict[str, list[str]] = {m: [] for m in METHODS}
+    needed: list[int] = []
     for _ in range(trials):
         chosen = sorted(rng.choice(rounds, size=budget, replace=False).tolist())
         rest = [i for i in range(rounds) if i not in chosen]
         b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
         held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
-        out["kernelwatch"].append(kernelwatch_verdict(b, h, held_out))
+        row = kernelwatch_row(b, h, held_out)
+        out["kernelwatch"].append(row.verdict)
+        if row.runs_needed is not None:
+            needed.append(row.runs_needed)
         out["paired"].append(paired_verdict(b, h))
         out["pooled"].append(pooled_verdict(b, h))
-    return out
+    return out, needed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     # rates[(method, budget)][column] = (hits, trials)
     rates: dict[tuple[str, int], dict[str, list[int]]] = {}
     inconclusive: dict[int, list[int]] = {}
+    needed_aa: dict[int, list[int]] = {}  # per budget: the runs a side that would decide each inconclusive A/A
     # rates_by_label[(method, budget, label)][column] = (hits, trials): the split per benchmark
     rates_by_label: dict[tuple[str, int, str], dict[str, list[int]]] = {}
     same_code = [sha for sha, _, effect in commits if effect == 0]
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                     cell[1] += 1
                     cell[2] += used
             for budget in budgets:
-                verdicts = judge(base, head, budget, args.trials, rng)
+                verdicts, needed = judge(base, head, budget, args.trials, rng)
                 for method, found in verdicts.items():
                     wrong = ("regression", "improvement") if effect == 0 else ("regression",)
                     for cell in (rates.setdefault((method, budget), {}).setdefault(column, [0, 0]),
@@ -326,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     undecided = inconclusive.setdefault(budget, [0, 0])
                     undecided[0] += sum(v == "inconclusive" for v in verdicts["kernelwatch"])
                     undecided[1] += len(verdicts["kernelwatch"])
+                    needed_aa.setdefault(budget, []).extend(needed)
 
     measured_effects = {}
     for sha, name, effect in commits[1:]:
@@ -366,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("kernelwatch, A/A comparisons called inconclusive: "
           + ", ".join(f"{b} run{'s' if b > 1 else ''}/side {v[0] / v[1]:.0%}" for b, v in sorted(inconclusive.items())))
+    print("  runs a side the verdict says would decide them (runs_needed; median, quartiles): " + ", ".join(
+        f"{b}: {np.median(v):.0f} [{np.percentile(v, 25):.0f}, {np.percentile(v, 75):.0f}]"
+        for b, v in sorted(needed_aa.items()) if v))
 
     ok = True
     for budget in budgets:

@@ -39,7 +39,9 @@ difference of logs), and two sides are compared on those values:
   states are even) and the moderated test calls it a change (p = 0.01 for three slow against three fast
   under a 1.7x split). Hence the floor below ``OWN_SPREAD_RUNS`` runs a side and the prior from there on.
   A floor that binds under a side of 3 runs brings the prior's degrees of freedom with it (the variance is then
-  the history's); under 2 runs it does not (``_side_variance`` gives the measurements).
+  the history's); under 2 runs it does not (``_side_variance`` gives the measurements). From 4 runs the prior
+  moderates only a side quieter than the history: a side that shows more spread keeps its own (one slow run
+  among five, shrunk toward a quiet history, read as a change).
   The cap is also what keeps one run a side honest: a spread learned from many runs with a heavy tail (the
   slow state) gave 7 % A/A false verdicts as a t with all its degrees of freedom, and 0 % as a t with five.
 """
@@ -182,6 +184,14 @@ def _side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, flo
         # at 2 runs: two runs share a process state half the time, and there the same change raised A/A to
         # 3.9 % in one measurement and `ci`'s adaptive rounds, which start at 2, to 6.2 %.
         return floor, (max(own_df, min(noise.df, PRIOR_DF)) if logs.size >= FLOOR_DF_RUNS else own_df)
+    own = _ss(logs) / own_df
+    if own > noise.sd ** 2:
+        # Moderation only ever raises a side's spread toward the history's, never lowers one the side shows:
+        # runs here have a heavy slow tail, and one slow run among five shrunk toward a quiet history read as a
+        # change (A/A 5.2 % at 5 runs a side, 8.5 % for one benchmark; with this, 0.3 % and 0.0 %, at the cost of
+        # +5-10 % power: bench/verdict_calibration.py, 2026-12-04). Robust limma (Phipson et al. 2016) weighs
+        # such outlying variances down the same way.
+        return own, own_df
     prior_df = min(noise.df, PRIOR_DF)
     return (_ss(logs) + noise.sd ** 2 * prior_df) / (own_df + prior_df), own_df + prior_df
 

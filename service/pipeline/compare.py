@@ -291,8 +291,8 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 5  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
-# 5: the runs needed to decide an inconclusive verdict
+COMPARISON_REVISION = 6  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
+# 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
