@@ -24,8 +24,11 @@ EFFICIENCY_METRIC = "roofline_fraction"
 # A roof is an upper bound: a result measured faster than its roof allows says the roof is wrong for it (a
 # calibration that missed a cache level, a published peak for another dtype, counts XLA over-stated), not that
 # the kernel beat the hardware. Within this much it is the measurement's own spread (a best-of-N calibration
-# against a median), past it a defect ingest flags and the pages name instead of a fraction over 100 %.
-ABOVE_ROOF_TOLERANCE = 0.05
+# against a median), past it a defect ingest flags and the pages name instead of a fraction over 100 %. 10 %, not
+# the 5 % it was: on a shared 2-core host the samples of one run spread 3-9 % (bench/verdict_calibration.py) and
+# a calibration measured in a noisy minute sits that much low, and the demo's CI run of 2026-12-04 had a result at
+# 105.3 % of its L3 roof. A tolerance from each result's own spread would be tighter where the host is quiet.
+ABOVE_ROOF_TOLERANCE = 0.10
 
 
 def above_roof(achieved_fraction: float | None) -> bool:
