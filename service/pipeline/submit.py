@@ -13,7 +13,7 @@ from service.pipeline.ingest import IngestOutcome, ingest_manifest
 from service.pipeline.ports import TaskQueue
 from service.pipeline.pull_requests import pull_requests_of_run
 from service.store.artifacts import unparsed_of
-from service.store.db import unit_of_work
+from service.store.db import INGEST_STATEMENT_TIMEOUT_MS, unit_of_work
 from service.store.errors import DataError, IntegrityError
 from service.store.runs import results_of_run
 
@@ -64,7 +64,7 @@ def _store_once_more_after_a_race(sessions: sessionmaker[Session],
 
 def _store(sessions: sessionmaker[Session],
            manifest: Manifest) -> tuple[IngestOutcome, list[int], list[int], list[int]]:
-    with unit_of_work(sessions) as session:
+    with unit_of_work(sessions, statement_timeout_ms=INGEST_STATEMENT_TIMEOUT_MS) as session:
         outcome = ingest_manifest(session, manifest)
         if not outcome.created:
             # The same run again: a runner retrying because its first submission's follow-ups could not be

@@ -8,7 +8,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -17,6 +17,10 @@ from migrations import MIGRATIONS_DIR
 
 SQLITE_WRITE = "kernelwatch_sqlite_write"  # an execution option: this SQLite transaction writes (unit_of_work)
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE for a statement cancelled (by statement_timeout, here)
+# A run's upload is one transaction whose size the manifest cap bounds, not a read whose arguments could ask for the
+# whole store: under load (or behind a concurrent submission of the same run, whose row lock it waits for) its
+# statements may outlast the web read limit, and a 503 there only makes the runner send the whole run again.
+INGEST_STATEMENT_TIMEOUT_MS = 120_000
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
@@ -85,12 +89,18 @@ def make_session_factory(engine: Engine) -> sessionmaker[Session]:
 
 
 @contextmanager
-def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
-    """One transaction: committed when the block ends normally, rolled back entirely otherwise."""
+def unit_of_work(factory: sessionmaker[Session], statement_timeout_ms: int | None = None) -> Iterator[Session]:
+    """One transaction: committed when the block ends normally, rolled back entirely otherwise.
+
+    ``statement_timeout_ms`` replaces the connection's statement limit (``limit_statements``) for this transaction
+    alone (PostgreSQL's ``SET LOCAL``; nothing on SQLite)."""
     session = factory()
     try:
-        if session.get_bind().dialect.name == "sqlite":
+        dialect = session.get_bind().dialect.name
+        if dialect == "sqlite":
             session.connection(execution_options={SQLITE_WRITE: True})  # BEGIN IMMEDIATE (make_engine)
+        elif statement_timeout_ms is not None and dialect == "postgresql":
+            session.execute(text(f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}"))
         yield session
         session.commit()
     except OperationalError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -219,3 +220,31 @@ def test_a_query_past_the_statement_timeout_is_a_503_in_the_error_shape(pg_datab
         assert "timeout" in body["error"]["message"] and elapsed < 10
         assert _get(f"{web.url}/api/v1/repositories")[0] == 200  # the connection went back to the pool usable
         assert "unhandled error" not in web.process.output()
+
+
+def test_a_run_upload_outlasting_the_read_limit_is_stored_not_refused(pg_database: str, tmp_path: Path) -> None:
+    """The read limit is for reads: a run's upload waiting behind a lock (a concurrent submission of the same run, a
+    loaded database) past it is still stored, once, where a read in the same wait is cancelled. The soak saw an
+    upload cancelled this way, answered 503 and sent again whole."""
+    from tests.api_client import make_api
+
+    at_head(pg_database)
+    api = make_api(pg_database, tmp_path, KERNELWATCH_WEB_STATEMENT_TIMEOUT_MS="300")
+    doc = builders.manifest(0)
+    try:
+        with psycopg.connect(pg_database.replace("postgresql+psycopg://", "postgresql://")) as holder:
+            holder.execute("LOCK TABLE repository IN ACCESS EXCLUSIVE MODE")
+            read = api.client.get("/api/v1/repositories")
+            assert read.status_code == 503 and error_of(read)["code"] == "unavailable"
+            release = threading.Timer(1.5, holder.rollback)  # five times the read limit, then the lock goes
+            release.start()
+            started = time.perf_counter()
+            upload = api.client.post("/api/v1/runs", json=doc, headers=api.auth("submit"))
+            waited = time.perf_counter() - started
+            release.join()
+        assert upload.status_code == 201, upload.get_json()
+        assert waited >= 1.0  # it did wait behind the lock, well past the 300 ms a read gets
+        stored = api.client.get(f"/api/v1/runs/{doc['run_id']}/results", headers=api.auth("submit"))
+        assert stored.status_code == 200 and len(stored.get_json()["results"]) == len(doc["results"])
+    finally:
+        api.ctx.close()
