@@ -140,9 +140,13 @@ def calibrate(matmul_sizes: Iterable[int] = MATMUL_SIZES, dtypes: Iterable[str] 
     if not sizes or not kinds or not sets or repeats < 1 or passes < 1 or min(sizes) < 1 or min(sets) < 4:
         raise ValueError("matmul sizes, dtypes, working sets (of 4 bytes or more), repeats and passes must be "
                          "given and positive")
-    rates = {dtype_key(d): max(matmul_rate(n, d, repeats) for n in sizes) for d in kinds}
+    rates: dict[str, float] = {}
     best: dict[int, float] = {}
     for _ in range(passes):
+        # The matmuls in every pass too, best per dtype: measured once, a slow spell of the host (the other vCPU
+        # busy halves a two-thread matmul here) set an fp32 roof that the demo's own matmuls then beat by 11 %.
+        for d in kinds:
+            rates[dtype_key(d)] = max(rates.get(dtype_key(d), 0.0), *(matmul_rate(n, d, repeats) for n in sizes))
         for size in sets:
             best[size] = max(best.get(size, 0.0), streaming_rate(size, repeats, bytes_per_timing))
     curve = tuple(BandwidthPoint(size, best[size]) for size in sets)

@@ -347,6 +347,7 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
                 repos_dir: Path | None = None, first_round: int = 0,
                 envs_dir: Path | None = None,
                 after_first_round: Callable[[list[list[dict[str, Any]]]], None] | None = None,
+                session: str | None = None,
                 ) -> list[list[dict[str, Any]]]:
     """Run each request's suite at its commit, benchmark by benchmark interleaved across the commits, ``rounds``
     times, and return each commit's manifests (one per environment and round).
@@ -364,7 +365,11 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     numbered and ordered as if made in one call (`ci --max-rounds` adds rounds while a benchmark is undecided).
 
     ``after_first_round`` sees each commit's manifests of this call's first round; what it raises ends the call
-    there (a check of what every round would repeat: an empty selection, the wrong backend)."""
+    there (a check of what every round would repeat: an empty selection, the wrong backend).
+
+    ``session`` names the interleaved session the runs are rounds of, for a caller that interleaves commits
+    itself, a call per commit and round (the demo); by default a session of several commits or rounds is named
+    after its first run, and a single run is of no session."""
     if rounds < 1:
         raise ValueError(f"at least one round, not {rounds}")
     if first_round < 0 or (first_round and run_ids is None):
@@ -393,7 +398,8 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
                 rid = ids[i] if round_index == 0 else f"{ids[i]}-r{round_index}"
                 # The session is named after its first run (stable too); runs of one session and round were
                 # made back to back, and a comparison pairs them.
-                round_of = {"session": ids[0], "index": round_index} if len(prepared) > 1 or last > 1 else None
+                named = session or (ids[0] if len(prepared) > 1 or last > 1 else None)
+                round_of = {"session": named, "index": round_index} if named is not None else None
                 out[i] += _manifests(prepared[i], runners[i], rid, round_of)
         finally:
             for runner in runners.values():

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.progress import Progress
 
 import kernels_under_test
-from runners.local import RunRequest, run_at_commit
+from runners.local import RunRequest, run_commits
 from service.context import Context
 from service.pipeline.jobs import detect
 from service.store.queries import FindingView, all_findings
@@ -197,6 +198,10 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
     """
     repo, commits = create_demo_repository(workdir)
     series_ids: set[int] = set()
+    # Every run is a round of one session: a comparison of two commits then knows which of their runs were made
+    # in the same minutes (a confirmation's extra rounds of a commit and its parent were not, for the commit
+    # after it: service/detect/run_stats.co_measured).
+    round_session = uuid.uuid4().hex
     total = len(commits) * rounds
     task = progress.add_task("runs", total=total) if progress else None
     for round_index in range(rounds):
@@ -209,7 +214,9 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
             request = RunRequest(repo=repo, rev=sha, samples=samples, suite=DEMO_SUITE, branch="main",
                                  trigger="push",
                                  capture_dir=ctx.settings.artifacts_dir if round_index == 0 else None)
-            for manifest in run_at_commit(request, ctx.settings.worktree_dir):
+            [manifests] = run_commits([request], ctx.settings.worktree_dir, run_ids=[uuid.uuid4().hex],
+                                      first_round=round_index, session=round_session)
+            for manifest in manifests:
                 series_ids.update(ctx.submit(manifest).series_ids)
             if progress is not None and task is not None:
                 progress.advance(task)

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
@@ -241,3 +241,47 @@ def pooled_noise(groups: Sequence[Sequence[float]]) -> RunNoise | None:
     if df == 0:
         return None
     return RunNoise(math.sqrt(ss / df), df)
+
+
+@dataclass(frozen=True)
+class RunOrigin:
+    """Where a run was made: its environment, and the interleaved session it was a round of (None: a run made on
+    its own, which shares its host's minute with no other)."""
+
+    environment: int
+    session: str | None
+
+
+@dataclass(frozen=True)
+class CoMeasured:
+    """The runs of each side that a comparison keeps, and how many of each side's it left out."""
+
+    base: tuple[int, ...]
+    head: tuple[int, ...]
+    left_out: tuple[int, int]
+
+
+def co_measured(base: Mapping[int, RunOrigin], head: Mapping[int, RunOrigin], min_runs: int = 2) -> CoMeasured:
+    """Each side's runs made in sessions the other side was measured in too, where that leaves every common
+    environment at least ``min_runs`` runs a side; otherwise every run.
+
+    The host's state drifts over minutes (on the shared VM this was written on the same code's runs land up to 3x
+    apart, and a stretch of minutes lands mostly fast or mostly slow), so runs of one side made at another time
+    than any run of the other carry the time as well as the code. A confirmation session adds rounds of a commit
+    and its parent only: compared with the commit after it, whose runs were all made in the demo's rounds, those
+    extra runs called an unchanged softmax 1.75x faster (p = 0.006, the demo's A/A check in CI). Runs interleaved
+    in one session (``run --rounds``, ``ci``, the demo, a confirmation) share the host's minutes, so a
+    comparison of those alone tests the code (Kalibera and Jones's randomised, interleaved design)."""
+    shared = ({o.session for o in base.values() if o.session is not None}
+              & {o.session for o in head.values() if o.session is not None})
+    everything = CoMeasured(tuple(sorted(base)), tuple(sorted(head)), (0, 0))
+    if not shared:
+        return everything
+    kept_base = {r for r, o in base.items() if o.session in shared}
+    kept_head = {r for r, o in head.items() if o.session in shared}
+    for environment in {o.environment for o in base.values()} & {o.environment for o in head.values()}:
+        for kept, side in ((kept_base, base), (kept_head, head)):
+            if sum(1 for r in kept if side[r].environment == environment) < min_runs:
+                return everything
+    return CoMeasured(tuple(sorted(kept_base)), tuple(sorted(kept_head)),
+                      (len(base) - len(kept_base), len(head) - len(kept_head)))

@@ -29,6 +29,7 @@ from service.detect.compare import (
     Side,
     compare,
 )
+from service.detect.run_stats import co_measured
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
@@ -38,7 +39,7 @@ from service.store.commits import commit_of, commits_with_prefix, repository_nam
 from service.store.models import Commit, Environment, Repository, StoredComparison
 from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise
-from service.store.runs import run_named, runs_named, runs_of_commit
+from service.store.runs import run_named, run_origins, runs_named, runs_of_commit
 
 MIN_PREFIX = 4
 MAX_RUNS_NAMED = 64  # run ids one reference may list
@@ -51,6 +52,8 @@ class ResolvedSide:
     label: SideLabel
     run_ids: tuple[int, ...]
     environment_ids: frozenset[int]
+    # The user named these runs (run ids), rather than a commit whose runs they are: compared exactly as named.
+    named_runs: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,7 @@ def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
     return ResolvedSide(
         SideLabel(ref=commit.sha[:12], repository=owner.name, commit=commit.sha, subject=commit.subject,
                   runs=tuple(r.run_uid for r in runs)),
-        tuple(r.id for r in runs), frozenset(r.environment_id for r in runs))
+        tuple(r.id for r in runs), frozenset(r.environment_id for r in runs), named_runs=True)
 
 
 def _resolve_stored(session: Session, ref: str, repository: Repository | None) -> ResolvedSide:
@@ -143,7 +146,7 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
             raise InvalidInput(f"run {ref} belongs to repository {owner.name}, not {repository.name}")
         return ResolvedSide(
             SideLabel(ref=ref, repository=owner.name, commit=commit.sha, subject=commit.subject, runs=(run.run_uid,)),
-            (run.id,), frozenset({run.environment_id}))
+            (run.id,), frozenset({run.environment_id}), named_runs=True)
     where = f" in repository {repository.name}" if repository is not None else ""
     if not _HEX.match(ref) or len(ref) > 40:
         raise NotFound(f"no run {ref!r}, and it is not a commit sha{where}")
@@ -291,8 +294,9 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 6  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
-# 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread
+COMPARISON_REVISION = 7  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
+# 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread;
+# 7: only the runs made in sessions both sides share, where each side has enough of them
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
@@ -345,6 +349,8 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
+    base, head, narrowed = _co_measured(session, base, head)
+    notes += narrowed
     keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]] = {}
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
     identities = base_pools.keys() | head_pools.keys()
@@ -365,6 +371,30 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     report = compare(pairs, params)
     notes += _edited_notes(base_pools, head_pools)
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
+
+
+def _co_measured(session: Session, base: ResolvedSide,
+                 head: ResolvedSide) -> tuple[ResolvedSide, ResolvedSide, list[str]]:
+    """The sides narrowed to the runs made in sessions both were measured in (run_stats.co_measured says why),
+    with a note of what was left out; runs a user named are compared as named."""
+    if base.named_runs or head.named_runs:
+        return base, head, []
+    origins = run_origins(session, [*base.run_ids, *head.run_ids])
+    kept = co_measured({r: origins[r] for r in base.run_ids}, {r: origins[r] for r in head.run_ids})
+    if kept.left_out == (0, 0):
+        return base, head, []
+    sides = []
+    for side, ids in ((base, kept.base), (head, kept.head)):
+        uid = dict(zip(side.run_ids, side.label.runs, strict=True))
+        ordered = tuple(r for r in side.run_ids if r in set(ids))
+        sides.append(dataclasses.replace(side, run_ids=ordered, label=dataclasses.replace(
+            side.label, runs=tuple(uid[r] for r in ordered))))
+    left = " and ".join(f"{n} of {name}'s {len(side.run_ids)} runs" for name, side, n
+                        in (("base", base, kept.left_out[0]), ("head", head, kept.left_out[1])) if n)
+    note = (f"{left} were made in sessions the other side was not measured in (a confirmation's or a re-run's "
+            f"rounds): runs made apart carry the host's state of their own minutes, so only the "
+            f"{len(kept.base)}+{len(kept.head)} runs interleaved in the sessions both sides share are compared")
+    return sides[0], sides[1], [note]
 
 
 def _edited_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...], _Pool]) -> list[str]:

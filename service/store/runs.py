@@ -9,6 +9,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import Transient
+from service.detect.run_stats import RunOrigin
 from service.store.models import Result, Run
 
 
@@ -53,3 +54,9 @@ def environment_run_counts(session: Session, run_ids: Sequence[int]) -> list[tup
     """(environment id, how many of these runs are in it)."""
     return [(environment_id, n) for environment_id, n in session.execute(
         select(Run.environment_id, func.count(Run.id)).where(Run.id.in_(list(run_ids))).group_by(Run.environment_id))]
+
+
+def run_origins(session: Session, run_ids: Sequence[int]) -> dict[int, RunOrigin]:
+    """Each run's environment and the interleaved session it was a round of (None: made on its own)."""
+    rows = session.execute(select(Run.id, Run.environment_id, Run.round_session).where(Run.id.in_(list(run_ids))))
+    return {run_id: RunOrigin(environment_id, round_session) for run_id, environment_id, round_session in rows}
