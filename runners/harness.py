@@ -12,6 +12,7 @@ from the trace (runners/parsers/xplane_to_execution_times.py): the primary time 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import tempfile
 import time
 import traceback
@@ -109,7 +110,9 @@ class Timing:
 
 def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Executions | None, bytes]:
     """Run ``calls`` calls under ``jax.profiler.trace``; each call's execution time from the trace (None where
-    this JAX cannot read its own traces), and the trace itself (the serialized XSpace)."""
+    this JAX cannot read its own traces, or the trace holds no executions this parser knows), and the trace
+    itself (the serialized XSpace). A trace the parser cannot read costs the result its traced times, never its
+    wall time: the trace is still kept, for the drill-down and for the parser's next version."""
     import jax
 
     try:
@@ -126,8 +129,12 @@ def traced_pass(compiled: Callable[..., Any], args: Any, calls: int) -> tuple[Ex
         raw = paths[0].read_bytes()
     if ProfileData is None:
         return None, raw
-    executions = xplane_to_executions(ProfileData.from_serialized_xspace(raw))
-    return Executions(executions.source, per_call(executions.seconds, calls)), raw
+    try:
+        executions = xplane_to_executions(ProfileData.from_serialized_xspace(raw))
+        return Executions(executions.source, per_call(executions.seconds, calls)), raw
+    except TraceError as exc:
+        print(f"kernelwatch: no traced times: {exc}", file=sys.stderr)
+        return None, raw
 
 
 def time_case(case: Case, plan: TimingPlan, clock: Callable[[], int] = time.perf_counter_ns,

@@ -9,6 +9,7 @@ captures the PTX alone: SASS is optional evidence, never a reason for a benchmar
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -65,8 +66,22 @@ def sm_arch(compute_capability: str) -> str:
     return f"sm_{int(major)}{int(minor or 0)}"
 
 
+_TARGET = re.compile(rb"^\s*\.target\s+(sm_\d+[a-z]?)\b", re.MULTILINE)
+
+
+def ptx_arch(ptx: bytes, device_arch: str) -> str:
+    """The architecture to assemble a module for: the PTX's own ``.target`` where it is the device's with a
+    suffix (XLA writes ``sm_90a`` on Hopper, for wgmma and the tensor-memory copies, and ptxas refuses such PTX
+    for plain ``sm_90``), else the device's."""
+    found = _TARGET.search(ptx[:4096])
+    target = found.group(1).decode() if found else None
+    return target if target is not None and target.rstrip("abcdefghijklmnopqrstuvwxyz") == device_arch else device_arch
+
+
 def sass_from_ptx(ptx: bytes, arch: str, tools: SassTools) -> str:
-    """The SASS listing of one PTX module; raises RuntimeError with the tool's message when a tool fails."""
+    """The SASS listing of one PTX module (assembled for ``ptx_arch(ptx, arch)``); raises RuntimeError with the
+    tool's message when a tool fails."""
+    arch = ptx_arch(ptx, arch)
     with tempfile.TemporaryDirectory(prefix="kw-sass-") as scratch:
         source, cubin = Path(scratch) / "module.ptx", Path(scratch) / "module.cubin"
         source.write_bytes(ptx)
