@@ -129,8 +129,10 @@ class BenchmarkProcess:
             cmd += ["--capture-dir", str(config.capture_dir)]
             # XLA writes its dumps per process; the child files each benchmark's share into the store.
             self._dump_dir = tempfile.TemporaryDirectory(prefix="kw-xla-dump-")
+            # XLA:GPU writes a module's PTX only where the emitter filter names it (jax 0.11's plugin: an H200
+            # dump held HLO and no .ptx without it); the CPU and TPU backends have no emitter of that name.
             env["XLA_FLAGS"] = " ".join([env.get("XLA_FLAGS", ""), f"--xla_dump_to={self._dump_dir.name}",
-                                         "--xla_dump_hlo_as_text"]).strip()
+                                         "--xla_dump_hlo_as_text", "--xla_dump_emitter_re=ptx"]).strip()
             # On a TPU host libtpu writes the final LLO bundles to a directory of its own (ignored elsewhere).
             env["LIBTPU_INIT_ARGS"] = " ".join([
                 env.get("LIBTPU_INIT_ARGS", ""), f"--xla_jf_dump_to={self._dump_dir.name}/{LLO_SUBDIR}",

@@ -25,7 +25,8 @@ _LITERAL_OPCODES = frozenset({"constant", "parameter"})
 _INSTRUCTION = re.compile(r"[ \t]+(ROOT[ \t]+)?%?([\w.\-]+)[ \t]*=[ \t]*")
 _OPCODE = re.compile(r"[ \t]+([a-z][\w\-]*)\(")
 _ATTRIBUTE = re.compile(r"[ \t]*([A-Za-z_][\w.\-]*)=(.+)", re.S)
-_OPERAND = re.compile(r"%?([\w.\-]+)")
+# An operand names a value; ``%fusion#1`` (XLA from 2026) is element 1 of the tuple value %fusion.
+_OPERAND = re.compile(r"%?([\w.\-]+(?:#\d+)?)")
 _SHAPE_START = re.compile(r"\(|[a-z][a-z0-9]*\[")
 _SMALL_INT = re.compile(r"[0-9]{1,9}")
 _INDEX_COMMENT = re.compile(r"/\*index=\d+\*/")
@@ -41,7 +42,7 @@ _RUN = rf"{_PLAIN}*(?:{STRING}{_PLAIN}*)*"
 _TOKEN = re.compile(rf"{_PLAIN}+(?:{STRING}{_PLAIN}*)*|{STRING}{_RUN}|[\[{{(]{_RUN}[\]}})]|.", re.S)
 _NEXT_COMMA = re.compile(rf'[^",]*(?:{STRING}[^",]*)*,', re.S)
 _META_ITEM = re.compile(rf"[ \t]*([A-Za-z_]\w*)=({STRING}|\{{[^{{}}]*\}}|[^\s\"{{}}]+)")
-_PLAIN_OPERANDS = re.compile(r"[ \t]*%?[\w.\-]+(?:[ \t]*,[ \t]*%?[\w.\-]+)*[ \t]*")
+_PLAIN_OPERANDS = re.compile(r"[ \t]*%?[\w.\-]+(?:#\d+)?(?:[ \t]*,[ \t]*%?[\w.\-]+(?:#\d+)?)*[ \t]*")
 _CLOSER = {"(": ")", "[": "]", "{": "}"}
 
 
@@ -138,6 +139,13 @@ class Scanner:
 
     def check(self, text: str) -> None:
         self.pieces(text, split=False)
+
+
+def operand_value(operand: str) -> tuple[str, str]:
+    """An operand as the value it names and the tuple element it takes (``fusion#1`` -> ``("fusion", "#1")``;
+    a plain name has no element: ``""``)."""
+    name, mark, index = operand.partition("#")
+    return name, mark + index
 
 
 def _parse_metadata(value: str, scan: Scanner) -> dict[str, str]:

@@ -37,6 +37,7 @@ from runners.parsers.hlo_instruction import (
     Scanner,
     SourceLocation,
     guarded_lines,
+    operand_value,
     parse_instruction,
     unescape,
 )
@@ -49,7 +50,7 @@ __all__ = [  # what callers import from here, wherever it now lives
 ]
 
 # 2: each fusion's structural fingerprint; 3: the program's other ops (ProgramOp), with theirs
-PARSER_VERSION = 3
+PARSER_VERSION = 4  # 4: operands that take a tuple element (%fusion#1, XLA 2026)
 DEFAULT_MAX_BYTES = 256 << 20
 
 # Attributes that change with where the code was written, not with what was compiled.
@@ -253,7 +254,7 @@ def op_fingerprint(computations: dict[str, Computation], shapes: dict[str, str],
     # A name an attribute holds that is no computation's is another op's: by position it would be a name again.
     attributes = "".join(f", {key}={REFERENCE.sub(lambda m: ids.get(m.group(1), '%op'), value)}"
                          for key, value in op.attributes.items() if key not in ignored)
-    operands = ",".join(shapes.get(o, "?") for o in op.operands)
+    operands = ",".join(shapes.get(name, "?") + element for name, element in map(operand_value, op.operands))
     text = "\n".join([f"{op.opcode} shape={op.shape} operands=({operands}) literal={op.literal}{attributes}"]
                      + _canonical_lines(computations, order))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -310,7 +311,7 @@ def _canonical_lines(by_name: dict[str, Computation], order: list[str]) -> list[
         lines.append(("ENTRY " if computation.is_entry else "") + computation_ids[name])
         for instruction in computation.instructions:
             arguments = instruction.literal if instruction.literal is not None else ",".join(
-                ids.get(o, o) for o in instruction.operands)
+                ids.get(name, name) + element for name, element in map(operand_value, instruction.operands))
             attributes = "".join(f", {key}={REFERENCE.sub(renamer(key), value)}"
                                  for key, value in instruction.attributes.items() if key not in FINGERPRINT_IGNORES)
             root = "ROOT " if instruction.is_root else ""
@@ -392,7 +393,7 @@ def _check_computation(computation: tuple[str, bool, int, list[Instruction], set
         raise HloParseError(source, opened, f"computation {name} has more than one ROOT")
     for instruction in instructions:
         for operand in instruction.operands:
-            if operand not in defined:
+            if operand_value(operand)[0] not in defined:
                 raise HloParseError(source, instruction.line, f"operand %{operand} is not defined in {name}")
 
 

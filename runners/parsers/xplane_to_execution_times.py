@@ -1,8 +1,10 @@
 """Profiler trace (an XSpace, as ``jax.profiler.ProfileData``) → the duration of each program execution.
 
-Accelerators: each execution of a compiled module is one event on the device plane's "XLA Modules" line; its
-duration is device time, free of the host's dispatch and of Python. The first device plane is used: every
-device of a single-program run executes the same module.
+Accelerators: each execution of a compiled module is one event on the device plane's "XLA Modules" line (TPU);
+its duration is device time, free of the host's dispatch and of Python. A raw GPU trace has no such line: there
+an execution is the span of the kernels launched from inside one host execution, matched through CUPTI's
+correlation ids (``gpu_executions``; read off real H200 traces of jax 0.11.2). The first device plane is used:
+every device of a single-program run executes the same module.
 
 CPU: there is no device plane; op events on the host plane carry ``run_id`` stats, and one execution spans
 from its first op's start to its last op's end.
@@ -13,12 +15,13 @@ Works on anything shaped like ProfileData (``.planes`` → ``.name``, ``.lines``
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: GPU traces without an "XLA Modules" line
 _DEVICE_PLANE = re.compile(r"^/device:(TPU|GPU):(\d+)$")
 MODULE_LINE = "XLA Modules"
 
@@ -50,7 +53,14 @@ def _device_planes(planes: Iterable[Any]) -> list[Any]:
 
 
 def device_executions(planes: Iterable[Any]) -> list[float] | None:
-    """Durations (seconds) of module executions on the first device plane, in start order; None if no device."""
+    """Durations (seconds) of module executions on the first device plane, in start order; None if no device.
+
+    A plane with an "XLA Modules" line (TPU traces) has one event per execution. A raw GPU trace has none: its
+    device plane holds the kernels and memsets CUPTI saw, one line per stream, each carrying the
+    ``correlation_id`` of the host call that launched it (a command buffer's kernels share their graph launch's).
+    There an execution is the span of the device work launched from inside one host "Execute" event (the event
+    with the ``run_id`` stat), from its first kernel's start to its last one's end (``gpu_executions``)."""
+    planes = list(planes)
     devices = _device_planes(planes)
     if not devices:
         return None
@@ -58,7 +68,57 @@ def device_executions(planes: Iterable[Any]) -> list[float] | None:
         if line.name == MODULE_LINE:
             events = sorted(line.events, key=lambda e: e.start_ns)
             return [float(e.duration_ns) / 1e9 for e in events]
-    raise TraceError(f"device plane {devices[0].name} has no '{MODULE_LINE}' line")
+    found = gpu_executions(devices[0], planes)
+    if found is None:
+        raise TraceError(f"device plane {devices[0].name} has no '{MODULE_LINE}' line, and no device event there "
+                         "can be traced to a host execution (correlation_id to a launch inside a run_id event)")
+    return found
+
+
+def _host_runs(planes: Iterable[Any]) -> tuple[list[tuple[float, float, Any]], dict[Any, float]]:
+    """The host's program executions (start, end, run_id), in start order, and each launch's start by its
+    ``correlation_id``."""
+    runs: list[tuple[float, float, Any]] = []
+    launches: dict[Any, float] = {}
+    for plane in planes:
+        if not str(plane.name).startswith("/host:"):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                stats = _stats(event)
+                if "run_id" in stats and "hlo_op" not in stats:
+                    start = float(event.start_ns)
+                    runs.append((start, start + float(event.duration_ns), stats["run_id"]))
+                elif "correlation_id" in stats:
+                    launches.setdefault(stats["correlation_id"], float(event.start_ns))
+    runs.sort(key=lambda run: run[0])
+    return runs, launches
+
+
+def gpu_executions(device: Any, planes: Iterable[Any]) -> list[float] | None:
+    """Per host execution (``_host_runs``), the span of the device events its launches put on ``device``, in
+    start order; None when no device event maps to one. A launch outside every execution counts with the one
+    that started last before it (work a host thread issued after its Execute event closed)."""
+    runs, launches = _host_runs(planes)
+    if not runs:
+        return None
+    starts = [start for start, _, _ in runs]
+    spans: dict[int, list[float]] = {}
+    for line in device.lines:
+        for event in line.events:
+            stats = _stats(event)
+            launched = launches.get(stats.get("correlation_id"))
+            if launched is None:
+                continue
+            index = bisect.bisect_right(starts, launched) - 1
+            if index < 0:
+                continue
+            start, end = float(event.start_ns), float(event.start_ns) + float(event.duration_ns)
+            span = spans.setdefault(index, [start, end])
+            span[0], span[1] = min(span[0], start), max(span[1], end)
+    if not spans:
+        return None
+    return [(end - start) / 1e9 for start, end in sorted(spans.values())]
 
 
 def host_executions(planes: Iterable[Any]) -> list[float]:

@@ -5,7 +5,9 @@ Accelerators: the first device plane (``/device:TPU:N`` / ``/device:GPU:N``, low
 ``hlo_module`` stat when present, else the "XLA Modules" event on the same plane that contains it in time (named
 ``<module>(<program id>)``). A device plane without an "XLA Ops" line (raw GPU stream lines) falls back to events
 carrying an ``hlo_op`` stat, whose last ``::``-separated part names the op, as xprof reads GPU kernels; each
-kernel is an occurrence (xprof merges back-to-back kernels of one op; not checked on a real GPU trace). A
+kernel is an occurrence (xprof merges back-to-back kernels of one op). Kernels replayed by a command buffer (a
+CUDA graph) all carry the buffer's thunk as their ``hlo_op``: there the kernel's own name is the op, renamed to
+the HLO instruction it spells where the module's HLO is given (``kernel_hlo_names``; read off H200 traces). A
 pair of ``device_offset_ps`` and ``device_duration_ps`` stats, where present, gives the duration, as in xprof; the
 device offset counts from the line's timestamp, which ProfileData does not expose, so the event's start is kept.
 
@@ -30,7 +32,7 @@ from typing import Any, Protocol
 
 from runners.parsers.xplane_to_execution_times import MODULE_LINE, TraceError, _device_planes, _stats
 
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: kernels of GPU command buffers by their own names
 HOST_PLANE = "/host:CPU"
 OPS_LINE = "XLA Ops"
 UNKNOWN_MODULE = "<unknown>"
@@ -45,6 +47,8 @@ _COLLECTIVE = re.compile(r"^(all-reduce|all-gather|reduce-scatter|collective-per
                          r"collective-broadcast|ragged-all-to-all)(-start|-done)?$")
 _LIBRARY = re.compile(r"(ynn|xnn|onednn|mkl|eigen)", re.IGNORECASE)
 _MODULE_EVENT = re.compile(r"^(.*)\((\d+)\)$")
+COMMAND_BUFFER = "command_buffer"  # XLA:GPU's thunk that replays recorded kernels as one CUDA graph
+_KERNEL_PART = re.compile(r"__\d+$")
 _OPCODE_CATEGORY = {
     "convolution": "convolution", "dot": "dot", "custom-call": "custom_call", "copy": "copy",
     "copy-start": "copy", "copy-done": "copy", "transpose": "transpose", "while": "control_flow",
@@ -226,6 +230,11 @@ def _device_lines(plane: Any) -> list[OpLine]:
                 op = str(event.name)
             elif "hlo_op" in stats:
                 op = str(stats["hlo_op"]).split("::")[-1]
+                if op.startswith(COMMAND_BUFFER):
+                    # The kernels XLA recorded into a CUDA graph all carry the command buffer's thunk as their op;
+                    # each kernel is named after its fusion (LLVM's spelling: input_reduce_fusion_1), which says
+                    # more (an H200 trace of an unfused layernorm: 15 kernels, one "command_buffer_1").
+                    op = str(event.name)
             else:
                 continue
             start, end = _span(event, stats)
@@ -276,12 +285,42 @@ def xplane_to_op_stats(profile: Any, hlo: Mapping[str, Mapping[str, HloOp]] | No
         for plane in devices:
             for key in {(e.module, e.op) for line in _device_lines(plane) for e in line.events}:
                 seen[key] = seen.get(key, 0) + 1
+    if hlo:
+        table = _named_as_in_hlo(table, hlo)
     stats = []
     for (module, op), (count, total, self_ns) in table.items():
         info = (hlo or {}).get(module, {}).get(op)
         stats.append(OpStat(module, op, categorize(op, info), int(count), total, self_ns, source,
                             seen.get((module, op)) if count_devices and devices else None))
     return sorted(stats, key=lambda s: (-s.self_ns, s.module, s.op))
+
+
+def kernel_hlo_names(kernel: str) -> list[str]:
+    """The HLO instruction names a GPU kernel's name may spell: LLVM writes ``.`` as ``_`` and numbers the
+    kernels of one op ``__1``, ``__2`` (``sort_11_1__2`` is a kernel of ``sort.11.1``, ``input_reduce_fusion_1``
+    is ``input_reduce_fusion.1``). The name itself first, then the dotted spellings, longest first."""
+    base = _KERNEL_PART.sub("", kernel)
+    parts = base.split("_")
+    out = [kernel, base]
+    for k in range(1, len(parts)):
+        if all(p.isdigit() for p in parts[-k:]):
+            out.append("_".join(parts[:-k]) + "." + ".".join(parts[-k:]))
+    return list(dict.fromkeys(out))
+
+
+def _named_as_in_hlo(table: dict[tuple[str, str], list[float]],
+                     hlo: Mapping[str, Mapping[str, HloOp]]) -> dict[tuple[str, str], list[float]]:
+    """Rows renamed to the module's HLO instruction where a kernel's name spells one (``kernel_hlo_names``),
+    merged where several kernels are one instruction's."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for (module, op), row in table.items():
+        names = hlo.get(module, {})
+        if op not in names:
+            op = next((n for n in kernel_hlo_names(op) if n in names), op)
+        merged = out.setdefault((module, op), [0, 0.0, 0.0])
+        for i in range(3):
+            merged[i] += row[i]
+    return out
 
 
 def summary(stats: Iterable[OpStat]) -> dict[str, float]:
