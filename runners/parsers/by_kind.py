@@ -8,7 +8,7 @@ input is expanded here, and only here, through runners/bounded_decompress.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +55,24 @@ def hlo_summary(data: bytes, source: str) -> Summary:
     ]}
 
 
-def xplane_summary(data: bytes, source: str) -> Summary:
-    stats = xplane_to_op_stats.parse_xplane_bytes(data, source)
+def hlo_ops(summary: Summary) -> dict[str, dict[str, xplane_to_op_stats.HloOpInfo]]:
+    """From an HLO summary (``hlo_summary``), each module's fusions and program ops as the op table's parser
+    reads them: by module name, by instruction name."""
+    out: dict[str, dict[str, xplane_to_op_stats.HloOpInfo]] = {}
+    for m in summary.get("modules", []):
+        ops = out.setdefault(str(m["name"]), {})
+        for f in m.get("fusion_list") or []:
+            ops[str(f["name"])] = xplane_to_op_stats.HloOpInfo("fusion", f.get("kind"))
+        for o in m.get("op_list") or []:
+            ops.setdefault(str(o["name"]), xplane_to_op_stats.HloOpInfo(str(o["opcode"]), None))
+    return out
+
+
+def xplane_summary(data: bytes, source: str,
+                   hlo: Mapping[str, Mapping[str, xplane_to_op_stats.HloOpInfo]] | None = None) -> Summary:
+    """``hlo``: the result's HLO modules (``hlo_ops``), which name the kernels of a GPU command buffer and refine
+    the categories."""
+    stats = xplane_to_op_stats.parse_xplane_bytes(data, source, hlo)
     return {"parser_version": xplane_to_op_stats.PARSER_VERSION, "ops": [
         {"module": s.module, "op": s.op, "occurrences": s.occurrences, "total_ns": s.total_ns,
          "self_ns": s.self_ns, "category": s.category, "source": s.source}
@@ -110,7 +126,8 @@ PARSERS: dict[str, Parser] = {
 }
 
 
-def parse(kind: str, data: bytes, source: str, max_bytes: int = MAX_EXPANDED_BYTES) -> Summary:
+def parse(kind: str, data: bytes, source: str, max_bytes: int = MAX_EXPANDED_BYTES,
+          hlo: Mapping[str, Mapping[str, xplane_to_op_stats.HloOpInfo]] | None = None) -> Summary:
     """``data`` of ``kind`` summarized. Gzip-compressed data (``.xplane.pb.gz``, ``.txt.gz``: no format a parser
     reads starts with gzip's magic bytes) is parsed as what it holds, expanded through a cap of ``max_bytes``: a
     decompression bomb is a ParseFailure saying it expands past the cap, never a gigabyte in memory."""
@@ -123,6 +140,8 @@ def parse(kind: str, data: bytes, source: str, max_bytes: int = MAX_EXPANDED_BYT
         except DecompressionError as exc:
             raise ParseFailure(str(exc)) from None
     try:
+        if kind == "xplane" and hlo:
+            return xplane_summary(data, source, hlo)
         return parser.summarize(data, source)
     except ParseFailure:
         raise

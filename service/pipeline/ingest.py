@@ -26,6 +26,7 @@ from service.pipeline.result_roofline_rows import (
     efficiency_results,
     roofline_columns,
     roofline_figures,
+    roofline_times,
     run_roof,
 )
 from service.store import ingest_rows
@@ -179,14 +180,15 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     # so that no page computes it. One table lookup per run; a few float operations per result.
     stats = summarize_many([r.samples for r in manifest.results])
     hardware = run_roof(env)
-    figures = [roofline_figures(hardware, r, s.median) for r, s in zip(manifest.results, stats, strict=True)]
+    times = roofline_times(manifest.results, [s.median for s in stats])
+    figures = [roofline_figures(hardware, r, median) for r, (median, _) in zip(manifest.results, times, strict=True)]
     above = [f"{r.suite}/{r.name} {r.params_key()}" for r, f in zip(manifest.results, figures, strict=True)
              if f is not None and f.above]
     if above:  # stored as each result's roofline_above; said here too, since it is the roof's defect, not theirs
         log.warning("run %s: %d result(s) measured faster than their roof allows (%s): the roof (%s) does not bound "
                     "them", manifest.run_id, len(above), ", ".join(above[:5]) + (", ..." if len(above) > 5 else ""),
                     next(f.peak_source for f in figures if f is not None and f.above))
-    derived = efficiency_results(hardware, manifest.results, figures)
+    derived = efficiency_results(hardware, manifest.results, figures, [samples for _, samples in times])
     results = [*manifest.results, *derived]
     figures += [None] * len(derived)
     stats += summarize_many([r.samples for r in derived])

@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactStore
-from runners.parsers.by_kind import PARSERS, ParseFailure, parse
+from runners.parsers.by_kind import PARSERS, ParseFailure, hlo_ops, parse
+from runners.parsers.xplane_to_op_stats import HloOpInfo
 from service.store import artifacts as artifact_rows
 from service.store.locks import lock_results
 from service.store.models import HloModuleRecord, KernelCode, OpStat
@@ -37,6 +38,10 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
     stored = 0
     done: set[int] = set()
     seen: set[tuple[str, ...]] = set()  # the first artifact naming a kernel, module or op wins
+    # The HLO first: the trace's op table reads it (a GPU command buffer's kernels are named after the fusions
+    # they run, in LLVM's spelling; categories come from the fusion kinds).
+    links = sorted(links, key=lambda pair: pair[1].kind != "hlo")
+    hlo_context: dict[str, dict[str, HloOpInfo]] = {}
     for link, artifact in links:
         kind = _parser_kind(artifact.kind)
         if kind is None:
@@ -49,11 +54,14 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
             continue
         done.add(artifact.id)
         try:
-            summary = parse(kind, store.get(artifact.sha256), link.name, max_bytes=store.max_bytes)
+            summary = parse(kind, store.get(artifact.sha256), link.name, max_bytes=store.max_bytes,
+                            hlo=hlo_context if kind == "xplane" else None)
         except (ParseFailure, ArtifactError) as exc:
             artifact.parse_error = _error_text(exc)
             artifact.parsed_version = PARSERS[kind].version
             continue
+        if kind == "hlo":
+            hlo_context.update(hlo_ops(summary))
         rows = _rows(kind, summary, result_id, artifact.id)
         for row in rows:
             key = _row_key(row)

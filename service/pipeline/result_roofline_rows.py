@@ -38,6 +38,23 @@ def roofline_figures(hardware: Hardware | None, r: BenchmarkResult, median: floa
                           dtype_declared=declared_dtype(r.params) is not None, working_set_bytes=held)
 
 
+DEVICE_METRIC = "device_time"  # the kernels' own span per call, from the trace, where the run recorded it
+
+
+def roofline_times(results: Sequence[BenchmarkResult],
+                   medians: Sequence[float | None]) -> list[tuple[float | None, list[float]]]:
+    """Per result, the median and samples its roofline is drawn against: its own, except where the run also
+    recorded the benchmark's device time (accelerators), which is then the time the hardware spent. On an H200 a
+    call's wall time was 70-260 us of which the kernels took 4-100 us (the rest Python's dispatch and the wait):
+    against the wall time every kernel read a few percent of its roof."""
+    device = {(r.suite, r.name, r.params_key()): (median, list(r.samples))
+              for r, median in zip(results, medians, strict=True)
+              if r.metric == DEVICE_METRIC and r.status == "ok" and median is not None}
+    return [device.get((r.suite, r.name, r.params_key()), (median, list(r.samples)))
+            if r.metric == ROOFLINE_METRIC else (median, list(r.samples))
+            for r, median in zip(results, medians, strict=True)]
+
+
 def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:
     if figures is None:
         return dict.fromkeys(ROOFLINE_COLUMNS)
@@ -49,7 +66,8 @@ def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:
 
 
 def efficiency_results(hardware: Hardware | None, results: Sequence[BenchmarkResult],
-                       figures: Sequence[RooflineFigures | None]) -> list[BenchmarkResult]:
+                       figures: Sequence[RooflineFigures | None],
+                       times: Sequence[Sequence[float]] | None = None) -> list[BenchmarkResult]:
     """A derived result per result with figures against a published roof: the same benchmark's
     ``roofline_fraction``, one sample per measured sample. Stored as a series of its own, so detection, grouping
     and alerts treat efficiency as they treat time, with no special case on the read path. Not derived where the
@@ -57,15 +75,16 @@ def efficiency_results(hardware: Hardware | None, results: Sequence[BenchmarkRes
 
     None against a calibrated roof: it is one run's measurement and moves from run to run by more than the
     regressions looked for (several-fold on a loaded host), so a series of time over it would report the
-    calibration's noise as findings. Those results keep their stored figures."""
+    calibration's noise as findings. Those results keep their stored figures. ``times``: per result, the samples
+    its figures were drawn against (``roofline_times``; default its own)."""
     if hardware is None or hardware.measured:
         return []
     reported = {(r.suite, r.name, r.params_key()) for r in results if r.metric == EFFICIENCY_METRIC}
     derived = []
-    for r, f in zip(results, figures, strict=True):
+    for index, (r, f) in enumerate(zip(results, figures, strict=True)):
         if f is None or (r.suite, r.name, r.params_key()) in reported:
             continue
-        samples = efficiency_samples(f.roofline_s, r.samples)
+        samples = efficiency_samples(f.roofline_s, times[index] if times is not None else r.samples)
         if samples:
             # model_copy skips validation: these values are derived from validated ones.
             derived.append(r.model_copy(update=dict(

@@ -18,7 +18,7 @@ from kernelwatch.hardware import Calibration, calibration_from_manifest
 from kernelwatch.memory_hierarchy import working_set
 from service.model.compute_roof import declared_dtype, params_dtype
 from service.model.result_roofline import result_figures, run_hardware
-from service.pipeline.result_roofline_rows import ROOFLINE_METRIC, roofline_columns
+from service.pipeline.result_roofline_rows import DEVICE_METRIC, ROOFLINE_METRIC, roofline_columns
 from service.store.roofline import figure_inputs, write_figures
 
 BATCH = 2000  # rows updated per round trip; a whole table is never held in memory
@@ -43,7 +43,7 @@ def backfill_roofline(session: Session, recompute: bool = False) -> BackfillCoun
     last = 0
     while True:
         # Keyset batches by id: bounded memory, and no cursor held open across the updates.
-        rows = figure_inputs(session, ROOFLINE_METRIC, last, BATCH, recompute)
+        rows = figure_inputs(session, ROOFLINE_METRIC, last, BATCH, recompute, DEVICE_METRIC)
         if not rows:
             return counts
         last = rows[-1][0]

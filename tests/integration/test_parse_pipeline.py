@@ -79,3 +79,38 @@ def test_a_broken_artifact_is_recorded_and_the_rest_still_parsed(sessions: sessi
         assert (s.scalar(select(func.count(OpStat.id))) or 0) > 0
         linked = s.scalar(select(func.count()).select_from(ResultArtifact).where(ResultArtifact.name == "hostile.o"))
         assert linked == 1
+
+
+def test_a_gpu_trace_is_parsed_with_its_result_s_hlo(sessions: sessionmaker[Session], tmp_path: Path) -> None:
+    """The real H200 trace and optimized HLO of an unfused layernorm (tests/fixtures): XLA replayed its kernels as
+    one command buffer, so every kernel's ``hlo_op`` is ``command_buffer_1``. Parsed with the result's HLO, the op
+    table names each fusion as the HLO does (``input_reduce_fusion.1``, not LLVM's ``input_reduce_fusion_1``) with
+    its kind, so the layers link by name as they do on a CPU."""
+    import dataclasses
+    import gzip
+
+    from tests import builders
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    store = ArtifactStore(tmp_path / "artifacts")
+    refs = [store.put(gzip.decompress((fixtures / "xplane_gpu" / "h200_layernorm_unfused.xplane.pb.gz").read_bytes()),
+                      kind="xplane", name="trace.xplane.pb"),
+            store.put((fixtures / "hlo_gpu" / "h200_layernorm_unfused.after_optimizations.txt").read_bytes(),
+                      kind="hlo", name="module_133642.jit_layer_norm.sm_9.0a_gpu_after_optimizations.txt")]
+    result = builders.result(suite="norms", name="layernorm", samples=[2.1e-4] * 10,
+                             artifacts=[dataclasses.asdict(r) for r in refs])
+    doc = builders.manifest(results=[result], environment=builders.environment(**builders.H200))
+    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), doc, store)
+
+    with sessions() as s:
+        ops = {op.op: op for op in s.scalars(select(OpStat))}
+        [module] = s.scalars(select(HloModuleRecord))
+        fusions = {f["name"]: f["kind"] for f in module.fusions}
+        assert "command_buffer_1" not in ops and s.scalar(
+            select(func.count(Artifact.id)).where(Artifact.parse_error.is_not(None))) == 0
+        named = {name for name in ops if name in fusions}
+        assert {"input_reduce_fusion", "input_reduce_fusion.1", "loop_add_fusion"} <= named
+        assert "input_reduce_fusion_1" not in ops
+        assert ops["input_reduce_fusion.1"].category == "input_fusion" and fusions["input_reduce_fusion.1"] == "kInput"
+        assert ops["loop_add_fusion"].category == "loop_fusion"
+        assert all(op.module == module.name == "jit_layer_norm" and op.occurrences % 10 == 0 for op in ops.values())

@@ -384,3 +384,24 @@ def test_records_do_not_depend_on_the_hash_seed() -> None:
                                     check=True, capture_output=True, text=True, timeout=60).stdout
                for seed in ("0", "1", "2", "3")}
     assert '"mix"' in outputs["0"] and len(set(outputs.values())) == 1
+
+
+def test_a_real_h200_listing_of_an_xla_gemm() -> None:
+    """``cuobjdump -sass`` of the cubin ptxas 13.0 made for sm_90a from the PTX XLA dumped on an H200 (jax 0.11.2)
+    for a float32 attention's first matmul: XLA ran it as a TF32 warpgroup MMA (HGMMA ... .F32.TF32). Counts are
+    checked against the listing's own lines, read here without the parser."""
+    text = (FIXTURES / "h200_gemm_fusion_dot.sass").read_text()
+    [kernel] = parse_sass(text, "h200_gemm_fusion_dot.sass")
+    instructions = [line.split("*/", 1)[1].split(";", 1)[0].split() for line in text.splitlines()
+                    if line.strip().startswith("/*") and line.strip()[2:6].isalnum() and ";" in line]
+    opcodes = [words[1] if words[0].startswith("@") else words[0] for words in instructions]
+    assert kernel.name == "gemm_fusion_dot" and kernel.arch == "sm_90a"
+    assert kernel.instruction_count == len(opcodes) == 352
+    assert kernel.mix["mma"] == sum(1 for op in opcodes if op.split(".")[0].endswith("MMA")) == 8
+    assert sum(kernel.mix.values()) == kernel.instruction_count
+
+
+def test_a_listing_of_an_object_without_kernels_is_empty_not_an_error() -> None:
+    """XLA split a module's PTX into shards, one of them without an entry; cuobjdump lists its cubin as the arch
+    line alone. Parser 1 refused it ("no 'Function :' block found")."""
+    assert parse_sass((FIXTURES / "h200_no_kernels.sass").read_text(), "h200_no_kernels.sass") == []
