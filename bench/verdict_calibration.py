@@ -25,7 +25,8 @@ of each side, chosen at random among the rounds, and judged by:
 It prints, per method and round budget, the false-verdict rate on A/A (a regression or improvement called
 where the code is the same) and the power at each planted effect (a regression called), and whether the
 targets hold: A/A false verdicts <= 5 % at alpha 0.05 for KernelWatch's method, and its power no worse than the
-pooled method's wherever the pooled method's own A/A rate is within 5 %.
+pooled method's wherever the pooled method's own A/A rate is within 5 %, read per benchmark and budget (the
+rates over both benchmarks are printed beside it).
 
     python bench/verdict_calibration.py                 # 8 rounds of 7 commits: about 5 minutes here
     python bench/verdict_calibration.py --rounds 4 --trials 100 --samples 10   # a quick look
@@ -382,18 +383,34 @@ def main(argv: list[str] | None = None) -> int:
         ok &= holds
         print(f"target: kernelwatch A/A false verdicts at {budget} run(s)/side {rate:.1%} <= {ALPHA:.0%}: "
               f"{'met' if holds else 'NOT met'}")
+        # Power against the pooled method, wherever that method's own A/A rate is within alpha: per benchmark and
+        # budget. Over both benchmarks at once a benchmark whose runs agree (the pooled method's A/A 0 %) can
+        # average one whose runs do not (its A/A 8 %) under 5 %, and the pooled "power" on the second is then the
+        # same artefact as its false verdicts. The pooled rows over both are printed, for the record.
         pooled = rates[("pooled", budget)]
-        if pooled["A/A"][0] / pooled["A/A"][1] <= ALPHA:
+        print(f"  (over both benchmarks: pooled A/A {pooled['A/A'][0] / pooled['A/A'][1]:.1%}; power " + ", ".join(
+            f"{c} {rates[('kernelwatch', budget)][c][0] / rates[('kernelwatch', budget)][c][1]:.0%} vs pooled "
+            f"{pooled[c][0] / pooled[c][1]:.0%}" for c in columns[1:]) + ")")
+        for label in labels:
+            theirs_by = rates_by_label.get(("pooled", budget, label), {})
+            mine_by = rates_by_label.get(("kernelwatch", budget, label), {})
+            aa_theirs = theirs_by.get("A/A", [0, 0])
+            if not aa_theirs[1]:
+                continue
+            if aa_theirs[0] / aa_theirs[1] > ALPHA:
+                print(f"  (pooled method's A/A rate on {label} at {budget} run(s)/side is "
+                      f"{aa_theirs[0] / aa_theirs[1]:.0%}: its power there is not comparable)")
+                continue
             for c in columns[1:]:
-                mine, theirs = rates[("kernelwatch", budget)][c], pooled[c]
+                mine, theirs = mine_by.get(c, [0, 0]), theirs_by.get(c, [0, 0])
+                if not mine[1] or not theirs[1]:
+                    continue
                 # 5 points of slack: the sampling error of the draws
                 no_worse = mine[0] / mine[1] >= theirs[0] / theirs[1] - 0.05
                 ok &= no_worse
-                print(f"target: power at {c} with {budget} run(s)/side {mine[0] / mine[1]:.0%} vs pooled "
-                      f"{theirs[0] / theirs[1]:.0%}: {'met' if no_worse else 'NOT met'}")
-        else:
-            print(f"  (pooled method's A/A rate at {budget} run(s)/side is {pooled['A/A'][0] / pooled['A/A'][1]:.0%}: "
-                  "its power is not comparable)")
+                print(f"target: power on {label} at {c} with {budget} run(s)/side {mine[0] / mine[1]:.0%} vs "
+                      f"pooled {theirs[0] / theirs[1]:.0%} (its A/A {aa_theirs[0] / aa_theirs[1]:.0%}): "
+                      f"{'met' if no_worse else 'NOT met'}")
     if adaptive_ok:
         rate = adaptive["A/A"][0] / adaptive["A/A"][1]
         holds = rate <= ALPHA
