@@ -2,11 +2,12 @@
 
 The host issue 16 measured: the same code's median moves 20-100 % from one benchmark process to the next while
 the samples inside one process agree, and a commit has 1-3 runs (processes) of 10-20 samples. The model here:
-per series a run noise sigma drawn uniformly from 0.20-0.30 (log scale, one draw per run), per run 10-20 samples
-with 2 % noise around the run's level, per commit 1, 2 or 3 runs (equally likely; ``--runs 3`` for three each).
-Series of ``s`` commits before a step and ``s`` after, for s in ``--sides``; steps (+x %) in ``--steps``; and
-flat series of the same lengths. A step counts as found when a change point is reported within +-1 commit of
-its first commit; on flat series every series with any point is a false alarm.
+per series a run noise sigma drawn uniformly from 0.20-0.30 (log scale, one draw per run; ``--sigma`` sets it to
+a host's own, as verdict_calibration.py measures it), per run 10-20 samples with 2 % noise around the run's
+level, per commit 1, 2 or 3 runs (equally likely; ``--runs 3`` for three each). Series of ``s`` commits before a
+step and ``s`` after, for s in ``--sides``; steps (+x %) in ``--steps``; and flat series of the same lengths. A
+step counts as found when a change point is reported within +-1 commit of its first commit; on flat series every
+series with any point is a false alarm.
 
 Three readings of the same series, in one run:
 
@@ -23,7 +24,8 @@ known, Bonferroni-corrected for the splits the engine looks at (the engine must 
 the split).
 
     python bench/detect_short.py [--series 400] [--flat 4000] [--sides 3,4,5,6,8,10,12,16]
-                                 [--steps 0.2,0.3,0.4,0.6,1.0] [--runs 1-3] [--seed 0] [--no-otava]
+                                 [--steps 0.2,0.3,0.4,0.6,1.0] [--runs 1-3] [--sigma 0.20-0.30] [--seed 0]
+                                 [--no-otava]
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ class Batch:
     sigma: np.ndarray  # (B,) the run noise drawn
 
 
-def batch(rng: np.random.Generator, n: int, side: int, step: float, runs: tuple[int, int]) -> Batch:
+def batch(rng: np.random.Generator, n: int, side: int, step: float, runs: tuple[int, int],
+          noise: tuple[float, float] = (0.20, 0.30)) -> Batch:
     commits = 2 * side
-    sigma = rng.uniform(0.20, 0.30, n)
+    sigma = rng.uniform(noise[0], noise[1], n)
     count = rng.integers(runs[0], runs[1] + 1, (n, commits))
     level = np.where(np.arange(commits) >= side, math.log1p(step), 0.0)[None, :]
     run_level = level[:, :, None] + sigma[:, None, None] * rng.standard_normal((n, commits, 3))
@@ -102,23 +105,29 @@ def main() -> None:
     parser.add_argument("--sides", default="3,4,5,6,8,10,12,16", help="commits before (and after) the step")
     parser.add_argument("--steps", default="0.2,0.3,0.4,0.6,1.0", help="step sizes (+x, relative)")
     parser.add_argument("--runs", default="1-3", help="runs per commit: 'a-b' drawn uniformly, or 'a'")
+    parser.add_argument("--sigma", default="0.20-0.30",
+                        help="run noise (log scale) 'a-b' drawn uniformly per series, or 'a': the spread between runs "
+                             "of the same code that verdict_calibration.py prints for a host")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-otava", action="store_true")
     args = parser.parse_args()
+    low, _, high = args.sigma.partition("-")
+    noise = (float(low), float(high or low))
     sides = [int(s) for s in args.sides.split(",")]
     steps = [float(s) for s in args.steps.split(",")]
     lo, _, hi = args.runs.partition("-")
     runs = (int(lo), int(hi or lo))
     params = ChangePointParams()
     print(f"KernelWatch engine: {engine_fingerprint()}")
-    print(f"Model: run noise sigma U(0.20, 0.30) (log), {runs[0]}-{runs[1]} runs a commit, 10-{MAX_SAMPLES} samples "
+    print(f"Model: run noise sigma U({noise[0]:.2f}, {noise[1]:.2f}) (log), {runs[0]}-{runs[1]} runs a commit, "
+          f"10-{MAX_SAMPLES} samples "
           f"a run at {WITHIN:.0%}; seed {args.seed}; {args.series} series per step condition, {args.flat} flat")
 
     rng = np.random.default_rng(args.seed)
     cells: dict[tuple[int, float], Batch] = {}
     for side in sides:
         for step in [0.0, *steps]:
-            cells[(side, step)] = batch(rng, args.flat if step == 0 else args.series, side, step, runs)
+            cells[(side, step)] = batch(rng, args.flat if step == 0 else args.series, side, step, runs, noise)
 
     started = time.perf_counter()
     rates: dict[tuple[str, int, float], float] = {}
