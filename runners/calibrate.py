@@ -43,6 +43,42 @@ REPEATS = 5
 PASSES = 3  # the whole ladder thrice, best per point: a burst of the host's noise rarely hits one point every time
 SWITCH = "KERNELWATCH_CALIBRATE"
 SYSFS_CPU = Path("/sys/devices/system/cpu")
+PROC_STAT = Path("/proc/stat")
+# A roof is the best the host does, so it is measured while the host is quiet: before each pass the calibration
+# waits for a half second in which the rest of the machine keeps less than this share of all CPU time busy
+# (steal included), for at most QUIET_BUDGET_S over the whole calibration. Measured while a parallel test tier wound
+# down, a calibration set an fp32 roof of 300 GFLOP/s that the demo's 512^3 matmul beat at 336 minutes later.
+QUIET_BUSY = 0.25
+QUIET_WINDOW_S = 0.5
+QUIET_BUDGET_S = 20.0
+
+
+def busy_share(window_s: float = QUIET_WINDOW_S, sleep: Callable[[float], Any] = time.sleep) -> float | None:
+    """The share of all CPU time the host spent busy (steal included) over ``window_s`` while this process slept:
+    the rest of the machine's load. None where /proc/stat cannot be read (not Linux)."""
+    from runners.proc_stat import parse_proc_stat
+
+    try:
+        before = parse_proc_stat(PROC_STAT.read_text())
+        sleep(window_s)
+        after = parse_proc_stat(PROC_STAT.read_text())
+    except (OSError, ValueError):
+        return None
+    total = after.total - before.total
+    idle = (after.idle + after.iowait) - (before.idle + before.iowait)
+    return None if total <= 0 else max(0.0, 1.0 - idle / total)
+
+
+def wait_for_quiet(budget_s: float, load: Callable[[], float | None] = busy_share,
+                   busy: float = QUIET_BUSY, clock: Callable[[], float] = time.monotonic) -> float:
+    """Take load readings (``load``: each a window's busy share) until one is under ``busy`` or ``budget_s`` has
+    passed; returns the time spent, for the caller's budget. Unknown load is quiet enough: nothing to wait for."""
+    started = clock()
+    while True:
+        share = load()
+        spent = clock() - started
+        if share is None or share < busy or spent >= budget_s:
+            return spent
 
 
 def _best_seconds(call: Callable[[], Any], repeats: int) -> float:
@@ -132,8 +168,9 @@ def host_caches(cpus: Iterable[int] | None = None) -> tuple[CacheLevel, ...]:
 def calibrate(matmul_sizes: Iterable[int] = MATMUL_SIZES, dtypes: Iterable[str] = MATMUL_DTYPES,
               working_sets: Iterable[int] | None = None, repeats: int = REPEATS, passes: int = PASSES,
               caches: tuple[CacheLevel, ...] | None = None,
-              bytes_per_timing: int = BYTES_PER_TIMING) -> Calibration:
-    """Measure the local default backend. Small sizes (tests) give small, noisy, but positive figures."""
+              bytes_per_timing: int = BYTES_PER_TIMING, quiet_budget_s: float = QUIET_BUDGET_S) -> Calibration:
+    """Measure the local default backend. Small sizes (tests) give small, noisy, but positive figures.
+    ``quiet_budget_s``: how long in all it may wait for a quiet host before its passes (``wait_for_quiet``)."""
     sizes, kinds = list(matmul_sizes), list(dtypes)
     found = host_caches() if caches is None else caches
     sets = ladder(found) if working_sets is None else sorted(set(working_sets))
@@ -143,6 +180,7 @@ def calibrate(matmul_sizes: Iterable[int] = MATMUL_SIZES, dtypes: Iterable[str] 
     rates: dict[str, float] = {}
     best: dict[int, float] = {}
     for _ in range(passes):
+        quiet_budget_s -= wait_for_quiet(quiet_budget_s) if quiet_budget_s > 0 else 0.0
         # The matmuls in every pass too, best per dtype: measured once, a slow spell of the host (the other vCPU
         # busy halves a two-thread matmul here) set an fp32 roof that the demo's own matmuls then beat by 11 %.
         for d in kinds:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runners.proc_stat import CPU_FIELDS, CpuCounters, parse_proc_stat
+
 # A run whose interval had at least this share of all CPU time stolen is "heavy steal". On the shared 2-core VM this
 # was written on, sampled every 10 s for 16 minutes while it was 76 % busy (several people's tests and benchmark
 # runs), steal was 133 ticks in 193,479 (0.07 %) and at most 0.45 % in any window; single runs of the demo suite,
@@ -27,10 +29,6 @@ from typing import Any
 # five times the 1 % smallest change detection and compare report (min_effect): steal of that size alone can make
 # a flagged change, so a verdict resting on such a run deserves the mark.
 HEAVY_STEAL_FRACTION = 0.05
-
-# The aggregate line's fields, in the kernel's order (proc(5)). guest and guest_nice follow but are already counted
-# in user and nice, so they are not read: adding them would count guest time twice.
-_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 # NVML's clocks-event (throttle) reason bits (nvml.h, nvmlClocksEventReason*), named as people read them.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -47,25 +45,6 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
 
 
 @dataclass(frozen=True)
-class CpuCounters:
-    """The aggregate ``cpu`` line of /proc/stat: cumulative time of all CPUs since boot, in clock ticks."""
-
-    user: int
-    nice: int
-    system: int
-    idle: int
-    iowait: int
-    irq: int
-    softirq: int
-    steal: int
-    cores: int  # the cpuN lines beside it: the CPUs the counters add up
-
-    @property
-    def total(self) -> int:
-        return self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
-
-
-@dataclass(frozen=True)
 class GpuSample:
     index: int
     sm_clock_mhz: int | None
@@ -78,29 +57,6 @@ class Snapshot:
     cpu: CpuCounters
     load_1m: float | None  # None: /proc/loadavg could not be read
     gpus: tuple[GpuSample, ...] = ()
-
-
-def parse_proc_stat(text: str) -> CpuCounters:
-    """The aggregate counters of /proc/stat's text; ValueError when there is no well-formed ``cpu`` line.
-
-    Old kernels end the line before steal (added in 2.6.11); missing trailing fields read as 0."""
-    aggregate: list[str] | None = None
-    cores = 0
-    for line in text.splitlines():
-        fields = line.split()
-        if not fields:
-            continue
-        if fields[0] == "cpu":
-            aggregate = fields[1:]
-        elif fields[0].startswith("cpu") and fields[0][3:].isdigit():
-            cores += 1
-    if aggregate is None:
-        raise ValueError("no aggregate 'cpu' line in /proc/stat")
-    if len(aggregate) < 4 or not all(f.isdigit() for f in aggregate[:len(_CPU_FIELDS)]):
-        raise ValueError(f"malformed aggregate 'cpu' line in /proc/stat: {' '.join(aggregate)[:200]!r}")
-    values = [int(f) for f in aggregate[:len(_CPU_FIELDS)]]
-    values += [0] * (len(_CPU_FIELDS) - len(values))
-    return CpuCounters(**dict(zip(_CPU_FIELDS, values, strict=True)), cores=max(cores, 1))
 
 
 def parse_loadavg(text: str) -> float:
@@ -133,7 +89,7 @@ def throttle_reason_names(mask: int) -> list[str]:
 def figures(start: Snapshot, end: Snapshot) -> dict[str, Any] | None:
     """The manifest's ``host_health`` for the interval between two snapshots; None when the interval holds no
     CPU time to divide (shorter than a clock tick) or the counters went backwards (a reboot between them)."""
-    deltas = {name: getattr(end.cpu, name) - getattr(start.cpu, name) for name in _CPU_FIELDS}
+    deltas = {name: getattr(end.cpu, name) - getattr(start.cpu, name) for name in CPU_FIELDS}
     total = sum(deltas.values())
     if total <= 0 or any(d < 0 for d in deltas.values()):
         return None

@@ -14,14 +14,22 @@ import pytest
 from kernelwatch.hardware import calibration_from_manifest, host_hardware
 from kernelwatch.memory_hierarchy import CacheLevel
 from runners import calibration_cache, child
-from runners.calibrate import calibrate, calibration_enabled, calibration_key, host_caches, ladder
+from runners.calibrate import (
+    busy_share,
+    calibrate,
+    calibration_enabled,
+    calibration_key,
+    host_caches,
+    ladder,
+    wait_for_quiet,
+)
 from runners.session import BenchmarkProcess, ChildConfig
 from service.contract import EnvironmentInfo
 from service.pipeline.identity import environment_fingerprint
 from tests.conftest import REPO_ROOT
 
 TINY = dict(matmul_sizes=(32, 64), dtypes=("float32",), working_sets=(1 << 12, 1 << 14), repeats=2, passes=1,
-            bytes_per_timing=1 << 16)
+            bytes_per_timing=1 << 16, quiet_budget_s=0.0)
 
 
 def test_calibration_gives_positive_finite_rates() -> None:
@@ -158,3 +166,23 @@ def test_a_cache_that_cannot_be_written_costs_a_measurement_not_the_run(tmp_path
     assert EnvironmentInfo.model_validate(environment).calibration is not None
     assert f"could not keep the host's calibration in {cache}" in capsys.readouterr().err
     assert blocker.read_text() == "a file"
+
+
+def test_a_calibration_waits_for_a_quiet_host_within_its_budget() -> None:
+    """A roof is the host's best: a pass waits for a window in which the rest of the machine is mostly idle, and
+    gives up once its budget is spent (a host that is never quiet is measured as it is)."""
+    clock = iter(range(100))
+    readings = iter([0.9, 0.6, 0.1, 0.9])
+    spent = wait_for_quiet(10.0, load=lambda: next(readings), clock=lambda: float(next(clock)))
+    assert spent == 3.0 and next(readings) == 0.9  # stopped at the first quiet window
+    busy_always = wait_for_quiet(4.0, load=lambda: 0.8, clock=lambda: float(next(clock)))
+    assert busy_always == 4.0  # the budget, not forever
+    assert wait_for_quiet(10.0, load=lambda: None) < 1.0  # no /proc/stat: nothing to wait for
+
+
+def test_the_busy_share_is_read_from_this_host() -> None:
+    share = busy_share(0.05)
+    if not Path("/proc/stat").exists():
+        assert share is None
+        return
+    assert share is not None and 0.0 <= share <= 1.0
