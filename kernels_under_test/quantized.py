@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from runners.suite import Case, QualityMetric, benchmark, grid
+from runners.suite import Case, QualityMetric, benchmark, grid, on_backend
 
 # The largest finite float8_e4m3fn value: per-tensor scales map each tensor's max |x| onto it.
 FP8_E4M3_MAX = float(jnp.finfo(jnp.float8_e4m3fn).max)
@@ -30,12 +29,7 @@ def _f32_tol() -> float:
     the tight check; a quantisation bug (a wrong scale, a wrong axis) costs O(1) anyway. A function rather than a
     constant so that importing the module initialises no backend.
     """
-    return 1e-4 if jax.default_backend() == "cpu" else 5e-3
-
-
-def _fp8_tol() -> float:
-    """The fp8 product's tolerance on the backend the case runs on (see ``fp8_per_tensor``)."""
-    return 1e-3 if jax.default_backend() == "cpu" else 5e-3
+    return on_backend(1e-4, 5e-3)
 
 
 def _relative_error_metric(exact: Callable[[], np.ndarray]) -> Callable[[object], list[QualityMetric]]:
@@ -174,8 +168,8 @@ def fp8_per_tensor(m: int, k: int, n: int) -> Case:
         # 1e-4 on a CPU; on an accelerator 5e-3: fp8 GEMMs on Hopper accumulate with fewer than 23 mantissa bits (an
         # H200 gave 1.7e-3 at m = 256). Still far below the ~4e-2 that quantisation itself costs (rel_error), so a
         # wrong scale cannot pass.
-        rtol=_fp8_tol(),
-        atol=_fp8_tol(),
+        rtol=on_backend(1e-3, 5e-3),
+        atol=on_backend(1e-3, 5e-3),
         quality=_relative_error_metric(lambda: a32.astype(np.float64) @ b32.astype(np.float64)),
         flops=flops,  # see fp8_per_tensor_cost
         bytes_accessed=nbytes,

@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelwatch.hardware import Calibration, dtype_key
 from kernelwatch.memory_hierarchy import BandwidthPoint, CacheLevel, caches_from_sysfs
+from runners.proc_stat import parse_proc_stat
 
 # Matmuls at a few sizes, the best of them: one size's tiling may suit the host's kernels worse than another's,
 # and a roof must be the fastest rate the host reaches. 2048² is ~17 GFLOP, tens of ms on a CPU core.
@@ -56,8 +57,6 @@ QUIET_BUDGET_S = 20.0
 def busy_share(window_s: float = QUIET_WINDOW_S, sleep: Callable[[float], Any] = time.sleep) -> float | None:
     """The share of all CPU time the host spent busy (steal included) over ``window_s`` while this process slept:
     the rest of the machine's load. None where /proc/stat cannot be read (not Linux)."""
-    from runners.proc_stat import parse_proc_stat
-
     try:
         before = parse_proc_stat(PROC_STAT.read_text())
         sleep(window_s)

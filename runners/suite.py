@@ -102,6 +102,17 @@ class BenchmarkInstance:
         return self.spec.factory(**self.params)
 
 
+def on_backend(cpu: float, accelerator: float) -> float:
+    """A figure that depends on the backend a case runs on, ``cpu`` on JAX's CPU backend and ``accelerator``
+    elsewhere: a tolerance, since accelerators multiply float32 at reduced input precision by default (TF32 on
+    NVIDIA GPUs, bf16 passes on TPU) and accumulate fp8 products in fewer bits (an H200: float32 matmul error 0.033
+    at k = 512, fp8 1.7e-3 at m = 256, both past the CPU's bounds). Asked while a factory builds its case, in the
+    benchmark process: importing a suite initialises no backend."""
+    import jax
+
+    return cpu if jax.default_backend() == "cpu" else accelerator
+
+
 def benchmark_version(factory: Callable[..., Case]) -> str | None:
     """What identifies a benchmark's own code: a hash of its function's syntax tree, its decorators (the grid,
     the quick points) and docstring left out, and so its comments and formatting. An edited benchmark measures

@@ -130,7 +130,8 @@ def parse(kind: str, data: bytes, source: str, max_bytes: int = MAX_EXPANDED_BYT
           hlo: Mapping[str, Mapping[str, xplane_to_op_stats.HloOpInfo]] | None = None) -> Summary:
     """``data`` of ``kind`` summarized. Gzip-compressed data (``.xplane.pb.gz``, ``.txt.gz``: no format a parser
     reads starts with gzip's magic bytes) is parsed as what it holds, expanded through a cap of ``max_bytes``: a
-    decompression bomb is a ParseFailure saying it expands past the cap, never a gigabyte in memory."""
+    decompression bomb is a ParseFailure saying it expands past the cap, never a gigabyte in memory. ``hlo``: the
+    result's HLO modules (``hlo_ops``), which a trace's op table reads (other kinds ignore it)."""
     parser = PARSERS.get(kind)
     if parser is None:
         raise ParseFailure(f"no parser for {kind!r}; kinds: {', '.join(sorted(PARSERS))}")

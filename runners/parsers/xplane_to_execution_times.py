@@ -75,10 +75,10 @@ def device_executions(planes: Iterable[Any]) -> list[float] | None:
     return found
 
 
-def _host_runs(planes: Iterable[Any]) -> tuple[list[tuple[float, float, Any]], dict[Any, float]]:
-    """The host's program executions (start, end, run_id), in start order, and each launch's start by its
-    ``correlation_id``."""
-    runs: list[tuple[float, float, Any]] = []
+def _host_runs(planes: Iterable[Any]) -> tuple[list[float], dict[Any, float]]:
+    """The starts of the host's program executions (its events with a ``run_id`` stat), in order, and each
+    launch's start by its ``correlation_id``."""
+    starts: list[float] = []
     launches: dict[Any, float] = {}
     for plane in planes:
         if not str(plane.name).startswith("/host:"):
@@ -87,22 +87,19 @@ def _host_runs(planes: Iterable[Any]) -> tuple[list[tuple[float, float, Any]], d
             for event in line.events:
                 stats = _stats(event)
                 if "run_id" in stats and "hlo_op" not in stats:
-                    start = float(event.start_ns)
-                    runs.append((start, start + float(event.duration_ns), stats["run_id"]))
+                    starts.append(float(event.start_ns))
                 elif "correlation_id" in stats:
                     launches.setdefault(stats["correlation_id"], float(event.start_ns))
-    runs.sort(key=lambda run: run[0])
-    return runs, launches
+    return sorted(starts), launches
 
 
 def gpu_executions(device: Any, planes: Iterable[Any]) -> list[float] | None:
     """Per host execution (``_host_runs``), the span of the device events its launches put on ``device``, in
     start order; None when no device event maps to one. A launch outside every execution counts with the one
     that started last before it (work a host thread issued after its Execute event closed)."""
-    runs, launches = _host_runs(planes)
-    if not runs:
+    starts, launches = _host_runs(planes)
+    if not starts:
         return None
-    starts = [start for start, _, _ in runs]
     spans: dict[int, list[float]] = {}
     for line in device.lines:
         for event in line.events:

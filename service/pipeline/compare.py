@@ -385,8 +385,8 @@ def _co_measured(session: Session, base: ResolvedSide,
         return base, head, []
     sides = []
     for side, ids in ((base, kept.base), (head, kept.head)):
-        uid = dict(zip(side.run_ids, side.label.runs, strict=True))
-        ordered = tuple(r for r in side.run_ids if r in set(ids))
+        uid, keep = dict(zip(side.run_ids, side.label.runs, strict=True)), set(ids)
+        ordered = tuple(r for r in side.run_ids if r in keep)
         sides.append(dataclasses.replace(side, run_ids=ordered, label=dataclasses.replace(
             side.label, runs=tuple(uid[r] for r in ordered))))
     left = " and ".join(f"{n} of {name}'s {len(side.run_ids)} runs" for name, side, n

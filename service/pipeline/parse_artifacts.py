@@ -54,8 +54,7 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
             continue
         done.add(artifact.id)
         try:
-            summary = parse(kind, store.get(artifact.sha256), link.name, max_bytes=store.max_bytes,
-                            hlo=hlo_context if kind == "xplane" else None)
+            summary = parse(kind, store.get(artifact.sha256), link.name, max_bytes=store.max_bytes, hlo=hlo_context)
         except (ParseFailure, ArtifactError) as exc:
             artifact.parse_error = _error_text(exc)
             artifact.parsed_version = PARSERS[kind].version

@@ -67,7 +67,7 @@ def roofline_columns(figures: RooflineFigures | None) -> dict[str, Any]:
 
 def efficiency_results(hardware: Hardware | None, results: Sequence[BenchmarkResult],
                        figures: Sequence[RooflineFigures | None],
-                       times: Sequence[Sequence[float]] | None = None) -> list[BenchmarkResult]:
+                       times: Sequence[Sequence[float]]) -> list[BenchmarkResult]:
     """A derived result per result with figures against a published roof: the same benchmark's
     ``roofline_fraction``, one sample per measured sample. Stored as a series of its own, so detection, grouping
     and alerts treat efficiency as they treat time, with no special case on the read path. Not derived where the
@@ -76,15 +76,15 @@ def efficiency_results(hardware: Hardware | None, results: Sequence[BenchmarkRes
     None against a calibrated roof: it is one run's measurement and moves from run to run by more than the
     regressions looked for (several-fold on a loaded host), so a series of time over it would report the
     calibration's noise as findings. Those results keep their stored figures. ``times``: per result, the samples
-    its figures were drawn against (``roofline_times``; default its own)."""
+    its figures were drawn against (``roofline_times``)."""
     if hardware is None or hardware.measured:
         return []
     reported = {(r.suite, r.name, r.params_key()) for r in results if r.metric == EFFICIENCY_METRIC}
     derived = []
-    for index, (r, f) in enumerate(zip(results, figures, strict=True)):
+    for r, f, measured in zip(results, figures, times, strict=True):
         if f is None or (r.suite, r.name, r.params_key()) in reported:
             continue
-        samples = efficiency_samples(f.roofline_s, times[index] if times is not None else r.samples)
+        samples = efficiency_samples(f.roofline_s, measured)
         if samples:
             # model_copy skips validation: these values are derived from validated ones.
             derived.append(r.model_copy(update=dict(
