@@ -30,6 +30,11 @@ rates over both benchmarks are printed beside it).
 
     python bench/verdict_calibration.py                 # 8 rounds of 7 commits: about 5 minutes here
     python bench/verdict_calibration.py --rounds 4 --trials 100 --samples 10   # a quick look
+    python bench/verdict_calibration.py --generate 0 --rounds 10   # generated runs that agree: no measurement
+
+``--generate BETWEEN`` judges generated runs instead (log-normal samples ``--within`` apart inside a run, each
+run's centre BETWEEN apart): the quiet host where the power target binds, which no CPU host here has been. With
+``--rounds 10`` a draw of 5 runs a side leaves the history the 8 degrees of freedom a quiet history needs.
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ from service.detect.compare import (  # noqa: E402
     looks_alpha,
     more_runs_would_decide,
 )
-from service.detect.run_stats import pooled_noise  # noqa: E402
+from service.detect.run_stats import RunNoise, pooled_noise, sample_spread  # noqa: E402
 
 BASE_STEPS = 40
 EFFECTS = (0.05, 0.10, 0.20, 0.50)
@@ -180,10 +185,32 @@ def load_runs(path: Path) -> tuple[list[tuple[str, str, float]], dict[tuple[str,
     return commits, measured, float(data["elapsed"])
 
 
-def kernelwatch_row(base: list[list[float]], head: list[list[float]], held_out: list[list[float]],
+def history(held_out: list[list[list[float]]]) -> RunNoise | None:
+    """What the service learns from stored history (service/store/run_noise.py), from the runs not drawn: per
+    commit, each run's samples."""
+    logs = [[math.log(float(np.median(run))) for run in commit] for commit in held_out]
+    return pooled_noise(logs, sample_spread([run for commit in held_out for run in commit]))
+
+
+def generate_runs(between: float, within: float, rounds: int, samples: int, rng: np.random.Generator
+                  ) -> tuple[list[tuple[str, str, float]], dict[tuple[str, str], Runs]]:
+    """The commits and runs a measurement would give on a host of known spreads: each run's log centre moves by
+    ``between`` (normal), each log sample by ``within`` around it; the planted effects are exact."""
+    commits = [("base", "base", 0.0)] + [(f"aa{i + 1}", f"A/A {i + 1}", 0.0) for i in range(AA_COMMITS)]
+    commits += [(f"plus{effect:g}", f"+{effect:.0%}", effect) for effect in EFFECTS]
+    measured = {}
+    for label, level in (("chain_steps n=128", 1e-3), ("chain_steps n=256", 4e-3)):
+        for sha, _, effect in commits:
+            measured[(sha, label)] = Runs([
+                np.exp(math.log(level * (1 + effect)) + between * rng.standard_normal()
+                       + within * rng.standard_normal(samples)).tolist() for _ in range(rounds)])
+    return commits, measured
+
+
+def kernelwatch_row(base: list[list[float]], head: list[list[float]], held_out: list[list[list[float]]],
                     alpha: float = ALPHA) -> Comparison:
-    """KernelWatch's comparison; ``held_out``: per commit, the log medians of the runs not drawn (the history)."""
-    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base), Side.of_runs(head), pooled_noise(held_out))
+    """KernelWatch's comparison; ``held_out``: per commit, the samples of the runs not drawn (the history)."""
+    pair = Pair(BenchmarkKey("calib", "chain"), Side.of_runs(base), Side.of_runs(head), history(held_out))
     return compare([pair], CompareParams(alpha=alpha, min_effect=MIN_EFFECT)).rows[0]
 
 
@@ -196,7 +223,7 @@ def adaptive_verdict(base: Runs, head: Runs, order: list[int]) -> tuple[str, int
     used = start
     while True:
         chosen, rest = order[:used], order[used:]
-        held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
+        held_out = [[side.rounds[i] for i in rest] for side in (base, head)]
         row = kernelwatch_row([base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen], held_out, alpha)
         if not more_runs_would_decide(row) or used >= most:
             return row.verdict, used
@@ -244,7 +271,7 @@ def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Gener
         chosen = sorted(rng.choice(rounds, size=budget, replace=False).tolist())
         rest = [i for i in range(rounds) if i not in chosen]
         b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
-        held_out = [[math.log(float(np.median(side.rounds[i]))) for i in rest] for side in (base, head)]
+        held_out = [[side.rounds[i] for i in rest] for side in (base, head)]
         row = kernelwatch_row(b, h, held_out)
         out["kernelwatch"].append(row.verdict)
         if row.runs_needed is not None:
@@ -264,10 +291,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure with XLA's CPU thread pool held to one thread (run --xla-single-thread)")
     parser.add_argument("--save", type=Path, help="also write the measured runs to this JSON file")
     parser.add_argument("--load", type=Path, help="judge the runs a --save wrote instead of measuring")
+    parser.add_argument("--generate", type=float, metavar="BETWEEN",
+                        help="judge generated runs instead of measuring: log-normal samples --within apart inside a "
+                             "run, each run's centre BETWEEN apart (0: a host whose runs agree, which this machine "
+                             "never is: where the power target binds)")
+    parser.add_argument("--within", type=float, default=0.03, help="--generate's spread inside a run (0.03)")
+    parser.add_argument("--datasets", type=int, default=10,
+                        help="--generate's independent measurements judged, --trials draws each (10)")
     args = parser.parse_args(argv)
     budgets = [b for b in BUDGETS if b <= args.rounds - (1 if b == 1 else 0)]
 
-    if args.load:
+    if args.generate is not None:
+        commits, measured = generate_runs(args.generate, args.within, args.rounds, args.samples,
+                                          np.random.default_rng(args.seed + 1))
+        elapsed = 0.0
+        print(f"generated runs: samples {args.within} apart inside a run, runs {args.generate} apart")
+    elif args.load:
         commits, measured, elapsed = load_runs(args.load)
         args.rounds = min(len(runs.rounds) for runs in measured.values())
         budgets = [b for b in BUDGETS if b <= args.rounds - (1 if b == 1 else 0)]
@@ -308,33 +347,39 @@ def main(argv: list[str] | None = None) -> int:
     same_code = [sha for sha, _, effect in commits if effect == 0]
     comparisons = [(b, h, 0.0, "A/A") for i, b in enumerate(same_code) for h in same_code[i + 1:]]
     comparisons += [(base_sha, sha, effect, name) for sha, name, effect in commits[1:] if effect]
-    for first, sha, effect, column in comparisons:
-        for label in labels:
-            base, head = measured.get((first, label)), measured.get((sha, label))
-            if base is None or head is None:
-                continue
-            if adaptive_ok:
-                cell = adaptive.setdefault(column, [0, 0, 0])
-                wrong = ("regression", "improvement") if effect == 0 else ("regression",)
-                for _ in range(args.trials):
-                    order = rng.permutation(min(len(base.rounds), len(head.rounds))).tolist()
-                    verdict, used = adaptive_verdict(base, head, order)
-                    cell[0] += verdict in wrong
-                    cell[1] += 1
-                    cell[2] += used
-            for budget in budgets:
-                verdicts, needed = judge(base, head, budget, args.trials, rng)
-                for method, found in verdicts.items():
+    # Generated runs are judged over --datasets independent measurements: the draws of one measurement share its
+    # rounds, and one unlucky set of rounds moves every rate of it (the pooled method's own A/A reads 10 % on one
+    # generated set with no spread between runs at all).
+    datasets = [measured] + ([generate_runs(args.generate, args.within, args.rounds, args.samples, rng)[1]
+                              for _ in range(args.datasets - 1)] if args.generate is not None else [])
+    for dataset in datasets:
+        for first, sha, effect, column in comparisons:
+            for label in labels:
+                base, head = dataset.get((first, label)), dataset.get((sha, label))
+                if base is None or head is None:
+                    continue
+                if adaptive_ok:
+                    cell = adaptive.setdefault(column, [0, 0, 0])
                     wrong = ("regression", "improvement") if effect == 0 else ("regression",)
-                    for cell in (rates.setdefault((method, budget), {}).setdefault(column, [0, 0]),
-                                 rates_by_label.setdefault((method, budget, label), {}).setdefault(column, [0, 0])):
-                        cell[0] += sum(v in wrong for v in found)
-                        cell[1] += len(found)
-                if effect == 0:
-                    undecided = inconclusive.setdefault(budget, [0, 0])
-                    undecided[0] += sum(v == "inconclusive" for v in verdicts["kernelwatch"])
-                    undecided[1] += len(verdicts["kernelwatch"])
-                    needed_aa.setdefault(budget, []).extend(needed)
+                    for _ in range(args.trials):
+                        order = rng.permutation(min(len(base.rounds), len(head.rounds))).tolist()
+                        verdict, used = adaptive_verdict(base, head, order)
+                        cell[0] += verdict in wrong
+                        cell[1] += 1
+                        cell[2] += used
+                for budget in budgets:
+                    verdicts, needed = judge(base, head, budget, args.trials, rng)
+                    for method, found in verdicts.items():
+                        wrong = ("regression", "improvement") if effect == 0 else ("regression",)
+                        for cell in (rates.setdefault((method, budget), {}).setdefault(column, [0, 0]),
+                                     rates_by_label.setdefault((method, budget, label), {}).setdefault(column, [0, 0])):
+                            cell[0] += sum(v in wrong for v in found)
+                            cell[1] += len(found)
+                    if effect == 0:
+                        undecided = inconclusive.setdefault(budget, [0, 0])
+                        undecided[0] += sum(v == "inconclusive" for v in verdicts["kernelwatch"])
+                        undecided[1] += len(verdicts["kernelwatch"])
+                        needed_aa.setdefault(budget, []).extend(needed)
 
     measured_effects = {}
     for sha, name, effect in commits[1:]:

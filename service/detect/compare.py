@@ -40,9 +40,11 @@ from service.detect.run_stats import (
     Method,
     RunNoise,
     RunTest,
+    history_is_quiet,
     log_ratio_test,
     log_values,
     run_medians,
+    sample_spread,
     t_quantile,
     t_quantiles,
     with_p_values,
@@ -105,6 +107,14 @@ class Side:
 
     def run_medians(self) -> list[float]:
         return run_medians(self.samples, self.run_sizes)
+
+    def run_samples(self) -> list[tuple[float, ...]]:
+        """Each run's samples, in order."""
+        out, start = [], 0
+        for size in self.run_sizes or (len(self.samples),):
+            out.append(self.samples[start:start + size])
+            start += size
+        return out
 
 
 @dataclass(frozen=True)
@@ -303,11 +313,15 @@ def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Meas
     return _Measured(SideResult("ok", side.message, estimate, side.noisy_runs), medians, logs)
 
 
-def _test(base: _Measured, head: _Measured, noise: RunNoise | None) -> RunTest | None:
-    """Welch with the stored spread as a prior, or the pooled test for a side of one run (run_stats says why runs
-    are not paired by round)."""
-    assert base.logs is not None and head.logs is not None
-    return log_ratio_test(base.logs, head.logs, noise, defer_p=True)
+def _test(base: _Measured, head: _Measured, pair: Pair) -> RunTest | None:
+    """Welch with the stored spread as a prior, the pooled test for a side of one run, or the test of runs as
+    quiet as their samples where the history and both sides are (run_stats says why, and why runs are not paired
+    by round)."""
+    assert base.logs is not None and head.logs is not None and pair.base is not None and pair.head is not None
+    # The sides' samples are read only where the history is quiet: on a host whose runs land apart, never.
+    spreads = ((sample_spread(pair.base.run_samples()), sample_spread(pair.head.run_samples()))
+               if history_is_quiet(pair.noise) else None)
+    return log_ratio_test(base.logs, head.logs, pair.noise, defer_p=True, spreads=spreads)
 
 
 def _result(side: _Measured | SideResult | None) -> SideResult | None:
@@ -375,7 +389,7 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> Compa
             if base.medians != head.medians:
                 reasons[index] = NO_RATIO
             continue
-        test = _test(base, head, pair.noise)
+        test = _test(base, head, pair)
         if test is None and len(set(base.medians) | set(head.medians)) > 1:
             reasons[index] = NO_SPREAD  # one value each, the same exact figure on both sides, is no change
         elif test is not None:

@@ -12,6 +12,8 @@ run is therefore reduced to the log of its median, and the sides are compared wi
 :func:`service.detect.run_stats.log_ratio_test`: Welch's t-test with two runs a side or more, else a pooled
 t-test whose spread also comes from the series' stored history (:class:`RunNoise`), so that a first round of one
 run a side can decide a change far beyond the spread history knows; with no history it waits for more rounds.
+Where the history and both sides' runs agree as closely as their samples allow (a quiet runner), the samples'
+spread is brought in as run_stats's note says.
 
 The test is repeated after every round and stops at the first decisive one, which would let a false
 confirmation through more often than ``alpha`` (measured on nested data: 1.2-1.5 % at alpha 1 % over five
@@ -36,7 +38,16 @@ from typing import Literal
 
 import numpy as np
 
-from service.detect.run_stats import Method, RunNoise, RunTest, log_ratio_test, log_values
+from service.detect.run_stats import (
+    Method,
+    RunNoise,
+    RunTest,
+    SampleSpread,
+    history_is_quiet,
+    log_ratio_test,
+    log_values,
+    sample_spread,
+)
 
 Verdict = Literal["confirmed", "refuted", "undecided"]
 # A side's runs: each run's samples, or each run's median (a number).
@@ -71,6 +82,7 @@ class ConfirmParams:
 _METHOD_NAMES: dict[Method, str] = {
     "welch": "Welch's t-test on log run medians",
     "pooled": "pooled t-test on log run medians with the series' spread between runs",
+    "quiet": "t-test on log run medians with their samples' spread (runs as quiet as their samples)",
 }
 
 
@@ -110,6 +122,14 @@ def run_centres(runs: Runs) -> list[float]:
     return out
 
 
+def _spread(runs: Runs) -> SampleSpread | None:
+    """The spread of a side's samples inside its runs; None where a run is given as its median alone."""
+    sampled = [run for run in runs if not isinstance(run, (int, float, np.floating))]
+    if len(sampled) != len(runs):
+        return None
+    return sample_spread([run for run in sampled if len(run)])
+
+
 def decide(base: Runs, head: Runs, expect_increase: bool, rounds: int, noise: RunNoise | None = None,
            params: ConfirmParams | None = None) -> Decision:
     """Whether interleaved runs of base and head confirm a change of the expected sign, after ``rounds`` rounds
@@ -123,7 +143,8 @@ def decide(base: Runs, head: Runs, expect_increase: bool, rounds: int, noise: Ru
         nb, nh = len(run_centres(base)), len(run_centres(head))
         return Decision(waiting, math.nan, nb, nh)
     nb, nh = int(base_logs.size), int(head_logs.size)
-    test: RunTest | None = log_ratio_test(base_logs, head_logs, noise)
+    spreads = (_spread(base), _spread(head)) if history_is_quiet(noise) else None
+    test: RunTest | None = log_ratio_test(base_logs, head_logs, noise, spreads=spreads)
     if test is None:
         return Decision(waiting, math.exp(float(head_logs.mean() - base_logs.mean())), nb, nh)
     level = params.look_alpha(rounds)

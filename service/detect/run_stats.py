@@ -44,6 +44,22 @@ difference of logs), and two sides are compared on those values:
   among five, shrunk toward a quiet history, read as a change).
   The cap is also what keeps one run a side honest: a spread learned from many runs with a heavy tail (the
   slow state) gave 7 % A/A false verdicts as a t with all its degrees of freedom, and 0 % as a t with five.
+- **Runs as quiet as their samples.** On a quiet host (a dedicated runner, a GPU) runs agree as closely as the
+  samples inside them allow, and a test over 2-3 run medians throws away what the samples know: on generated
+  runs with no spread between them it found +5 % at 2 runs a side in 25 % of draws where pooled samples found
+  100 % (bench/verdict_calibration.py --generate 0). So where the series' history (``QUIET_HISTORY_DF``
+  degrees of freedom or more) and both sides show no more spread between runs than their samples explain (the
+  variance of a run's median from its samples alone, :func:`sample_spread`), the samples' spread is brought in
+  as a variance known to many degrees of freedom, pooled with the runs' own (the classical pooling of a nested
+  design's error terms when the upper level's component tests as absent; Bancroft's preliminary test at 0.25 on
+  the history, which has the degrees of freedom to see a spread, and a lenient 0.05 on each side, which only
+  has to catch a host that turned noisy since). Only for sides of 2-3 runs, where the floor leaves the test
+  with the fewest degrees of freedom: one run's samples know their scale no better than the history knows the
+  runs' (at one run a side it found no more), and from ``OWN_SPREAD_RUNS`` runs the moderated test has the
+  degrees of freedom already, while a spread between runs about as large as a median's own (which the
+  preliminary test lets through a third of the time) cost 1.2 points of A/A there. Hosts whose runs land apart
+  (every CPU host measured here: runs 6-27 % apart, samples 2-9 %) never pass the history's test, and keep the
+  tests above unchanged.
 """
 
 from __future__ import annotations
@@ -57,7 +73,7 @@ from typing import Literal
 
 import numpy as np
 
-Method = Literal["welch", "pooled"]
+Method = Literal["welch", "pooled", "quiet"]
 
 # How many degrees of freedom the series' stored spread counts for at most in one test: as much as six runs of a
 # side's own. More let a quiet stretch of history lower the bar for every later comparison (the demo's A/A
@@ -69,6 +85,61 @@ PRIOR_DF = 5
 OWN_SPREAD_RUNS = 4
 # From how many runs a side whose spread the stored one floors counts the stored spread's degrees of freedom.
 FLOOR_DF_RUNS = 3
+# Runs as quiet as their samples (the module's note). The fewest samples a run needs for its median's spread to be
+# read from them; the history's degrees of freedom between runs that can tell a quiet host from a noisy one; and
+# the preliminary tests' levels (the history's at Bancroft's 0.25: pooling error terms wrongly costs more than not
+# pooling them; each side's at 0.05: it only has to catch a host gone noisy since the history).
+QUIET_MIN_SAMPLES = 5
+QUIET_HISTORY_DF = 6
+QUIET_HISTORY_ALPHA = 0.25
+QUIET_SIDE_ALPHA = 0.05
+# A run's samples' scale is read from their pairwise differences (Shamos's estimator: the median |x_i - x_j| of
+# normal data is 0.9539 sd, with 86 % of the sample sd's efficiency, and it needs no centre: deviations from a run's
+# own median of 10 samples read 11 % low, 54 % at 5). A median of n samples varies by pi/2 sd^2 / n (normal theory;
+# 1.36-1.45 sd^2 / n at n = 5-15, so this errs on the wide side). At most ``_PAIRS_SAMPLES`` samples of a run,
+# evenly spaced in time, are paired: the cost stays linear in the run.
+_PAIR_MEDIAN_TO_SD = 1 / 0.9539
+_PAIR_EFFICIENCY = 0.86
+_MEDIAN_VARIANCE = math.pi / 2
+_PAIRS_SAMPLES = 64
+
+
+@dataclass(frozen=True)
+class SampleSpread:
+    """How far one run's log median moves from its own samples alone (no spread between runs): its variance,
+    over the runs it was read from, and the degrees of freedom that variance is known to."""
+
+    median_var: float
+    df: float
+
+    def __post_init__(self) -> None:
+        if not (self.median_var > 0 and math.isfinite(self.median_var)) or not self.df > 0:
+            raise ValueError(f"a sample spread needs a variance > 0 and df > 0, not {self.median_var}, {self.df}")
+
+
+def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
+    """The variance a run's log median has from its samples alone: the samples' scale inside runs (the median of
+    every pairwise difference of log samples inside a run, pooled over the runs: robust to the odd slow sample,
+    blind to where each run is centred) through the median's normal-theory variance, averaged over the runs'
+    sizes. None where it cannot be read: a run of fewer than ``QUIET_MIN_SAMPLES`` samples, a value that is not
+    positive, or samples that do not vary (a timer's resolution)."""
+    differences, inverse_sizes, df = [], [], 0.0
+    for run in runs:
+        logs = log_values(run) if len(run) >= QUIET_MIN_SAMPLES else None
+        if logs is None:
+            return None
+        paired = logs[np.linspace(0, logs.size - 1, _PAIRS_SAMPLES).round().astype(int)] \
+            if logs.size > _PAIRS_SAMPLES else logs
+        i, j = np.triu_indices(paired.size, k=1)
+        differences.append(np.abs(paired[i] - paired[j]))
+        inverse_sizes.append(1 / logs.size)
+        df += _PAIR_EFFICIENCY * (paired.size - 1)
+    if not differences:
+        return None
+    scale = _PAIR_MEDIAN_TO_SD * float(np.median(np.concatenate(differences)))
+    if scale <= 0:
+        return None
+    return SampleSpread(_MEDIAN_VARIANCE * scale ** 2 * float(np.mean(inverse_sizes)), df)
 
 
 @dataclass(frozen=True)
@@ -79,6 +150,9 @@ class RunNoise:
 
     sd: float
     df: int
+    # The spread of the history's samples inside runs, where it can be read: what tells a host whose runs agree as
+    # closely as their samples allow (the module's note) from one whose processes land apart.
+    samples: SampleSpread | None = None
 
     def __post_init__(self) -> None:
         if not (self.sd >= 0 and math.isfinite(self.sd)) or self.df < 1:
@@ -196,16 +270,65 @@ def _side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, flo
     return (_ss(logs) + noise.sd ** 2 * prior_df) / (own_df + prior_df), own_df + prior_df
 
 
+def _chi2_quantile(q: float, df: float) -> float:
+    from scipy import stats
+
+    return float(stats.chi2.ppf(q, df))
+
+
+def history_is_quiet(noise: RunNoise | None) -> bool:
+    """Whether the series' history shows no more spread between runs than its samples explain (the module's
+    note): a chi-square of its runs' sum of squares against their medians' variance from the samples. Cheap: a
+    caller reads the sides' sample spreads only where this holds."""
+    if noise is None or noise.samples is None or noise.df < QUIET_HISTORY_DF:
+        return False
+    return noise.sd ** 2 * noise.df / noise.samples.median_var <= _chi2_quantile(1 - QUIET_HISTORY_ALPHA, noise.df)
+
+
+def runs_are_quiet(noise: RunNoise | None, sides: Sequence[tuple[np.ndarray, SampleSpread | None]]) -> bool:
+    """Whether the history (:func:`history_is_quiet`) and every side (log run medians, the spread of their
+    samples) show no more spread between runs than their samples explain."""
+    if not history_is_quiet(noise):
+        return False
+    for logs, spread in sides:
+        if spread is None:
+            return False
+        if logs.size >= 2 and _ss(logs) / spread.median_var > _chi2_quantile(1 - QUIET_SIDE_ALPHA, logs.size - 1):
+            return False
+    return True
+
+
+def _quiet_test(base: np.ndarray, head: np.ndarray,
+                spreads: tuple[SampleSpread, SampleSpread]) -> tuple[float, float]:
+    """The standard error and degrees of freedom of a comparison of quiet runs: each side's variance of one run's
+    log median is its runs' own sum of squares pooled with its samples' (the median's variance from them, at the
+    degrees of freedom they know it to), Welch-Satterthwaite between the sides."""
+    parts = []
+    for logs, spread in zip((base, head), spreads, strict=True):
+        df = logs.size - 1 + spread.df
+        parts.append(((_ss(logs) + spread.median_var * spread.df) / df / logs.size, df))
+    (vb, dfb), (vh, dfh) = parts
+    se2 = vb + vh
+    return math.sqrt(se2), se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh)
+
+
 def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = None,
-                   defer_p: bool = False) -> RunTest | None:
+                   defer_p: bool = False,
+                   spreads: tuple[SampleSpread | None, SampleSpread | None] | None = None) -> RunTest | None:
     """Compare two sides' log run medians; None when no spread between runs is known (one run a side and no
     history). Identical values on both sides are no change (p = 1); a difference with no spread at all is a
     certain one (p = 0: counts and other exact figures repeat to the last bit). ``defer_p``: leave the p-value
-    NaN, for ``with_p_values`` to compute many at once."""
+    NaN, for ``with_p_values`` to compute many at once. ``spreads``: each side's :func:`sample_spread`, where the
+    caller has the samples; with them runs as quiet as their samples are tested as such (the module's note)."""
     kb, kh = base.size, head.size
     if kb == 0 or kh == 0:
         raise ValueError("a side without runs cannot be compared")
     diff = float(head.mean() - base.mean())
+    if (spreads is not None and 2 <= min(kb, kh) and max(kb, kh) < OWN_SPREAD_RUNS
+            and runs_are_quiet(noise, [(base, spreads[0]), (head, spreads[1])])):
+        assert spreads[0] is not None and spreads[1] is not None
+        se, df = _quiet_test(base, head, (spreads[0], spreads[1]))
+        return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "quiet")
     if kb >= 2 and kh >= 2:
         (vb, dfb), (vh, dfh) = _side_variance(base, noise), _side_variance(head, noise)
         vb, vh = vb / kb, vh / kh
@@ -229,9 +352,10 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
     return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), method)
 
 
-def pooled_noise(groups: Sequence[Sequence[float]]) -> RunNoise | None:
+def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None = None) -> RunNoise | None:
     """The spread between runs of the same code from groups of log run medians (each group: one commit's runs
-    in one environment); None when no group has two runs."""
+    in one environment); None when no group has two runs. ``samples``: the spread of those runs' samples
+    (:func:`sample_spread`), kept with it."""
     ss, df = 0.0, 0
     for group in groups:
         if len(group) >= 2:
@@ -240,7 +364,7 @@ def pooled_noise(groups: Sequence[Sequence[float]]) -> RunNoise | None:
             df += values.size - 1
     if df == 0:
         return None
-    return RunNoise(math.sqrt(ss / df), df)
+    return RunNoise(math.sqrt(ss / df), df, samples)
 
 
 @dataclass(frozen=True)

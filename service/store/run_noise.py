@@ -4,8 +4,10 @@ run is tested against (one run says nothing about how far the next process would
 The spread is learned where the code is known to be the same: the runs of one commit in one series (rounds of
 the demo or of `kernelwatch run --rounds`, confirmation runs, re-runs). Each run is reduced to the log of its
 median, and the squared deviations around each commit's own mean are pooled (service/detect/run_stats.py,
-``pooled_noise``). Only the newest few commits that have two runs or more are read, so the figure follows the
-host as it is now, and a long history (or a suite of thousands of benchmarks) costs no more than a short one.
+``pooled_noise``); the spread of the same runs' samples comes with it, which tells a host whose runs agree as
+closely as their samples allow from one whose processes land apart (``sample_spread``). Only the newest few
+commits that have two runs or more are read, so the figure follows the host as it is now, and a long history (or
+a suite of thousands of benchmarks) costs no more than a short one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.detect.run_stats import RunNoise, pooled_noise
+from service.detect.run_stats import QUIET_HISTORY_DF, RunNoise, pooled_noise, sample_spread
 from service.store.models import Result, Run
 
 HISTORY_COMMITS = 8  # the newest commits with replicated runs read: 8 commits of 2-3 runs give 8-16 df
@@ -60,16 +62,22 @@ def run_noise(session: Session, series_ids: Collection[int], environments: Colle
     for series_id, commit_id, run_id, samples in rows:
         per_run[(series_id, commit_id, run_id)].extend(float(v) for v in samples or ())
     logs: dict[tuple[int, int], list[float]] = defaultdict(list)
+    run_samples: dict[int, list[list[float]]] = defaultdict(list)
     for (series_id, commit_id, _), values in per_run.items():
         median = float(np.median(values)) if values else 0.0
         if median > 0 and math.isfinite(median):
             logs[(series_id, commit_id)].append(math.log(median))
+            run_samples[series_id].append(values)
     by_series: dict[int, list[list[float]]] = defaultdict(list)
     for (series_id, _), group in logs.items():
         by_series[series_id].append(group)
     out = {}
     for series_id, found in by_series.items():
+        # The samples' spread inside the same runs, only where the runs' spread could be quiet enough to need it
+        # (run_stats.history_is_quiet): it costs a pass over every stored sample.
         noise = pooled_noise(found)
+        if noise is not None and noise.df >= QUIET_HISTORY_DF:
+            noise = pooled_noise(found, sample_spread(run_samples[series_id]))
         if noise is not None:
             out[series_id] = noise
     return out

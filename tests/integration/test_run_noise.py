@@ -65,3 +65,36 @@ def test_without_replicated_commits_one_run_a_side_is_inconclusive(sessions: ses
         base, head = resolve(session, builders.commit(0)["sha"]), resolve(session, builders.commit(1)["sha"])
         row = compare_resolved(session, base, head, CompareParams(), stored=False).report.rows[0]
     assert row.verdict == "inconclusive" and row.reason == NO_SPREAD and row.p_value is None
+
+
+def test_a_quiet_history_carries_its_samples_spread_and_compares_runs_with_it(
+        sessions: sessionmaker[Session]) -> None:
+    """Runs that agree as closely as their samples allow (run_stats's note): the stored spread carries the
+    samples' spread from six degrees of freedom between runs on, and two runs a side are then tested with it."""
+    rng = np.random.default_rng(3)
+
+    def quiet_run(position: int, level: float) -> dict[str, Any]:
+        values = (level * np.exp(0.03 * rng.standard_normal(10))).tolist()
+        return builders.manifest(position, [builders.result(samples=values)])
+
+    for position in range(3):  # 3 commits x 3 runs: 6 degrees of freedom between runs
+        for _ in range(3):
+            ingest(sessions, quiet_run(position, 1e-3))
+    for position, level in ((3, 1e-3), (4, 1.06e-3)):
+        for _ in range(2):
+            ingest(sessions, quiet_run(position, level))
+    with sessions() as session:
+        [series_id] = session.scalars(select(Series.id))
+        [environment] = session.scalars(select(Environment.id))
+        compared = session.scalars(select(Run.id).order_by(Run.id)).all()[9:]
+        noise = run_noise(session, [series_id], [environment], compared)[series_id]
+        assert noise.df == 6 and noise.samples is not None
+        # A run's log median moves about 0.03 * 1.25 / sqrt(10) from its 10 samples.
+        assert math.sqrt(noise.samples.median_var) == pytest.approx(0.03 * 1.2533 / math.sqrt(10), rel=0.35)
+        base, head = resolve(session, builders.commit(3)["sha"]), resolve(session, builders.commit(4)["sha"])
+        row = compare_resolved(session, base, head, CompareParams(), stored=False).report.rows[0]
+        assert row.method == "quiet" and row.verdict == "regression"
+        # Fewer than six degrees of freedom between runs: the samples' spread is not read at all.
+        fewer = run_noise(session, [series_id], [environment], [*compared, *session.scalars(
+            select(Run.id).order_by(Run.id)).all()[:3]])[series_id]
+        assert fewer.df == 4 and fewer.samples is None

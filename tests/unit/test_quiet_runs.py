@@ -1,0 +1,143 @@
+"""Runs as quiet as their samples (service/detect/run_stats.py's note): on a host whose runs agree as closely as
+their samples allow, the samples' spread is brought into the test; on one whose runs land apart, never.
+
+Generated nested data: each run's log median moves by ``between`` from run to run, each sample by ``within``
+inside a run (log-normal, as timings are)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from service.detect.compare import BenchmarkKey, CompareParams, Comparison, Pair, Side, compare
+from service.detect.confirmation import decide
+from service.detect.run_stats import (
+    QUIET_HISTORY_DF,
+    RunNoise,
+    SampleSpread,
+    history_is_quiet,
+    pooled_noise,
+    sample_spread,
+)
+
+WITHIN = 0.03  # samples inside a run, 3 % apart
+SAMPLES = 10
+
+
+def runs(level: float, count: int, rng: np.random.Generator, between: float = 0.0) -> list[list[float]]:
+    return [np.exp(math.log(level) + between * rng.standard_normal()
+                   + WITHIN * rng.standard_normal(SAMPLES)).tolist() for _ in range(count)]
+
+
+def stored(rng: np.random.Generator, between: float = 0.0, commits: int = 6, per_commit: int = 3,
+           with_samples: bool = True) -> RunNoise:
+    """A series' stored history: ``commits`` commits of ``per_commit`` runs of the same code."""
+    history = [runs(1e-3, per_commit, rng, between) for _ in range(commits)]
+    logs = [[math.log(float(np.median(run))) for run in commit] for commit in history]
+    spread = sample_spread([run for commit in history for run in commit]) if with_samples else None
+    noise = pooled_noise(logs, spread)
+    assert noise is not None
+    return noise
+
+
+def row(base: list[list[float]], head: list[list[float]], noise: RunNoise | None) -> Comparison:
+    pair = Pair(BenchmarkKey("s", "k"), Side.of_runs(base), Side.of_runs(head), noise)
+    return compare([pair], CompareParams()).rows[0]
+
+
+def test_sample_spread_reads_the_variance_of_a_runs_median_from_its_samples() -> None:
+    rng = np.random.default_rng(0)
+    generated = runs(1e-3, 400, rng)
+    spread = sample_spread(generated)
+    assert spread is not None
+    actual = float(np.var(np.log([np.median(r) for r in generated]), ddof=1))
+    # Normal theory's pi/2 sd^2 / n errs on the wide side at 10 samples (1.36 sd^2 / n exactly): never narrower.
+    assert 0.95 <= spread.median_var / actual <= 1.45
+    assert spread.df == pytest.approx(0.86 * 400 * (SAMPLES - 1))
+
+
+def test_sample_spread_is_unknown_where_it_cannot_be_read() -> None:
+    assert sample_spread([[1.0, 1.1, 1.2, 0.9]]) is None  # fewer than 5 samples
+    assert sample_spread([[1.0] * 10]) is None  # a timer's resolution: no spread to read
+    assert sample_spread([[1.0, 1.1, 0.0, 1.2, 0.9]]) is None  # no log of zero
+    assert sample_spread([]) is None
+    # One slow sample barely moves it (pairwise differences, their median).
+    clean = sample_spread([[1.0, 1.01, 0.99, 1.02, 0.98, 1.0]])
+    spiked = sample_spread([[1.0, 1.01, 0.99, 1.02, 0.98, 5.0]])
+    assert clean is not None and spiked is not None and spiked.median_var < 3 * clean.median_var
+    with pytest.raises(ValueError):
+        SampleSpread(0.0, 10)
+
+
+def test_only_a_history_whose_runs_agree_as_closely_as_their_samples_is_quiet() -> None:
+    rng = np.random.default_rng(1)
+    quiet = sum(history_is_quiet(stored(rng)) for _ in range(200)) / 200
+    # The preliminary test's level is 0.25, and the median's variance from samples errs on the wide side.
+    assert quiet >= 0.75
+    # Runs 3 % apart against a median that moves 1.1 % from its samples: this machine's hosts are noisier still.
+    assert sum(history_is_quiet(stored(rng, between=0.03)) for _ in range(200)) / 200 <= 0.02
+    assert not history_is_quiet(stored(rng, with_samples=False))  # no samples: cannot tell
+    few = stored(rng, commits=2, per_commit=3)  # 4 degrees of freedom between runs: too few to tell
+    assert few.df < QUIET_HISTORY_DF and not history_is_quiet(few)
+    assert not history_is_quiet(None)
+
+
+def test_quiet_runs_use_their_samples_and_a_noisy_side_does_not() -> None:
+    rng = np.random.default_rng(2)
+    noise = stored(rng)
+    assert history_is_quiet(noise)
+    found = row(runs(1e-3, 2, rng), runs(1.05e-3, 2, rng), noise)
+    assert found.method == "quiet" and found.verdict == "regression" and found.df is not None and found.df > 20
+    # The same runs against a history whose samples are unknown: the run-level test, which needs more runs.
+    assert row(runs(1e-3, 2, rng), runs(1e-3, 2, rng), RunNoise(noise.sd, noise.df)).method == "welch"
+    # A side whose runs land apart (the host turned noisy since the history): not quiet, whatever the history.
+    noisy = [*runs(1e-3, 2, rng), *runs(1.15e-3, 1, rng)]
+    assert row(runs(1e-3, 3, rng), noisy, noise).method == "welch"
+    # One run a side keeps the history's test (one run's samples know their scale no better), and four runs a
+    # side the moderated one (it has the degrees of freedom).
+    assert row(runs(1e-3, 1, rng), runs(1.08e-3, 1, rng), noise).method == "pooled"
+    assert row(runs(1e-3, 4, rng), runs(1e-3, 4, rng), noise).method == "welch"
+
+
+# (runs a side, planted effect, the least it finds, how much more than the run-level test on the same draws): the
+# samples decide what two or three run medians cannot.
+@pytest.mark.parametrize(("budget", "effect", "least", "gain"), [(2, 0.05, 0.6, 0.3), (3, 0.03, 0.6, 0.1)])
+def test_quiet_a_a_stays_within_alpha_and_finds_what_the_runs_alone_miss(budget: int, effect: float, least: float,
+                                                                         gain: float) -> None:
+    """Every draw fresh (history, base, head), so the rates are of independent comparisons."""
+    rng = np.random.default_rng(10 + budget)
+    trials = 400
+    false, found, found_without = 0, 0, 0
+    for _ in range(trials):
+        noise = stored(rng)
+        false += row(runs(1e-3, budget, rng), runs(1e-3, budget, rng), noise).verdict in ("regression",
+                                                                                      "improvement")
+        base, head = runs(1e-3, budget, rng), runs(1e-3 * (1 + effect), budget, rng)
+        found += row(base, head, noise).verdict == "regression"
+        found_without += row(base, head, RunNoise(noise.sd, noise.df)).verdict == "regression"
+    assert false / trials <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / trials)
+    assert found / trials >= least
+    assert found / trials >= found_without / trials + gain
+
+
+def test_a_host_whose_runs_land_apart_never_takes_the_quiet_test() -> None:
+    rng = np.random.default_rng(4)
+    methods = set()
+    for _ in range(100):
+        noise = stored(rng, between=0.1)  # this machine: runs about 10 % apart
+        methods.add(row(runs(1e-3, 3, rng, 0.1), runs(1e-3, 3, rng, 0.1), noise).method)
+    assert methods == {"welch"}
+
+
+def test_confirmation_uses_the_samples_of_quiet_runs() -> None:
+    rng = np.random.default_rng(6)
+    noise = stored(rng)
+    assert history_is_quiet(noise)
+    decision = decide(runs(1e-3, 2, rng), runs(1.06e-3, 2, rng), expect_increase=True, rounds=2, noise=noise)
+    assert decision.method == "quiet" and decision.verdict == "confirmed"
+    assert "samples' spread" in decision.describe()
+    # Runs given as their medians alone carry no samples: the run-level test.
+    medians = decide([1e-3, 1.001e-3], [1.06e-3, 1.061e-3], expect_increase=True, rounds=2, noise=noise)
+    assert medians.method == "welch"
