@@ -58,6 +58,8 @@ VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "inco
 # Why a verdict is inconclusive; one text per cause, so that a table can footnote each cause once.
 WIDE_INTERVAL = "not significant, but the ratio's interval reaches past the equivalence margin: more runs would decide"
 NO_SPREAD = "one run a side and no stored spread between runs of this series: more runs (--rounds) would decide"
+IN_STATES = ("one run a side, and runs of this series land in states of their own (two of one commit far apart): "
+             "one run cannot tell a state from a change; more runs (--rounds) would decide")
 NO_RATIO = "a zero or negative value: no ratio to test"
 # Past this many runs a side the estimate of the runs needed says only "more": a host that noisy needs another
 # remedy (--xla-single-thread, --cpu-affinity, a quieter runner), not more rounds.
@@ -330,7 +332,7 @@ def _result(side: _Measured | SideResult | None) -> SideResult | None:
 
 def more_runs_would_decide(row: Comparison) -> bool:
     """An inconclusive verdict that further runs of both sides can settle (not one with no ratio to test)."""
-    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD)
+    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD, IN_STATES)
 
 
 def looks_alpha(alpha: float, looks: int) -> float:
@@ -391,7 +393,8 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> Compa
             continue
         test = _test(base, head, pair)
         if test is None and len(set(base.medians) | set(head.medians)) > 1:
-            reasons[index] = NO_SPREAD  # one value each, the same exact figure on both sides, is no change
+            # One value each, the same exact figure on both sides, is no change.
+            reasons[index] = IN_STATES if pair.noise is not None and pair.noise.states else NO_SPREAD
         elif test is not None:
             tests[index] = test
     tested = sorted(tests)

@@ -97,12 +97,14 @@ class Decision:
     high: float = math.nan
     confidence: float = math.nan
     method: Method | None = None
+    states: bool = False  # untested because the history shows runs in states of their own (RunNoise.states)
 
     def describe(self) -> str:
         runs = f"runs={self.base_runs}+{self.head_runs}"
         if self.p_value is None:
-            why = ("one run a side and no stored spread between runs" if math.isfinite(self.ratio)
-                   else "no ratio (a side without a positive measurement)")
+            why = ("no ratio (a side without a positive measurement)" if not math.isfinite(self.ratio)
+                   else "one run a side, and runs of this series land in states of their own" if self.states
+                   else "one run a side and no stored spread between runs")
             shown = f"head/base {self.ratio - 1:+.1%}, " if math.isfinite(self.ratio) else ""
             return f"{self.verdict}: {shown}no test ({why}), {runs}"
         assert self.method is not None
@@ -146,7 +148,8 @@ def decide(base: Runs, head: Runs, expect_increase: bool, rounds: int, noise: Ru
     spreads = (_spread(base), _spread(head)) if history_is_quiet(noise) else None
     test: RunTest | None = log_ratio_test(base_logs, head_logs, noise, spreads=spreads)
     if test is None:
-        return Decision(waiting, math.exp(float(head_logs.mean() - base_logs.mean())), nb, nh)
+        return Decision(waiting, math.exp(float(head_logs.mean() - base_logs.mean())), nb, nh,
+                        states=noise is not None and noise.states)
     level = params.look_alpha(rounds)
     low, high = test.interval(1 - level)
     ratio = math.exp(test.diff)

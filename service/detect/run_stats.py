@@ -18,7 +18,12 @@ difference of logs), and two sides are compared on those values:
 - **A side with one run**: one run carries no information about the spread between runs, so the spread must
   come from elsewhere: the other side's runs and the same prior, pooled under an equal-variance model (the
   pooled t-test). Where no such spread is known the test is not made at all: :func:`log_ratio_test` answers
-  None, which the comparison turns into an honest "inconclusive" rather than a verdict.
+  None, which the comparison turns into an honest "inconclusive" rather than a verdict. Nor where the history
+  shows runs in states of their own (two runs of one commit ``STATE_GAP`` times farther apart than such runs
+  typically are, ``RunNoise.states``): one run may then sit in a slow state the history has seen once or never,
+  and against a fast run of the other side it read as a change in 6.6 % of A/A comparisons (9.3 % on one
+  benchmark, whose base had runs 1.22x and 1.38x slow among eight; with the rule 2.9 % and 2.0 %,
+  bench/verdict_calibration.py, 2026-12-04).
 
 - **Not paired by round.** Runs made round by round in one interleaved session (`run --rounds`, `ci`, the
   pull-request task) record their session and round (the manifest's ``round``), and a paired t-test on the
@@ -153,6 +158,9 @@ class RunNoise:
     # The spread of the history's samples inside runs, where it can be read: what tells a host whose runs agree as
     # closely as their samples allow (the module's note) from one whose processes land apart.
     samples: SampleSpread | None = None
+    # Whether runs of one commit land in states of their own (:func:`pooled_noise`): then one run a side cannot
+    # tell a state from a change, and is not tested (``log_ratio_test``).
+    states: bool = False
 
     def __post_init__(self) -> None:
         if not (self.sd >= 0 and math.isfinite(self.sd)) or self.df < 1:
@@ -338,7 +346,10 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
         method: Method = "welch"
     else:
         # A side of one run has no spread of its own: the history is all there is, as a prior worth at most
-        # PRIOR_DF degrees of freedom (see the module's note).
+        # PRIOR_DF degrees of freedom (see the module's note); and where the history shows runs in states of their
+        # own, one run of a side may be in one, which no spread describes.
+        if noise is not None and noise.states:
+            return None
         prior_df = min(noise.df, PRIOR_DF) if noise is not None else 0
         ss = _ss(base) + _ss(head) + (noise.sd ** 2 * prior_df if noise is not None else 0.0)
         df = float(kb - 1 + kh - 1 + prior_df)
@@ -356,15 +367,32 @@ def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None
     """The spread between runs of the same code from groups of log run medians (each group: one commit's runs
     in one environment); None when no group has two runs. ``samples``: the spread of those runs' samples
     (:func:`sample_spread`), kept with it."""
-    ss, df = 0.0, 0
+    ss, df, gaps = 0.0, 0, []
     for group in groups:
         if len(group) >= 2:
             values = np.asarray(group, dtype=float)
             ss += _ss(values)
             df += values.size - 1
+            i, j = np.triu_indices(values.size, k=1)
+            gaps.append(np.abs(values[i] - values[j]))
     if df == 0:
         return None
-    return RunNoise(math.sqrt(ss / df), df, samples)
+    return RunNoise(math.sqrt(ss / df), df, samples, _has_states(np.concatenate(gaps)))
+
+
+# Runs in states of their own: two runs of one commit farther apart than STATE_GAP times the median such distance
+# (for normal spread the largest of 50 such distances is about 4.3 times their median; this host's slow runs,
+# 1.2-1.4x, are 10-20 times it), read from at least STATE_PAIRS pairs.
+STATE_GAP = 8.0
+STATE_PAIRS = 6
+
+
+def _has_states(gaps: np.ndarray) -> bool:
+    """Whether the distances between runs of one commit (log medians) show runs in states of their own."""
+    if gaps.size < STATE_PAIRS:
+        return False
+    typical = float(np.median(gaps))
+    return bool(gaps.max() > STATE_GAP * typical) if typical > 0 else bool(gaps.max() > 0)
 
 
 @dataclass(frozen=True)
