@@ -32,7 +32,9 @@ from pathlib import Path
 
 from runners.parsers.text_guard import ListingParseError, checked_lines
 
-PARSER_VERSION = 2  # 2: a listing of an object without kernels is no kernels, not an error
+# 2: a listing of an object without kernels is no kernels, not an error; 3: records of kernels the result's HLO
+# names bear the instruction's name (service/pipeline/parse_artifacts.py), so that `kernelwatch reparse` renames them.
+PARSER_VERSION = 3
 MAX_LINE_CHARS = 1 << 20
 MAX_NESTING = 32
 MAX_OPERAND_BRACKETS = 10_000

@@ -9,7 +9,8 @@ bomb) is such an error, refused while it expands. Each artifact remembers the pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import PARSERS, ParseFailure, hlo_ops, parse
-from runners.parsers.xplane_to_op_stats import HloOpInfo
+from runners.parsers.xplane_to_op_stats import HloOpInfo, kernel_hlo_names
 from service.store import artifacts as artifact_rows
 from service.store.locks import lock_results
 from service.store.models import HloModuleRecord, KernelCode, OpStat
@@ -61,7 +62,7 @@ def parse_result(session: Session, store: ArtifactStore, result_id: int) -> int:
             continue
         if kind == "hlo":
             hlo_context.update(hlo_ops(summary))
-        rows = _rows(kind, summary, result_id, artifact.id)
+        rows = _rows(kind, summary, result_id, artifact.id, hlo_context)
         for row in rows:
             key = _row_key(row)
             if key not in seen:
@@ -95,7 +96,25 @@ def _row_key(row: Any) -> tuple[str, ...]:
     return ("module", row.name)
 
 
-def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) -> list[Any]:
+def _hlo_names(kernels: Sequence[str], hlo: Mapping[str, Mapping[str, HloOpInfo]]) -> dict[str, str]:
+    """GPU kernels renamed to the HLO instruction their symbol spells (``kernel_hlo_names``: LLVM writes
+    ``input_reduce_fusion.1`` as ``input_reduce_fusion_1``), where the result's HLO has that instruction and no
+    other kernel of the listing spells it too (a sort's kernels ``sort_11_1__2`` and ``__3`` keep their symbols:
+    one record per name). Named as the HLO and the op table name them, a kernel's code pairs with its fusion, and
+    a renumbered fusion's kernel with its own kernel on the other side (service/detect/static_diff.py)."""
+    names = {op for ops in hlo.values() for op in ops}
+    spelled = {}
+    for kernel in kernels:
+        if kernel not in names:
+            found = next((n for n in kernel_hlo_names(kernel) if n in names), None)
+            if found is not None:
+                spelled[kernel] = found
+    taken = Counter(spelled.values())
+    return {kernel: name for kernel, name in spelled.items() if taken[name] == 1 and name not in kernels}
+
+
+def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int,
+          hlo: Mapping[str, Mapping[str, HloOpInfo]]) -> list[Any]:
     version = int(summary["parser_version"])
     if kind == "xplane":
         return [OpStat(result_id=result_id, module=_storable(o["module"][:500]), op=_storable(o["op"][:500]),
@@ -114,11 +133,15 @@ def _rows(kind: str, summary: dict[str, Any], result_id: int, artifact_id: int) 
                                                       "ops_per_bundle")},
                            parser_version=version) for p in summary["programs"]]
     isa = summary.get("isa", "x86-64") if kind == "x86-obj" else "sass"
+    renamed = _hlo_names([str(k["name"]) for k in summary["kernels"]], hlo) if kind == "sass" else {}
     rows = []
     for k in summary["kernels"]:
         details = {key: value for key, value in k.items()
                    if key not in ("name", "instructions", "mix", "disassembly")}
-        rows.append(KernelCode(result_id=result_id, artifact_id=artifact_id, name=_storable(k["name"][:1000]),
+        name = renamed.get(k["name"], k["name"])
+        if name != k["name"]:
+            details["symbol"] = k["name"]  # the listing's own name: what its disassembly is found by
+        rows.append(KernelCode(result_id=result_id, artifact_id=artifact_id, name=_storable(name[:1000]),
                                isa=f"sass-{k['arch']}" if kind == "sass" and k.get("arch") else isa,
                                instructions=k["instructions"], bundles=None, mix=k["mix"], details=details,
                                parser_version=version))

@@ -139,7 +139,7 @@ class DisassemblyLoader:
             return None
         if row.artifact_id not in self._parsed:
             self._parsed[row.artifact_id] = self._disassemble(row.kind, row.sha256, row.name)
-        return self._parsed[row.artifact_id].get(name)
+        return self._parsed[row.artifact_id].get(row.symbol)
 
     def _disassemble(self, kind: str, sha256: str, source: str) -> dict[str, list[str]]:
         try:

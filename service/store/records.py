@@ -70,15 +70,19 @@ class KernelSource:
     kind: str
     sha256: str
     name: str
+    symbol: str  # the kernel's name in that artifact (a GPU kernel's record bears its fusion's name)
 
 
 def kernel_source(session: Session, result_id: int, isa: str, name: str) -> KernelSource | None:
     row = session.execute(
-        select(KernelCode.artifact_id, Artifact.kind, Artifact.sha256, ResultArtifact.name)
+        select(KernelCode.artifact_id, Artifact.kind, Artifact.sha256, ResultArtifact.name, KernelCode.details)
         .join(Artifact, Artifact.id == KernelCode.artifact_id)
         .join(ResultArtifact, (ResultArtifact.artifact_id == Artifact.id)
               & (ResultArtifact.result_id == KernelCode.result_id))
         .where(KernelCode.result_id == result_id, KernelCode.isa == isa, KernelCode.name == name)
     ).first()
-    return None if row is None else KernelSource(artifact_id=row.artifact_id, kind=row.kind, sha256=row.sha256,
-                                                 name=row.name)
+    if row is None:
+        return None
+    symbol = (row.details or {}).get("symbol")
+    return KernelSource(artifact_id=row.artifact_id, kind=row.kind, sha256=row.sha256, name=row.name,
+                        symbol=symbol if isinstance(symbol, str) else name)

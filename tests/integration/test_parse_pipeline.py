@@ -114,3 +114,45 @@ def test_a_gpu_trace_is_parsed_with_its_result_s_hlo(sessions: sessionmaker[Sess
         assert ops["input_reduce_fusion.1"].category == "input_fusion" and fusions["input_reduce_fusion.1"] == "kInput"
         assert ops["loop_add_fusion"].category == "loop_fusion"
         assert all(op.module == module.name == "jit_layer_norm" and op.occurrences % 10 == 0 for op in ops.values())
+
+
+def test_gpu_kernels_bear_the_name_of_the_fusion_they_run(sessions: sessionmaker[Session], tmp_path: Path) -> None:
+    """A GPU kernel's symbol is its fusion's name in LLVM's spelling (``input_reduce_fusion_1`` runs
+    ``input_reduce_fusion.1``). Parsed with the result's HLO, its record bears the HLO's name, as the op table
+    does, so the layers pair by name; the listing's own symbol is kept, and the disassembly is found by it.
+    Kernels that spell one instruction between them (a sort's ``__2``/``__3``) or none keep their symbols."""
+    import dataclasses
+
+    from service.pipeline.result_records import DisassemblyLoader
+    from service.store.records import kernel_source
+    from tests import builders
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    listing = (fixtures / "sass" / "h200_gemm_fusion_dot.sass").read_text()
+    header, body = listing.split("\t\tFunction : gemm_fusion_dot\n")
+    functions = ["input_reduce_fusion_1", "loop_add_fusion", "gemm_fusion_dot", "input_reduce_fusion__2",
+                 "input_reduce_fusion__3"]
+    sass = header + "".join(f"\t\tFunction : {name}\n{body}" for name in functions)
+    store = ArtifactStore(tmp_path / "artifacts")
+    refs = [store.put(sass.encode(), kind="sass", name="module_133642.jit_layer_norm.sm_90a.sass"),
+            store.put((fixtures / "hlo_gpu" / "h200_layernorm_unfused.after_optimizations.txt").read_bytes(),
+                      kind="hlo", name="module_133642.jit_layer_norm.sm_9.0a_gpu_after_optimizations.txt")]
+    result = builders.result(suite="norms", name="layernorm", samples=[2.1e-4] * 10,
+                             artifacts=[dataclasses.asdict(r) for r in refs])
+    doc = builders.manifest(results=[result], environment=builders.environment(**builders.H200))
+    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), doc, store)
+
+    with sessions() as s:
+        kernels = {k.name: k for k in s.scalars(select(KernelCode))}
+        assert set(kernels) == {"input_reduce_fusion.1", "loop_add_fusion", "gemm_fusion_dot",
+                                "input_reduce_fusion__2", "input_reduce_fusion__3"}
+        renamed = kernels["input_reduce_fusion.1"]
+        assert renamed.details["symbol"] == "input_reduce_fusion_1" and renamed.isa == "sass-sm_90a"
+        assert "symbol" not in kernels["loop_add_fusion"].details
+        source = kernel_source(s, renamed.result_id, renamed.isa, "input_reduce_fusion.1")
+        assert source is not None and source.symbol == "input_reduce_fusion_1"
+        loader = DisassemblyLoader(s, store, {"head": renamed.result_id})
+        listing_lines = loader("head", renamed.isa, "input_reduce_fusion.1")
+        assert listing_lines is not None and listing_lines[0].strip() == "Function : input_reduce_fusion_1"
+        other = loader("head", renamed.isa, "gemm_fusion_dot")  # the same code under its own name
+        assert other is not None and other[1:] == listing_lines[1:]
