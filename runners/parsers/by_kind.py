@@ -46,7 +46,8 @@ def hlo_summary(data: bytes, source: str) -> Summary:
             "fusions": len(m.fusions),
             "opcodes": dict(sorted(m.opcodes.items())),
             "fusion_list": [{"name": f.name, "kind": f.kind, "instructions": f.instruction_count,
-                             "source": _location(f.source), "op_name": f.op_name, "fingerprint": f.fingerprint}
+                             "source": _location(f.source), "op_name": f.op_name, "fingerprint": f.fingerprint,
+                             "root": f.root}
                             for f in m.fusions],
             "op_list": [{"name": o.name, "opcode": o.opcode, "shape": o.shape, "source": _location(o.source),
                          "op_name": o.op_name, "fingerprint": o.fingerprint} for o in m.ops],
@@ -65,6 +66,12 @@ def hlo_ops(summary: Summary) -> dict[str, dict[str, xplane_to_op_stats.HloOpInf
             ops[str(f["name"])] = xplane_to_op_stats.HloOpInfo("fusion", f.get("kind"))
         for o in m.get("op_list") or []:
             ops.setdefault(str(o["name"]), xplane_to_op_stats.HloOpInfo(str(o["opcode"]), None))
+        # A fusion's ROOT stands for the fusion where no step of the program has its name: a GPU kernel of a
+        # custom fusion is named after its root (a sort's), and is the fusion's in the op table and the code.
+        for f in m.get("fusion_list") or []:
+            root = f.get("root")
+            if isinstance(root, str) and root not in ops:
+                ops[root] = xplane_to_op_stats.HloOpInfo("fusion", f.get("kind"), of_fusion=str(f["name"]))
     return out
 
 

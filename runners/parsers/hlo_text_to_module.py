@@ -50,7 +50,7 @@ __all__ = [  # what callers import from here, wherever it now lives
 ]
 
 # 2: each fusion's structural fingerprint; 3: the program's other ops (ProgramOp), with theirs
-PARSER_VERSION = 4  # 4: operands that take a tuple element (%fusion#1, XLA 2026)
+PARSER_VERSION = 5  # 4: operands that take a tuple element (%fusion#1, XLA 2026); 5: a fusion's root
 DEFAULT_MAX_BYTES = 256 << 20
 
 # Attributes that change with where the code was written, not with what was compiled.
@@ -95,6 +95,9 @@ class Fusion:
     # What it computes, names aside: a hash of its kind, its result shape and the canonical text of the
     # computation it calls (nested calls included; see ``fusion_fingerprint``). Equal across a renumbering.
     fingerprint: str = ""
+    # The ROOT instruction of the computation it calls: a GPU kernel of a custom fusion is named after it (a
+    # sort's kernels ``sort_1_1__2`` run ``%fusion`` whose computation's ROOT is ``%sort.1.1``; H200, 2026-12-04).
+    root: str | None = None
 
 
 @dataclass(frozen=True)
@@ -203,8 +206,9 @@ class _ModuleBuilder:
             computations.append(Computation(name, is_entry, name in fusion_targets, resolved, line))
         sizes = {c.name: len(c.instructions) for c in computations}
         by_name = {c.name: c for c in computations}
+        roots = {c.name: next((i.name for i in c.instructions if i.is_root), None) for c in computations}
         fusions = [Fusion(i.name, i.fusion_kind, i.called_computations[0], sizes[i.called_computations[0]],
-                          i.op_name, i.source, fusion_fingerprint(by_name, i))
+                          i.op_name, i.source, fusion_fingerprint(by_name, i), roots[i.called_computations[0]])
                    for c in computations for i in c.instructions if i.opcode == "fusion"]
         opcodes = Counter(i.opcode for c in computations for i in c.instructions)
         ops = []

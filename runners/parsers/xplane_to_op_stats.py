@@ -84,6 +84,7 @@ class HloOpInfo:
     opcode: str
     fusion_kind: str | None = None
     target: str | None = None
+    of_fusion: str | None = None  # a fusion's ROOT instruction: the fusion it stands for (by_kind.hlo_ops)
 
 
 @dataclass(frozen=True)
@@ -317,6 +318,10 @@ def _named_as_in_hlo(table: dict[tuple[str, str], list[float]],
         names = hlo.get(module, {})
         if op not in names:
             op = next((n for n in kernel_hlo_names(op) if n in names), op)
+        # A fusion's ROOT stands for the fusion (HloOpInfo.of_fusion; an Instruction has no such attribute).
+        of_fusion = getattr(names.get(op), "of_fusion", None)
+        if isinstance(of_fusion, str):
+            op = of_fusion
         merged = out.setdefault((module, op), [0, 0.0, 0.0])
         for i in range(3):
             merged[i] += row[i]

@@ -102,13 +102,13 @@ def _hlo_names(kernels: Sequence[str], hlo: Mapping[str, Mapping[str, HloOpInfo]
     other kernel of the listing spells it too (a sort's kernels ``sort_11_1__2`` and ``__3`` keep their symbols:
     one record per name). Named as the HLO and the op table name them, a kernel's code pairs with its fusion, and
     a renumbered fusion's kernel with its own kernel on the other side (service/detect/static_diff.py)."""
-    names = {op for ops in hlo.values() for op in ops}
+    names = {op: info for ops in hlo.values() for op, info in ops.items()}
     spelled = {}
     for kernel in kernels:
         if kernel not in names:
             found = next((n for n in kernel_hlo_names(kernel) if n in names), None)
             if found is not None:
-                spelled[kernel] = found
+                spelled[kernel] = names[found].of_fusion or found  # a fusion's root: the fusion
     taken = Counter(spelled.values())
     return {kernel: name for kernel, name in spelled.items() if taken[name] == 1 and name not in kernels}
 

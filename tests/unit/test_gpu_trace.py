@@ -85,3 +85,34 @@ def test_kernels_of_a_command_buffer_are_counted_by_their_own_names() -> None:
 
     assert kernel_hlo_names("sort_11_1__2") == ["sort_11_1__2", "sort_11_1", "sort_11.1", "sort.11.1"]
     assert kernel_hlo_names("loop_add_fusion") == ["loop_add_fusion"]
+
+
+def test_a_kernel_named_after_a_fusions_root_is_the_fusions() -> None:
+    """The real H200 HLO of an exact top-k: XLA ran the sort as a custom fusion ``%fusion`` whose computation's ROOT
+    is ``%sort.1.1``, and its kernels are named after the root (``sort_1_1__2``, ``__3``): in the op table they are
+    the fusion's, merged, with the fusion's category."""
+    from runners.parsers.by_kind import hlo_ops, parse
+    from runners.parsers.xplane_to_op_stats import _named_as_in_hlo
+
+    hlo_text = (FIXTURES.parent / "hlo_gpu" / "h200_top_k_exact.after_optimizations.txt").read_bytes()
+    summary = parse("hlo", hlo_text, "top_k.txt")
+    [module] = summary["modules"]
+    assert {f["name"]: f["root"] for f in module["fusion_list"]}["fusion"] == "sort.1.1"
+    ops = hlo_ops(summary)["jit_top_k_exact"]
+    assert ops["sort.1.1"].of_fusion == "fusion" and ops["fusion"].of_fusion is None
+    table = {("jit_top_k_exact", "sort_1_1__2"): [10, 5.0, 5.0], ("jit_top_k_exact", "sort_1_1__3"): [10, 3.0, 3.0],
+             ("jit_top_k_exact", "loop_divide_fusion"): [10, 1.0, 1.0]}
+    assert _named_as_in_hlo(table, hlo_ops(summary)) == {("jit_top_k_exact", "fusion"): [20, 8.0, 8.0],
+                                                          ("jit_top_k_exact", "loop_divide_fusion"): [10, 1.0, 1.0]}
+
+
+def test_sass_kernels_take_their_fusions_name_where_one_kernel_spells_it() -> None:
+    from runners.parsers.by_kind import hlo_ops, parse
+    from service.pipeline.parse_artifacts import _hlo_names
+
+    hlo = hlo_ops(parse("hlo", (FIXTURES.parent / "hlo_gpu" / "h200_top_k_exact.after_optimizations.txt")
+                        .read_bytes(), "top_k.txt"))
+    assert _hlo_names(["sort_1_1__2", "loop_divide_fusion", "wrapped_slice_1"], hlo) == {
+        "sort_1_1__2": "fusion", "wrapped_slice_1": "wrapped_slice.1"}
+    # Two kernels of one fusion: one record per name, so both keep their symbols.
+    assert _hlo_names(["sort_1_1__2", "sort_1_1__3"], hlo) == {}
