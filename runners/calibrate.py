@@ -52,6 +52,23 @@ PROC_STAT = Path("/proc/stat")
 QUIET_BUSY = 0.25
 QUIET_WINDOW_S = 0.5
 QUIET_BUDGET_S = 20.0
+# The budget, in seconds, where a runner's host should be measured otherwise: 0 measures at once (a host known to be
+# busy, whose figures will be its busy best: the parallel test tier, where nothing reads a roof as a bound).
+QUIET_SETTING = "KERNELWATCH_CALIBRATION_QUIET_S"
+
+
+def quiet_budget(environ: Mapping[str, str] | None = None) -> float:
+    """How long a calibration waits in all for a quiet host: ``QUIET_SETTING``, else ``QUIET_BUDGET_S``."""
+    text = (os.environ if environ is None else environ).get(QUIET_SETTING, "").strip()
+    if not text:
+        return QUIET_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{QUIET_SETTING}={text!r}: give a number of seconds (0: measure at once)") from None
+    if not (value >= 0 and math.isfinite(value)):
+        raise ValueError(f"{QUIET_SETTING}={text!r}: give a number of seconds >= 0")
+    return value
 
 
 def busy_share(window_s: float = QUIET_WINDOW_S, sleep: Callable[[float], Any] = time.sleep) -> float | None:
@@ -167,9 +184,11 @@ def host_caches(cpus: Iterable[int] | None = None) -> tuple[CacheLevel, ...]:
 def calibrate(matmul_sizes: Iterable[int] = MATMUL_SIZES, dtypes: Iterable[str] = MATMUL_DTYPES,
               working_sets: Iterable[int] | None = None, repeats: int = REPEATS, passes: int = PASSES,
               caches: tuple[CacheLevel, ...] | None = None,
-              bytes_per_timing: int = BYTES_PER_TIMING, quiet_budget_s: float = QUIET_BUDGET_S) -> Calibration:
+              bytes_per_timing: int = BYTES_PER_TIMING, quiet_budget_s: float | None = None) -> Calibration:
     """Measure the local default backend. Small sizes (tests) give small, noisy, but positive figures.
-    ``quiet_budget_s``: how long in all it may wait for a quiet host before its passes (``wait_for_quiet``)."""
+    ``quiet_budget_s``: how long in all it may wait for a quiet host before its passes (``wait_for_quiet``;
+    None: ``quiet_budget()``)."""
+    quiet_budget_s = quiet_budget() if quiet_budget_s is None else quiet_budget_s
     sizes, kinds = list(matmul_sizes), list(dtypes)
     found = host_caches() if caches is None else caches
     sets = ladder(found) if working_sets is None else sorted(set(working_sets))

@@ -21,6 +21,7 @@ from runners.calibrate import (
     calibration_key,
     host_caches,
     ladder,
+    quiet_budget,
     wait_for_quiet,
 )
 from runners.session import BenchmarkProcess, ChildConfig
@@ -186,3 +187,11 @@ def test_the_busy_share_is_read_from_this_host() -> None:
         assert share is None
         return
     assert share is not None and 0.0 <= share <= 1.0
+
+
+def test_the_quiet_budget_is_a_setting() -> None:
+    assert quiet_budget({}) == 20.0 and quiet_budget({"KERNELWATCH_CALIBRATION_QUIET_S": "0"}) == 0.0
+    assert quiet_budget({"KERNELWATCH_CALIBRATION_QUIET_S": " 2.5 "}) == 2.5
+    for bad in ("soon", "-1", "nan", "inf"):
+        with pytest.raises(ValueError, match="KERNELWATCH_CALIBRATION_QUIET_S"):
+            quiet_budget({"KERNELWATCH_CALIBRATION_QUIET_S": bad})
