@@ -106,7 +106,7 @@ QUIET_SIDE_ALPHA = 0.05
 _PAIR_MEDIAN_TO_SD = 1 / 0.9539
 _PAIR_EFFICIENCY = 0.86
 _MEDIAN_VARIANCE = math.pi / 2
-_PAIRS_SAMPLES = 64
+_PAIRS_SAMPLES = 32
 
 
 @dataclass(frozen=True)
@@ -127,24 +127,53 @@ def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
     every pairwise difference of log samples inside a run, pooled over the runs: robust to the odd slow sample,
     blind to where each run is centred) through the median's normal-theory variance, averaged over the runs'
     sizes. None where it cannot be read: a run of fewer than ``QUIET_MIN_SAMPLES`` samples, a value that is not
-    positive, or samples that do not vary (a timer's resolution)."""
-    differences, inverse_sizes, df = [], [], 0.0
+    positive, or samples that do not vary (a timer's resolution). Runs of one size are paired in one array
+    operation: a comparison reads this for every series of a suite."""
+    by_size: dict[int, list[np.ndarray]] = {}
+    inverse_sizes, df = [], 0.0
     for run in runs:
         logs = log_values(run) if len(run) >= QUIET_MIN_SAMPLES else None
         if logs is None:
             return None
-        paired = logs[np.linspace(0, logs.size - 1, _PAIRS_SAMPLES).round().astype(int)] \
-            if logs.size > _PAIRS_SAMPLES else logs
-        i, j = np.triu_indices(paired.size, k=1)
-        differences.append(np.abs(paired[i] - paired[j]))
-        inverse_sizes.append(1 / logs.size)
-        df += _PAIR_EFFICIENCY * (paired.size - 1)
-    if not differences:
+        if logs.size > _PAIRS_SAMPLES:
+            logs = logs[np.linspace(0, logs.size - 1, _PAIRS_SAMPLES).round().astype(int)]
+        by_size.setdefault(logs.size, []).append(logs)
+        inverse_sizes.append(1 / len(run))
+        df += _PAIR_EFFICIENCY * (logs.size - 1)
+    if not by_size:
         return None
+    differences = []
+    for size, group in by_size.items():
+        i, j = _pairs(size)
+        stacked = np.vstack(group)
+        differences.append(np.abs(stacked[:, i] - stacked[:, j]).ravel())
     scale = _PAIR_MEDIAN_TO_SD * float(np.median(np.concatenate(differences)))
     if scale <= 0:
         return None
     return SampleSpread(_MEDIAN_VARIANCE * scale ** 2 * float(np.mean(inverse_sizes)), df)
+
+
+def could_be_quiet(noise: RunNoise, runs: Sequence[Sequence[float]]) -> bool:
+    """Whether a history could pass :func:`history_is_quiet` at all, from the runs' ranges alone: a run's median
+    varies by at most what its range allows (the pairwise differences' median is never above their largest), so
+    where even that bound leaves the runs' spread too large the samples need not be read (every CPU host measured
+    here). Cheap: a comparison of thousands of series asks it of each."""
+    if noise.df < QUIET_HISTORY_DF or not runs:
+        return False
+    widest, inverse = 0.0, 0.0
+    for run in runs:
+        if len(run) < QUIET_MIN_SAMPLES or min(run) <= 0:
+            return False
+        widest = max(widest, math.log(max(run)) - math.log(min(run)))
+        inverse += 1 / len(run)
+    bound = _MEDIAN_VARIANCE * (_PAIR_MEDIAN_TO_SD * widest) ** 2 * inverse / len(runs)
+    return bound > 0 and noise.sd ** 2 * noise.df / bound <= _chi2_quantile(1 - QUIET_HISTORY_ALPHA, noise.df)
+
+
+@lru_cache(maxsize=128)
+def _pairs(size: int) -> tuple[np.ndarray, np.ndarray]:
+    i, j = np.triu_indices(size, k=1)
+    return i, j
 
 
 @dataclass(frozen=True)

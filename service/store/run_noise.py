@@ -20,7 +20,7 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.detect.run_stats import QUIET_HISTORY_DF, RunNoise, pooled_noise, sample_spread
+from service.detect.run_stats import RunNoise, could_be_quiet, pooled_noise, sample_spread
 from service.store.models import Result, Run
 
 HISTORY_COMMITS = 8  # the newest commits with replicated runs read: 8 commits of 2-3 runs give 8-16 df
@@ -74,9 +74,9 @@ def run_noise(session: Session, series_ids: Collection[int], environments: Colle
     out = {}
     for series_id, found in by_series.items():
         # The samples' spread inside the same runs, only where the runs' spread could be quiet enough to need it
-        # (run_stats.history_is_quiet): it costs a pass over every stored sample.
+        # (run_stats.could_be_quiet, from the runs' ranges): it costs a pass over pairs of stored samples.
         noise = pooled_noise(found)
-        if noise is not None and noise.df >= QUIET_HISTORY_DF:
+        if noise is not None and could_be_quiet(noise, run_samples[series_id]):
             noise = pooled_noise(found, sample_spread(run_samples[series_id]))
         if noise is not None:
             out[series_id] = noise

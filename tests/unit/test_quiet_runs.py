@@ -17,6 +17,7 @@ from service.detect.run_stats import (
     QUIET_HISTORY_DF,
     RunNoise,
     SampleSpread,
+    could_be_quiet,
     history_is_quiet,
     pooled_noise,
     sample_spread,
@@ -141,3 +142,21 @@ def test_confirmation_uses_the_samples_of_quiet_runs() -> None:
     # Runs given as their medians alone carry no samples: the run-level test.
     medians = decide([1e-3, 1.001e-3], [1.06e-3, 1.061e-3], expect_increase=True, rounds=2, noise=noise)
     assert medians.method == "welch"
+
+
+def test_the_cheap_screen_never_turns_away_a_quiet_history() -> None:
+    """run_noise reads a history's samples only where ``could_be_quiet`` says the runs' ranges allow a quiet
+    verdict: a bound, so it must hold wherever the full test passes, and turn away a host whose runs land apart."""
+    rng = np.random.default_rng(7)
+    for between in (0.0, 0.005, 0.01, 0.2):
+        for _ in range(100):
+            history = [runs(1e-3, 3, rng, between) for _ in range(6)]
+            noise = pooled_noise([[math.log(float(np.median(r))) for r in commit] for commit in history])
+            assert noise is not None
+            flat = [run for commit in history for run in commit]
+            full = pooled_noise([[math.log(float(np.median(r))) for r in commit] for commit in history],
+                                sample_spread(flat))
+            if history_is_quiet(full):
+                assert could_be_quiet(noise, flat)
+            if between == 0.2:
+                assert not could_be_quiet(noise, flat)  # runs 20 % apart, samples 3 %: not read at all
