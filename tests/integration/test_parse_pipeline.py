@@ -4,6 +4,7 @@ fusion name; a broken artifact is recorded, not fatal; reparse is idempotent."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,6 +20,22 @@ from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Series
 from tests.gitrepo import project_suite_repo
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def submit_h200_layernorm(sessions: sessionmaker[Session], store: ArtifactStore, refs: list[Any]) -> None:
+    """An H200 layernorm result with these artifacts and the real optimized HLO of its module (tests/fixtures)."""
+    import dataclasses
+
+    from tests import builders
+
+    hlo = store.put((FIXTURES / "hlo_gpu" / "h200_layernorm_unfused.after_optimizations.txt").read_bytes(),
+                    kind="hlo", name="module_133642.jit_layer_norm.sm_9.0a_gpu_after_optimizations.txt")
+    result = builders.result(suite="norms", name="layernorm", samples=[2.1e-4] * 10,
+                             artifacts=[dataclasses.asdict(r) for r in [*refs, hlo]])
+    doc = builders.manifest(results=[result], environment=builders.environment(**builders.H200))
+    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), doc, store)
 
 
 def counts(session: Session) -> tuple[int, int, int]:
@@ -86,21 +103,11 @@ def test_a_gpu_trace_is_parsed_with_its_result_s_hlo(sessions: sessionmaker[Sess
     one command buffer, so every kernel's ``hlo_op`` is ``command_buffer_1``. Parsed with the result's HLO, the op
     table names each fusion as the HLO does (``input_reduce_fusion.1``, not LLVM's ``input_reduce_fusion_1``) with
     its kind, so the layers link by name as they do on a CPU."""
-    import dataclasses
     import gzip
 
-    from tests import builders
-
-    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     store = ArtifactStore(tmp_path / "artifacts")
-    refs = [store.put(gzip.decompress((fixtures / "xplane_gpu" / "h200_layernorm_unfused.xplane.pb.gz").read_bytes()),
-                      kind="xplane", name="trace.xplane.pb"),
-            store.put((fixtures / "hlo_gpu" / "h200_layernorm_unfused.after_optimizations.txt").read_bytes(),
-                      kind="hlo", name="module_133642.jit_layer_norm.sm_9.0a_gpu_after_optimizations.txt")]
-    result = builders.result(suite="norms", name="layernorm", samples=[2.1e-4] * 10,
-                             artifacts=[dataclasses.asdict(r) for r in refs])
-    doc = builders.manifest(results=[result], environment=builders.environment(**builders.H200))
-    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), doc, store)
+    trace = gzip.decompress((FIXTURES / "xplane_gpu" / "h200_layernorm_unfused.xplane.pb.gz").read_bytes())
+    submit_h200_layernorm(sessions, store, [store.put(trace, kind="xplane", name="trace.xplane.pb")])
 
     with sessions() as s:
         ops = {op.op: op for op in s.scalars(select(OpStat))}
@@ -121,26 +128,17 @@ def test_gpu_kernels_bear_the_name_of_the_fusion_they_run(sessions: sessionmaker
     ``input_reduce_fusion.1``). Parsed with the result's HLO, its record bears the HLO's name, as the op table
     does, so the layers pair by name; the listing's own symbol is kept, and the disassembly is found by it.
     Kernels that spell one instruction between them (a sort's ``__2``/``__3``) or none keep their symbols."""
-    import dataclasses
-
     from service.pipeline.result_records import DisassemblyLoader
     from service.store.records import kernel_source
-    from tests import builders
 
-    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
-    listing = (fixtures / "sass" / "h200_gemm_fusion_dot.sass").read_text()
+    listing = (FIXTURES / "sass" / "h200_gemm_fusion_dot.sass").read_text()
     header, body = listing.split("\t\tFunction : gemm_fusion_dot\n")
     functions = ["input_reduce_fusion_1", "loop_add_fusion", "gemm_fusion_dot", "input_reduce_fusion__2",
                  "input_reduce_fusion__3"]
     sass = header + "".join(f"\t\tFunction : {name}\n{body}" for name in functions)
     store = ArtifactStore(tmp_path / "artifacts")
-    refs = [store.put(sass.encode(), kind="sass", name="module_133642.jit_layer_norm.sm_90a.sass"),
-            store.put((fixtures / "hlo_gpu" / "h200_layernorm_unfused.after_optimizations.txt").read_bytes(),
-                      kind="hlo", name="module_133642.jit_layer_norm.sm_9.0a_gpu_after_optimizations.txt")]
-    result = builders.result(suite="norms", name="layernorm", samples=[2.1e-4] * 10,
-                             artifacts=[dataclasses.asdict(r) for r in refs])
-    doc = builders.manifest(results=[result], environment=builders.environment(**builders.H200))
-    submit_manifest(sessions, InProcessQueue(JobEnv(sessions, EDivisiveDetector(), store)), doc, store)
+    submit_h200_layernorm(sessions, store, [store.put(sass.encode(), kind="sass",
+                                                      name="module_133642.jit_layer_norm.sm_90a.sass")])
 
     with sessions() as s:
         kernels = {k.name: k for k in s.scalars(select(KernelCode))}
@@ -151,8 +149,8 @@ def test_gpu_kernels_bear_the_name_of_the_fusion_they_run(sessions: sessionmaker
         assert "symbol" not in kernels["loop_add_fusion"].details
         source = kernel_source(s, renamed.result_id, renamed.isa, "input_reduce_fusion.1")
         assert source is not None and source.symbol == "input_reduce_fusion_1"
-        loader = DisassemblyLoader(s, store, {"head": renamed.result_id})
-        listing_lines = loader("head", renamed.isa, "input_reduce_fusion.1")
+        loader = DisassemblyLoader(s, store, {"after": renamed.result_id})
+        listing_lines = loader("after", renamed.isa, "input_reduce_fusion.1")
         assert listing_lines is not None and listing_lines[0].strip() == "Function : input_reduce_fusion_1"
-        other = loader("head", renamed.isa, "gemm_fusion_dot")  # the same code under its own name
+        other = loader("after", renamed.isa, "gemm_fusion_dot")  # the same code under its own name
         assert other is not None and other[1:] == listing_lines[1:]
