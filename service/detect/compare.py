@@ -58,8 +58,8 @@ VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "inco
 # Why a verdict is inconclusive; one text per cause, so that a table can footnote each cause once.
 WIDE_INTERVAL = "not significant, but the ratio's interval reaches past the equivalence margin: more runs would decide"
 NO_SPREAD = "one run a side and no stored spread between runs of this series: more runs (--rounds) would decide"
-IN_STATES = ("one run a side, and runs of this series land in states of their own (two of one commit far apart): "
-             "one run cannot tell a state from a change; more runs (--rounds) would decide")
+IN_STATES = ("a side of one run, and runs of this series land in states of their own (two of one commit far "
+             "apart): one run cannot tell a state from a change; more runs (--rounds) would decide")
 NO_RATIO = "a zero or negative value: no ratio to test"
 # Past this many runs a side the estimate of the runs needed says only "more": a host that noisy needs another
 # remedy (--xla-single-thread, --cpu-affinity, a quieter runner), not more rounds.

@@ -292,7 +292,12 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
 def significance_line(report: ComparisonReport) -> str:
     """How the verdicts were reached, in one line: the test, the bars, and what "unchanged" promises."""
     p = report.params
-    return (f"runs are the replicates (t-test on log run medians); significant: Benjamini-Hochberg q < {p.alpha:g} "
+    # Rows tested with their samples' spread (run_stats: runs as quiet as their samples; method "quiet" in the JSON
+    # and CSV) are said to be, once.
+    quiet = ("; where runs were as quiet as their samples, with the samples' spread too"
+             if any(row.method == "quiet" for row in report.rows) else "")
+    return (f"runs are the replicates (t-test on log run medians{quiet}); significant: Benjamini-Hochberg q < "
+            f"{p.alpha:g} "
             f"over {report.tests} test{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%; "
             f"~ unchanged: the {p.confidence * 100:g}% interval within ±{p.equivalence * 100:g}%; ? inconclusive")
 

@@ -160,3 +160,18 @@ def test_the_cheap_screen_never_turns_away_a_quiet_history() -> None:
                 assert could_be_quiet(noise, flat)
             if between == 0.2:
                 assert not could_be_quiet(noise, flat)  # runs 20 % apart, samples 3 %: not read at all
+
+
+def test_the_legend_says_where_samples_counted() -> None:
+    from service.detect.compare import ComparisonReport
+    from service.report.compare_table import significance_line
+
+    rng = np.random.default_rng(6)
+    noise = stored(rng)
+    quiet_pair = Pair(BenchmarkKey("s", "k"), Side.of_runs(runs(1e-3, 2, rng)), Side.of_runs(runs(1.05e-3, 2, rng)),
+                      noise)
+    report: ComparisonReport = compare([quiet_pair], CompareParams())
+    assert report.rows[0].method == "quiet"
+    assert "as quiet as their samples" in significance_line(report)
+    plain = compare([Pair(BenchmarkKey("s", "k"), quiet_pair.base, quiet_pair.head, None)], CompareParams())
+    assert "as quiet" not in significance_line(plain)
