@@ -48,6 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--calibrate-only", action="store_true",
                         help="measure the host's calibration (runners/calibrate.py), send it and exit: no suite, "
                         "nothing of the checkout imported")
+    parser.add_argument("--quiet-budget", type=float, default=None,
+                        help="with --calibrate-only: seconds to wait in all for a quiet host (the runner's "
+                        "KERNELWATCH_CALIBRATION_QUIET_S, which the sandbox does not pass on)")
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
     parser.add_argument("--capture-dir", type=Path, default=None,
                         help="artifact store to keep HLO, analyses, dump files and traces in (off when absent)")
@@ -109,7 +112,8 @@ def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) ->
 def serve_calibration(args: argparse.Namespace, outbox: IO[str]) -> int:
     """--calibrate-only: this host's calibration and its key, for the runner to keep."""
     environment = announced_environment(args.dirty, calibrate=False, pinned=args.cpu_affinity is not None)
-    _send(outbox, {"calibrated": {"key": host_key(environment), "figures": calibrate().as_manifest()}})
+    figures = calibrate(quiet_budget_s=args.quiet_budget).as_manifest()
+    _send(outbox, {"calibrated": {"key": host_key(environment), "figures": figures}})
     return 0
 
 

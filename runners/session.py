@@ -21,12 +21,14 @@ import sys
 import sysconfig
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import runners
 from runners import calibration_cache
+from runners.calibrate import quiet_budget
 from runners.capture import LLO_SUBDIR
 from runners.harness import Measurement
 from runners.harness_copy import harness_root
@@ -89,32 +91,41 @@ def describe_exit(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+def child_command(config: ChildConfig, limits: Limits, calibrate_only: bool,
+                  environ: Mapping[str, str]) -> list[str]:
+    """The benchmark process's command line (``environ``: the runner's, for its settings the sandbox does not
+    pass on)."""
+    # -P: the working directory is not on the child's path; the checkout goes last (runners/child.py). Another
+    # interpreter gets no -P (it may predate it): its working directory is the empty sandbox anyway.
+    python = [sys.executable, "-P"] if config.python is None else [str(config.python)]
+    cmd = [*python, "-m", "runners.child", "--root", str(config.root.resolve()),
+           "--suite", config.suite, *limits.as_args(),
+           "--start-cpu-s", str(limits.cpu_budget(config.start_timeout_s))]
+    if config.suite_dir is not None:
+        cmd += ["--suite-dir", str(config.suite_dir.resolve())]
+    if config.params:
+        cmd += ["--params", config.params]
+    if config.quick:
+        cmd.append("--quick")
+    if calibrate_only:
+        # The wait for a quiet host is the runner's setting; the sandbox passes no KERNELWATCH_ variable on.
+        cmd += ["--calibrate-only", "--quiet-budget", repr(quiet_budget(environ))]
+    if config.dirty:
+        cmd.append("--dirty")
+    if config.cpu_affinity:
+        # Pinned by the child itself, not a preexec_fn here: see runners/child.py on why nothing runs
+        # between fork and exec.
+        cmd += ["--cpu-affinity", format_cpu_list(config.cpu_affinity)]
+    return cmd
+
+
 class BenchmarkProcess:
     """One live child process serving benchmark requests over JSON lines."""
 
     def __init__(self, config: ChildConfig, calibrate_only: bool = False) -> None:
         self.config = config
         self.limits = config.limits if config.limits is not None else limits_from_env(os.environ)
-        # -P: the working directory is not on the child's path; the checkout goes last (runners/child.py). Another
-        # interpreter gets no -P (it may predate it): its working directory is the empty sandbox below anyway.
-        python = [sys.executable, "-P"] if config.python is None else [str(config.python)]
-        cmd = [*python, "-m", "runners.child", "--root", str(config.root.resolve()),
-               "--suite", config.suite, *self.limits.as_args(),
-               "--start-cpu-s", str(self.limits.cpu_budget(config.start_timeout_s))]
-        if config.suite_dir is not None:
-            cmd += ["--suite-dir", str(config.suite_dir.resolve())]
-        if config.params:
-            cmd += ["--params", config.params]
-        if config.quick:
-            cmd.append("--quick")
-        if calibrate_only:
-            cmd.append("--calibrate-only")
-        if config.dirty:
-            cmd.append("--dirty")
-        if config.cpu_affinity:
-            # Pinned by the child itself, not a preexec_fn here: see runners/child.py on why nothing runs
-            # between fork and exec.
-            cmd += ["--cpu-affinity", format_cpu_list(config.cpu_affinity)]
+        cmd = child_command(config, self.limits, calibrate_only, os.environ)
         # A directory of its own: the working directory, HOME and TMPDIR, never the checkout or the runner's.
         self._sandbox = tempfile.TemporaryDirectory(prefix="kw-bench-", ignore_cleanup_errors=True)
         home, tmp = Path(self._sandbox.name, "home"), Path(self._sandbox.name, "tmp")

@@ -195,3 +195,18 @@ def test_the_quiet_budget_is_a_setting() -> None:
     for bad in ("soon", "-1", "nan", "inf"):
         with pytest.raises(ValueError, match="KERNELWATCH_CALIBRATION_QUIET_S"):
             quiet_budget({"KERNELWATCH_CALIBRATION_QUIET_S": bad})
+
+
+def test_the_runner_hands_its_quiet_budget_to_the_calibration_process(tmp_path: Path) -> None:
+    """The sandbox passes no KERNELWATCH_ variable to a benchmark process, so the budget travels as an argument
+    that the process reads (CI's parallel tier sets 0: its calibrations waited 50 s each for a quiet host)."""
+    from runners.sandbox import Limits
+    from runners.session import child_command
+
+    config = ChildConfig(root=tmp_path)
+    limits = Limits(memory_mb=None)
+    cmd = child_command(config, limits, True, {"KERNELWATCH_CALIBRATION_QUIET_S": "0"})
+    assert cmd[cmd.index("--quiet-budget") + 1] == "0.0"
+    assert child_command(config, limits, True, {})[cmd.index("--quiet-budget") + 1] == "20.0"
+    assert "--quiet-budget" not in child_command(config, limits, False, {"KERNELWATCH_CALIBRATION_QUIET_S": "0"})
+    assert child.parse_args(cmd[cmd.index("runners.child") + 1:]).quiet_budget == 0.0
