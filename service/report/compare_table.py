@@ -289,13 +289,19 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
     return "\n".join(terminal_safe(line) for line in lines) + "\n"
 
 
+# Rows tested with their samples' spread (run_stats: runs as quiet as their samples; method "quiet" in the JSON and
+# CSV) are said to be, once, in every face's legend (text, markdown, the PR comment, the compare page).
+QUIET_CLAUSE = "where runs were as quiet as their samples, with the samples' spread too"
+
+
+def any_quiet(report: ComparisonReport) -> bool:
+    return any(row.method == "quiet" for row in report.rows)
+
+
 def significance_line(report: ComparisonReport) -> str:
     """How the verdicts were reached, in one line: the test, the bars, and what "unchanged" promises."""
     p = report.params
-    # Rows tested with their samples' spread (run_stats: runs as quiet as their samples; method "quiet" in the JSON
-    # and CSV) are said to be, once.
-    quiet = ("; where runs were as quiet as their samples, with the samples' spread too"
-             if any(row.method == "quiet" for row in report.rows) else "")
+    quiet = f"; {QUIET_CLAUSE}" if any_quiet(report) else ""
     return (f"runs are the replicates (t-test on log run medians{quiet}); significant: Benjamini-Hochberg q < "
             f"{p.alpha:g} "
             f"over {report.tests} test{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%; "

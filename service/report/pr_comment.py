@@ -17,7 +17,9 @@ from urllib.parse import urlencode
 
 from service.detect.compare import VERDICTS, Comparison, ComparisonReport, SideResult
 from service.report.compare_table import (
+    QUIET_CLAUSE,
     SideLabel,
+    any_quiet,
     format_value,
     fraction_cell,
     has_fractions,
@@ -233,7 +235,8 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
             lines.append(f"| {markdown_cell(g.environment)} | {markdown_cell(g.metric)} | {g.count} | "
                          f"{format_value(g.base, g.unit)} | {format_value(g.head, g.unit)} | {delta} |")
         lines += ["", "</details>", ""]
-    lines.append(f"<sub>Runs are the replicates (t-test on log run medians). Significant: Benjamini-Hochberg "
+    quiet = f"; {QUIET_CLAUSE}" if any_quiet(report) else ""
+    lines.append(f"<sub>Runs are the replicates (t-test on log run medians{quiet}). Significant: Benjamini-Hochberg "
                  f"q < {p.alpha:g} over {report.tests} test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ "
                  f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%); "
                  f"`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")

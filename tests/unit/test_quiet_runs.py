@@ -7,6 +7,7 @@ inside a run (log-normal, as timings are)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -175,3 +176,22 @@ def test_the_legend_says_where_samples_counted() -> None:
     assert "as quiet as their samples" in significance_line(report)
     plain = compare([Pair(BenchmarkKey("s", "k"), quiet_pair.base, quiet_pair.head, None)], CompareParams())
     assert "as quiet" not in significance_line(plain)
+
+
+def test_every_face_s_legend_says_where_samples_counted() -> None:
+    """The PR comment's legend and the compare page's say it as the text table's does."""
+    from pathlib import Path
+
+    from service.report.compare_table import QUIET_CLAUSE, SideLabel
+    from service.report.pr_comment import CommentContext, format_comment
+
+    rng = np.random.default_rng(6)
+    noise = stored(rng)
+    pair = Pair(BenchmarkKey("s", "k"), Side.of_runs(runs(1e-3, 2, rng)), Side.of_runs(runs(1.05e-3, 2, rng)), noise)
+    report = compare([pair], CompareParams())
+    assert report.rows[0].method == "quiet"
+    ctx = CommentContext(SideLabel("main", "repo", "a" * 40), SideLabel("pr", "repo", "b" * 40))
+    assert QUIET_CLAUSE in format_comment(report, ctx)
+    assert QUIET_CLAUSE not in format_comment(compare([replace(pair, noise=None)], CompareParams()), ctx)
+    template = (Path(__file__).resolve().parents[2] / "web" / "templates" / "_compare_table.html").read_text()
+    assert QUIET_CLAUSE in template
