@@ -21,7 +21,14 @@ from kernelwatch.errors import InvalidInput
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
 from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
-from service.report.compare_table import format_value, fraction_cell, has_fractions, median_cell, runs_needed_text
+from service.report.compare_table import (
+    QUIET_CLAUSE,
+    format_value,
+    fraction_cell,
+    has_fractions,
+    median_cell,
+    runs_needed_text,
+)
 from service.store.commit_compare import (
     KernelCountChange,
     commit_info,
@@ -33,10 +40,15 @@ from web.charts.compare import ratio_figure, row_label
 from web.pages import add_filters, link_args
 
 bp = Blueprint("compare", __name__, template_folder="templates")
-
 MAX_PAGE_LIMIT = 1000  # rows a page lists (the API allows more; a browser table of 5,000 rows helps nobody)
 KERNEL_ROWS = 20000  # kernel count rows read per side for the static diff; past it the diff says it is partial
 STATIC_SHOWN = 200  # kernel count changes listed
+
+
+@bp.app_context_processor
+def _legend_words() -> dict[str, object]:
+    """The legend's words for rows tested with their samples' spread, as every other face says them."""
+    return {"quiet_clause": QUIET_CLAUSE}
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from service.detect.run_stats import (
     log_values,
     run_medians,
     sample_spread,
+    split_runs,
     t_quantile,
     t_quantiles,
     with_p_values,
@@ -110,13 +111,9 @@ class Side:
     def run_medians(self) -> list[float]:
         return run_medians(self.samples, self.run_sizes)
 
-    def run_samples(self) -> list[tuple[float, ...]]:
+    def run_samples(self) -> list[list[float]]:
         """Each run's samples, in order."""
-        out, start = [], 0
-        for size in self.run_sizes or (len(self.samples),):
-            out.append(self.samples[start:start + size])
-            start += size
-        return out
+        return split_runs(self.samples, self.run_sizes)
 
 
 @dataclass(frozen=True)

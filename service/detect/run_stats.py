@@ -167,7 +167,7 @@ def could_be_quiet(noise: RunNoise, runs: Sequence[Sequence[float]]) -> bool:
         widest = max(widest, math.log(max(run)) - math.log(min(run)))
         inverse += 1 / len(run)
     bound = _MEDIAN_VARIANCE * (_PAIR_MEDIAN_TO_SD * widest) ** 2 * inverse / len(runs)
-    return bound > 0 and noise.sd ** 2 * noise.df / bound <= _chi2_quantile(1 - QUIET_HISTORY_ALPHA, noise.df)
+    return bound > 0 and _no_more_spread(noise.sd ** 2 * noise.df, noise.df, bound, QUIET_HISTORY_ALPHA)
 
 
 @lru_cache(maxsize=128)
@@ -216,21 +216,26 @@ class RunTest:
         return math.exp(self.diff - half), math.exp(self.diff + half)
 
 
-def run_medians(samples: Sequence[float], run_sizes: Sequence[int]) -> list[float]:
-    """The median of each run's samples; ``run_sizes``: how many of the samples, in order, each run holds
-    (empty: all of them are one run)."""
-    # statistics.median, not numpy's: a run holds tens of samples, where numpy's call overhead is most of the cost
-    # (a comparison of 5,000 benchmarks takes 30,000 of these).
+def split_runs(samples: Sequence[float], run_sizes: Sequence[int]) -> list[list[float]]:
+    """Each run's samples; ``run_sizes``: how many of the samples, in order, each run holds (empty: all of them
+    are one run)."""
     values = [float(v) for v in samples]
     if not run_sizes:
-        return [statistics.median(values)] if values else []
+        return [values] if values else []
     if sum(run_sizes) != len(values) or min(run_sizes) < 1:
         raise ValueError(f"run sizes {list(run_sizes)} do not split {len(values)} samples")
     out, start = [], 0
     for size in run_sizes:
-        out.append(statistics.median(values[start:start + size]))
+        out.append(values[start:start + size])
         start += size
     return out
+
+
+def run_medians(samples: Sequence[float], run_sizes: Sequence[int]) -> list[float]:
+    """The median of each run's samples (``split_runs``)."""
+    # statistics.median, not numpy's: a run holds tens of samples, where numpy's call overhead is most of the cost
+    # (a comparison of 5,000 benchmarks takes 30,000 of these).
+    return [statistics.median(run) for run in split_runs(samples, run_sizes)]
 
 
 def log_values(values: Sequence[float]) -> np.ndarray | None:
@@ -307,19 +312,25 @@ def _side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, flo
     return (_ss(logs) + noise.sd ** 2 * prior_df) / (own_df + prior_df), own_df + prior_df
 
 
+@lru_cache(maxsize=256)
 def _chi2_quantile(q: float, df: float) -> float:
     from scipy import stats
 
     return float(stats.chi2.ppf(q, df))
 
 
+def _no_more_spread(ss: float, df: float, median_var: float, alpha: float) -> bool:
+    """The preliminary test of the module's note: runs whose log medians' sum of squares ``ss`` (``df`` degrees
+    of freedom) a chi-square at ``alpha`` does not set apart from their medians' variance from the samples."""
+    return ss / median_var <= _chi2_quantile(1 - alpha, df)
+
+
 def history_is_quiet(noise: RunNoise | None) -> bool:
     """Whether the series' history shows no more spread between runs than its samples explain (the module's
-    note): a chi-square of its runs' sum of squares against their medians' variance from the samples. Cheap: a
-    caller reads the sides' sample spreads only where this holds."""
+    note). Cheap: a caller reads the sides' sample spreads only where this holds."""
     if noise is None or noise.samples is None or noise.df < QUIET_HISTORY_DF:
         return False
-    return noise.sd ** 2 * noise.df / noise.samples.median_var <= _chi2_quantile(1 - QUIET_HISTORY_ALPHA, noise.df)
+    return _no_more_spread(noise.sd ** 2 * noise.df, noise.df, noise.samples.median_var, QUIET_HISTORY_ALPHA)
 
 
 def runs_are_quiet(noise: RunNoise | None, sides: Sequence[tuple[np.ndarray, SampleSpread | None]]) -> bool:
@@ -330,7 +341,7 @@ def runs_are_quiet(noise: RunNoise | None, sides: Sequence[tuple[np.ndarray, Sam
     for logs, spread in sides:
         if spread is None:
             return False
-        if logs.size >= 2 and _ss(logs) / spread.median_var > _chi2_quantile(1 - QUIET_SIDE_ALPHA, logs.size - 1):
+        if logs.size >= 2 and not _no_more_spread(_ss(logs), logs.size - 1, spread.median_var, QUIET_SIDE_ALPHA):
             return False
     return True
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection
+from dataclasses import replace
 
 import numpy as np
 from sqlalchemy import func, select
@@ -77,7 +78,7 @@ def run_noise(session: Session, series_ids: Collection[int], environments: Colle
         # (run_stats.could_be_quiet, from the runs' ranges): it costs a pass over pairs of stored samples.
         noise = pooled_noise(found)
         if noise is not None and could_be_quiet(noise, run_samples[series_id]):
-            noise = pooled_noise(found, sample_spread(run_samples[series_id]))
+            noise = replace(noise, samples=sample_spread(run_samples[series_id]))
         if noise is not None:
             out[series_id] = noise
     return out

@@ -205,8 +205,10 @@ def test_the_runner_hands_its_quiet_budget_to_the_calibration_process(tmp_path: 
 
     config = ChildConfig(root=tmp_path)
     limits = Limits(memory_mb=None)
+    def budget(command: list[str]) -> str:
+        return command[command.index("--quiet-budget") + 1]
+
     cmd = child_command(config, limits, True, {"KERNELWATCH_CALIBRATION_QUIET_S": "0"})
-    assert cmd[cmd.index("--quiet-budget") + 1] == "0.0"
-    assert child_command(config, limits, True, {})[cmd.index("--quiet-budget") + 1] == "20.0"
+    assert budget(cmd) == "0.0" and budget(child_command(config, limits, True, {})) == "20.0"
     assert "--quiet-budget" not in child_command(config, limits, False, {"KERNELWATCH_CALIBRATION_QUIET_S": "0"})
     assert child.parse_args(cmd[cmd.index("runners.child") + 1:]).quiet_budget == 0.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -178,10 +179,8 @@ def test_the_legend_says_where_samples_counted() -> None:
     assert "as quiet" not in significance_line(plain)
 
 
-def test_every_face_s_legend_says_where_samples_counted() -> None:
+def test_every_face_s_legend_says_where_samples_counted(tmp_path: Path) -> None:
     """The PR comment's legend and the compare page's say it as the text table's does."""
-    from pathlib import Path
-
     from service.report.compare_table import QUIET_CLAUSE, SideLabel
     from service.report.pr_comment import CommentContext, format_comment
 
@@ -193,5 +192,17 @@ def test_every_face_s_legend_says_where_samples_counted() -> None:
     ctx = CommentContext(SideLabel("main", "repo", "a" * 40), SideLabel("pr", "repo", "b" * 40))
     assert QUIET_CLAUSE in format_comment(report, ctx)
     assert QUIET_CLAUSE not in format_comment(compare([replace(pair, noise=None)], CompareParams()), ctx)
+    # The page renders the same words where a listed row is quiet, and none where no row is.
+    from flask import render_template_string
+
+    from service.app import create_app
+    from service.settings import load_settings
+
     template = (Path(__file__).resolve().parents[2] / "web" / "templates" / "_compare_table.html").read_text()
-    assert QUIET_CLAUSE in template
+    legend = template[template.index("runs are the replicates"):template.index("significant:")]
+    app = create_app(load_settings({"KERNELWATCH_HOME": str(tmp_path),
+                                    "KERNELWATCH_DATABASE_URL": f"sqlite:///{tmp_path / 'kw.db'}"}))
+    with app.app_context():
+        assert QUIET_CLAUSE in render_template_string(legend, report=report).replace("&#39;", "'")
+        assert "quiet" not in render_template_string(legend, report=compare([replace(pair, noise=None)],
+                                                                              CompareParams()))
