@@ -43,8 +43,8 @@ from service.detect.run_stats import (
     history_is_quiet,
     log_ratio_test,
     log_values,
+    quiet_side,
     run_medians,
-    sample_spread,
     split_runs,
     t_quantile,
     t_quantiles,
@@ -318,9 +318,9 @@ def _test(base: _Measured, head: _Measured, pair: Pair) -> RunTest | None:
     by round)."""
     assert base.logs is not None and head.logs is not None and pair.base is not None and pair.head is not None
     # The sides' samples are read only where the history is quiet: on a host whose runs land apart, never.
-    spreads = ((sample_spread(pair.base.run_samples()), sample_spread(pair.head.run_samples()))
-               if history_is_quiet(pair.noise) else None)
-    return log_ratio_test(base.logs, head.logs, pair.noise, defer_p=True, spreads=spreads)
+    quiet = ((quiet_side(pair.base.run_samples()), quiet_side(pair.head.run_samples()))
+             if history_is_quiet(pair.noise) else None)
+    return log_ratio_test(base.logs, head.logs, pair.noise, defer_p=True, quiet=quiet)
 
 
 def _result(side: _Measured | SideResult | None) -> SideResult | None:

@@ -40,13 +40,13 @@ import numpy as np
 
 from service.detect.run_stats import (
     Method,
+    QuietSide,
     RunNoise,
     RunTest,
-    SampleSpread,
     history_is_quiet,
     log_ratio_test,
     log_values,
-    sample_spread,
+    quiet_side,
 )
 
 Verdict = Literal["confirmed", "refuted", "undecided"]
@@ -124,12 +124,13 @@ def run_centres(runs: Runs) -> list[float]:
     return out
 
 
-def _spread(runs: Runs) -> SampleSpread | None:
-    """The spread of a side's samples inside its runs; None where a run is given as its median alone."""
+def _quiet(runs: Runs) -> QuietSide | None:
+    """A side's runs for the quiet test (their samples' spread and trimmed means); None where a run is given as
+    its median alone."""
     sampled = [run for run in runs if not isinstance(run, (int, float, np.floating))]
     if len(sampled) != len(runs):
         return None
-    return sample_spread([run for run in sampled if len(run)])
+    return quiet_side([run for run in sampled if len(run)])
 
 
 def decide(base: Runs, head: Runs, expect_increase: bool, rounds: int, noise: RunNoise | None = None,
@@ -145,8 +146,8 @@ def decide(base: Runs, head: Runs, expect_increase: bool, rounds: int, noise: Ru
         nb, nh = len(run_centres(base)), len(run_centres(head))
         return Decision(waiting, math.nan, nb, nh)
     nb, nh = int(base_logs.size), int(head_logs.size)
-    spreads = (_spread(base), _spread(head)) if history_is_quiet(noise) else None
-    test: RunTest | None = log_ratio_test(base_logs, head_logs, noise, spreads=spreads)
+    quiet = (_quiet(base), _quiet(head)) if history_is_quiet(noise) else None
+    test: RunTest | None = log_ratio_test(base_logs, head_logs, noise, quiet=quiet)
     if test is None:
         return Decision(waiting, math.exp(float(head_logs.mean() - base_logs.mean())), nb, nh,
                         states=noise is not None and noise.states)

@@ -58,13 +58,17 @@ difference of logs), and two sides are compared on those values:
   as a variance known to many degrees of freedom, pooled with the runs' own (the classical pooling of a nested
   design's error terms when the upper level's component tests as absent; Bancroft's preliminary test at 0.25 on
   the history, which has the degrees of freedom to see a spread, and a lenient 0.05 on each side, which only
-  has to catch a host that turned noisy since). Only for sides of 2-3 runs, where the floor leaves the test
-  with the fewest degrees of freedom: one run's samples know their scale no better than the history knows the
-  runs' (at one run a side it found no more), and from ``OWN_SPREAD_RUNS`` runs the moderated test has the
-  degrees of freedom already, while a spread between runs about as large as a median's own (which the
-  preliminary test lets through a third of the time) cost 1.2 points of A/A there. Hosts whose runs land apart
-  (every CPU host measured here: runs 6-27 % apart, samples 2-9 %) never pass the history's test, and keep the
-  tests above unchanged.
+  has to catch a host that turned noisy since). There a run is summarised by the ``TRIM``-trimmed mean of its log
+  samples rather than its median, with Yuen's winsorized variance as its spread from the samples: 94 % of a mean's
+  efficiency on normal samples where a median has 64 %, and robust to the odd slow sample. Sides of 1-3 runs:
+  from ``OWN_SPREAD_RUNS`` runs the moderated test has the degrees of freedom already, while a spread between runs
+  about as large as a median's own (which the preliminary test lets through a third of the time) cost 1.2 points
+  of A/A there. Measured on generated runs that agree (bench/verdict_calibration.py --generate 0; 2026-12-04,
+  late), +5 % at one and two runs a side was found in 74 and 84 % of draws where medians found 65 and 78 %, and
+  at runs 0.01 apart (the preliminary test's worst case) A/A stayed at 4.2-4.4 %. One run's samples are not
+  pooled with the history's: that found 82 % but took that worst case's A/A to 5.3 %. Hosts whose runs land
+  apart (every CPU host measured here: runs 6-27 % apart, samples 2-9 %) never pass the history's test, and keep
+  the tests above unchanged.
 """
 
 from __future__ import annotations
@@ -107,6 +111,10 @@ _PAIR_MEDIAN_TO_SD = 1 / 0.9539
 _PAIR_EFFICIENCY = 0.86
 _MEDIAN_VARIANCE = math.pi / 2
 _PAIRS_SAMPLES = 32
+# The quiet test summarises a run by the mean of its log samples with this share cut from each end: 94 % of a
+# mean's efficiency on normal samples where a median has 64 %, and robust to the odd slow sample (Yuen's trimmed
+# means, with Wilcox's customary 20 %).
+TRIM = 0.2
 
 
 @dataclass(frozen=True)
@@ -116,10 +124,15 @@ class SampleSpread:
 
     median_var: float
     df: float
+    # The same for a run's trimmed mean (:func:`trimmed_means`), what the quiet test compares: Yuen's winsorized
+    # variance, pooled over the runs, and its degrees of freedom (a run of n samples, h of them kept: h - 1).
+    mean_var: float
+    mean_df: float
 
     def __post_init__(self) -> None:
-        if not (self.median_var > 0 and math.isfinite(self.median_var)) or not self.df > 0:
-            raise ValueError(f"a sample spread needs a variance > 0 and df > 0, not {self.median_var}, {self.df}")
+        for var, df in ((self.median_var, self.df), (self.mean_var, self.mean_df)):
+            if not (var > 0 and math.isfinite(var)) or not df > 0:
+                raise ValueError(f"a sample spread needs variances > 0 and df > 0, not {var}, {df}")
 
 
 def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
@@ -148,9 +161,63 @@ def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
         stacked = np.vstack(group)
         differences.append(np.abs(stacked[:, i] - stacked[:, j]).ravel())
     scale = _PAIR_MEDIAN_TO_SD * float(np.median(np.concatenate(differences)))
-    if scale <= 0:
+    winsorized = _winsorized(runs)
+    if scale <= 0 or winsorized is None:
         return None
-    return SampleSpread(_MEDIAN_VARIANCE * scale ** 2 * float(np.mean(inverse_sizes)), df)
+    mean_var, mean_df = winsorized
+    return SampleSpread(_MEDIAN_VARIANCE * scale ** 2 * float(np.mean(inverse_sizes)), df, mean_var, mean_df)
+
+
+def _trim(size: int) -> int:
+    """How many samples a run of ``size`` loses at each end to its trimmed mean."""
+    return int(TRIM * size)
+
+
+def _sorted_logs_by_size(runs: Sequence[Sequence[float]]) -> dict[int, tuple[list[int], np.ndarray]] | None:
+    """Each run's log samples, sorted, stacked by run size (with the runs' positions); None where a run has too
+    few samples or one that is not positive."""
+    by_size: dict[int, tuple[list[int], list[np.ndarray]]] = {}
+    for position, run in enumerate(runs):
+        logs = log_values(run) if len(run) >= QUIET_MIN_SAMPLES else None
+        if logs is None:
+            return None
+        positions, group = by_size.setdefault(logs.size, ([], []))
+        positions.append(position)
+        group.append(logs)
+    return {size: (positions, np.sort(np.vstack(group), axis=1)) for size, (positions, group) in by_size.items()}
+
+
+def trimmed_means(runs: Sequence[Sequence[float]]) -> np.ndarray | None:
+    """Each run's ``TRIM``-trimmed mean of log samples: the quiet test's summary of a run (the module's note says
+    why not the median); None where :func:`sample_spread` could not be read either."""
+    grouped = _sorted_logs_by_size(runs)
+    if grouped is None or not grouped:
+        return None
+    out = np.empty(len(runs))
+    for size, (positions, stacked) in grouped.items():
+        g = _trim(size)
+        out[positions] = stacked[:, g:size - g].mean(axis=1)
+    return out
+
+
+def _winsorized(runs: Sequence[Sequence[float]]) -> tuple[float, float] | None:
+    """The variance of one run's trimmed mean of log samples from its samples alone, pooled over the runs (Yuen
+    1974: a run of n samples, g trimmed at each end and h = n - 2g kept, has (n - 1) s_w^2 / (h (h - 1)), s_w^2
+    being the winsorized variance), averaged over the runs' sizes; and its degrees of freedom, the runs' h - 1."""
+    grouped = _sorted_logs_by_size(runs)
+    if grouped is None or not grouped:
+        return None
+    ss, df, inverse_kept = 0.0, 0.0, []
+    for size, (_, stacked) in grouped.items():
+        g = _trim(size)
+        clipped = np.clip(stacked, stacked[:, [g]], stacked[:, [size - g - 1]])
+        ss += float(np.sum((clipped - clipped.mean(axis=1, keepdims=True)) ** 2))
+        kept = size - 2 * g
+        df += (kept - 1) * stacked.shape[0]
+        inverse_kept += [1 / kept] * stacked.shape[0]
+    if ss <= 0:
+        return None
+    return ss / df * float(np.mean(inverse_kept)), df
 
 
 def could_be_quiet(noise: RunNoise, runs: Sequence[Sequence[float]]) -> bool:
@@ -296,10 +363,13 @@ def _side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, flo
             return own, own_df
         # Where the floor binds the variance is the history's, known to the prior's degrees of freedom rather
         # than to the side's own two: at 3 runs a side that found +50 % in 46-89 % of draws where the own df
-        # found 34-88 %, A/A unchanged within 0.6 points (bench/verdict_calibration.py, five measurements). Not
-        # at 2 runs: two runs share a process state half the time, and there the same change raised A/A to
-        # 3.9 % in one measurement and `ci`'s adaptive rounds, which start at 2, to 6.2 %.
-        return floor, (max(own_df, min(noise.df, PRIOR_DF)) if logs.size >= FLOOR_DF_RUNS else own_df)
+        # found 34-88 %, A/A unchanged within 0.6 points (bench/verdict_calibration.py, five measurements). At 2
+        # runs only where the history shows no process states (``RunNoise.states``): two runs share a state half
+        # the time, and before that rule the same change raised A/A to 3.9 % in one measurement and `ci`'s
+        # adaptive rounds, which start at 2, to 6.2 %; with it, +20 % at 2 runs a side was found in 55 % of
+        # draws where it was 1 %, A/A 0.0 -> 0.3 % (2026-12-04, late).
+        return floor, (max(own_df, min(noise.df, PRIOR_DF))
+                       if logs.size >= FLOOR_DF_RUNS or not noise.states else own_df)
     own = _ss(logs) / own_df
     if own > noise.sd ** 2:
         # Moderation only ever raises a side's spread toward the history's, never lowers one the side shows:
@@ -333,28 +403,44 @@ def history_is_quiet(noise: RunNoise | None) -> bool:
     return _no_more_spread(noise.sd ** 2 * noise.df, noise.df, noise.samples.median_var, QUIET_HISTORY_ALPHA)
 
 
-def runs_are_quiet(noise: RunNoise | None, sides: Sequence[tuple[np.ndarray, SampleSpread | None]]) -> bool:
-    """Whether the history (:func:`history_is_quiet`) and every side (log run medians, the spread of their
-    samples) show no more spread between runs than their samples explain."""
+@dataclass(frozen=True)
+class QuietSide:
+    """A side as the quiet test reads it: each run's trimmed mean of log samples, and the spread of its samples."""
+
+    means: np.ndarray
+    spread: SampleSpread
+
+
+def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
+    """A side's runs (each run's samples) for the quiet test; None where the samples' spread cannot be read."""
+    spread = sample_spread(runs)
+    means = trimmed_means(runs) if spread is not None else None
+    return QuietSide(means, spread) if spread is not None and means is not None else None
+
+
+def runs_are_quiet(noise: RunNoise | None, sides: Sequence[QuietSide | None]) -> bool:
+    """Whether the history (:func:`history_is_quiet`) and every side show no more spread between runs than their
+    samples explain (a side's runs' trimmed means against the variance one has from its samples)."""
     if not history_is_quiet(noise):
         return False
-    for logs, spread in sides:
-        if spread is None:
+    for side in sides:
+        if side is None:
             return False
-        if logs.size >= 2 and not _no_more_spread(_ss(logs), logs.size - 1, spread.median_var, QUIET_SIDE_ALPHA):
+        k = side.means.size
+        if k >= 2 and not _no_more_spread(_ss(side.means), k - 1, side.spread.mean_var, QUIET_SIDE_ALPHA):
             return False
     return True
 
 
-def _quiet_test(base: np.ndarray, head: np.ndarray,
-                spreads: tuple[SampleSpread, SampleSpread]) -> tuple[float, float]:
+def _quiet_test(base: QuietSide, head: QuietSide) -> tuple[float, float]:
     """The standard error and degrees of freedom of a comparison of quiet runs: each side's variance of one run's
-    log median is its runs' own sum of squares pooled with its samples' (the median's variance from them, at the
+    trimmed mean is its runs' own sum of squares pooled with its samples' (the mean's variance from them, at the
     degrees of freedom they know it to), Welch-Satterthwaite between the sides."""
     parts = []
-    for logs, spread in zip((base, head), spreads, strict=True):
-        df = logs.size - 1 + spread.df
-        parts.append(((_ss(logs) + spread.median_var * spread.df) / df / logs.size, df))
+    for side in (base, head):
+        k, spread = side.means.size, side.spread
+        df = k - 1 + spread.mean_df
+        parts.append(((_ss(side.means) + spread.mean_var * spread.mean_df) / df / k, df))
     (vb, dfb), (vh, dfh) = parts
     se2 = vb + vh
     return math.sqrt(se2), se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh)
@@ -362,21 +448,23 @@ def _quiet_test(base: np.ndarray, head: np.ndarray,
 
 def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = None,
                    defer_p: bool = False,
-                   spreads: tuple[SampleSpread | None, SampleSpread | None] | None = None) -> RunTest | None:
+                   quiet: tuple[QuietSide | None, QuietSide | None] | None = None) -> RunTest | None:
     """Compare two sides' log run medians; None when no spread between runs is known (one run a side and no
     history). Identical values on both sides are no change (p = 1); a difference with no spread at all is a
     certain one (p = 0: counts and other exact figures repeat to the last bit). ``defer_p``: leave the p-value
-    NaN, for ``with_p_values`` to compute many at once. ``spreads``: each side's :func:`sample_spread`, where the
-    caller has the samples; with them runs as quiet as their samples are tested as such (the module's note)."""
+    NaN, for ``with_p_values`` to compute many at once. ``quiet``: each side's :func:`quiet_side`, where the
+    caller has the samples; with them runs as quiet as their samples are tested as such (the module's note), on
+    their trimmed means."""
     kb, kh = base.size, head.size
     if kb == 0 or kh == 0:
         raise ValueError("a side without runs cannot be compared")
-    diff = float(head.mean() - base.mean())
-    if (spreads is not None and 2 <= min(kb, kh) and max(kb, kh) < OWN_SPREAD_RUNS
-            and runs_are_quiet(noise, [(base, spreads[0]), (head, spreads[1])])):
-        assert spreads[0] is not None and spreads[1] is not None
-        se, df = _quiet_test(base, head, (spreads[0], spreads[1]))
+    if quiet is not None and max(kb, kh) < OWN_SPREAD_RUNS and runs_are_quiet(noise, quiet):
+        quiet_base, quiet_head = quiet
+        assert quiet_base is not None and quiet_head is not None
+        se, df = _quiet_test(quiet_base, quiet_head)
+        diff = float(quiet_head.means.mean() - quiet_base.means.mean())
         return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "quiet")
+    diff = float(head.mean() - base.mean())
     if kb >= 2 and kh >= 2:
         (vb, dfb), (vh, dfh) = _side_variance(base, noise), _side_variance(head, noise)
         vb, vh = vb / kb, vh / kh

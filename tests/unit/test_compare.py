@@ -426,7 +426,8 @@ def test_adaptive_looks_count_a_test_per_step_of_rounds() -> None:
 def test_three_runs_a_side_under_the_floor_count_the_stored_spreads_degrees_of_freedom() -> None:
     """Where the stored spread is the floor under a side of three runs, the variance is the history's and so are
     its degrees of freedom: a change that one run a side finds against the history, three runs a side find with a
-    smaller p. Two runs a side keep their own degrees of freedom (they share a process state too often)."""
+    smaller p. Two runs a side do too, unless the history shows runs in process states of their own: two runs
+    share a state too often then, and keep their own degrees of freedom."""
     noise = RunNoise(0.1, 40)
     one_run = one(Side.of_runs([[1.0e-3] * 5]), Side.of_runs([[1.5e-3] * 5]), noise=noise)
     assert one_run.verdict == "regression" and one_run.df == PRIOR_DF
@@ -436,8 +437,11 @@ def test_three_runs_a_side_under_the_floor_count_the_stored_spreads_degrees_of_f
     assert three.verdict == "regression" and three.method == "welch"
     assert three.df is not None and three.df >= 2 * PRIOR_DF - 1  # the floor's, not the sides' own 2 + 2
     assert three.p_value is not None and one_run.p_value is not None and three.p_value < one_run.p_value
-    two = one(Side.of_runs([[1.0e-3] * 5, [1.01e-3] * 5]), Side.of_runs([[1.5e-3] * 5, [1.49e-3] * 5]), noise=noise)
-    assert two.df is not None and two.df <= 2
+    base2, head2 = Side.of_runs([[1.0e-3] * 5, [1.01e-3] * 5]), Side.of_runs([[1.5e-3] * 5, [1.49e-3] * 5])
+    two = one(base2, head2, noise=noise)
+    assert two.df is not None and two.df >= 2 * PRIOR_DF - 1
+    in_states = one(base2, head2, noise=RunNoise(0.1, 40, states=True))
+    assert in_states.df is not None and in_states.df <= 2
     # a side whose own spread exceeds the floor keeps its own variance and its own degrees of freedom
     wide = one(Side.of_runs([[1.0e-3] * 5, [1.6e-3] * 5, [1.2e-3] * 5]),
                Side.of_runs([[1.5e-3] * 5, [2.4e-3] * 5, [1.8e-3] * 5]), noise=noise)

@@ -23,6 +23,7 @@ from service.detect.run_stats import (
     history_is_quiet,
     pooled_noise,
     sample_spread,
+    trimmed_means,
 )
 
 WITHIN = 0.03  # samples inside a run, 3 % apart
@@ -71,7 +72,30 @@ def test_sample_spread_is_unknown_where_it_cannot_be_read() -> None:
     spiked = sample_spread([[1.0, 1.01, 0.99, 1.02, 0.98, 5.0]])
     assert clean is not None and spiked is not None and spiked.median_var < 3 * clean.median_var
     with pytest.raises(ValueError):
-        SampleSpread(0.0, 10)
+        SampleSpread(0.0, 10, 1e-4, 5)
+    with pytest.raises(ValueError):
+        SampleSpread(1e-4, 10, math.nan, 5)
+
+
+def test_the_trimmed_mean_of_a_run_and_its_variance_from_the_samples() -> None:
+    """Yuen's winsorized variance reads how far a run's trimmed mean moves from its samples alone; the trimmed mean
+    moves less than the median (what the quiet test gains), and one wild sample moves neither."""
+    rng = np.random.default_rng(3)
+    generated = runs(1e-3, 400, rng)
+    spread, means = sample_spread(generated), trimmed_means(generated)
+    assert spread is not None and means is not None and means.shape == (400,)
+    actual = float(np.var(means, ddof=1))
+    assert 0.85 <= spread.mean_var / actual <= 1.25
+    assert spread.mean_df == 400 * (SAMPLES - 2 * 2 - 1)  # 10 samples, 2 cut at each end
+    assert actual < 0.9 * float(np.var(np.log([np.median(r) for r in generated]), ddof=1))
+    run = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0]
+    spiked = [*run[:-1], 50.0]
+    [clean_mean], [spiked_mean] = trimmed_means([run]), trimmed_means([spiked])  # type: ignore[misc]
+    assert abs(spiked_mean - clean_mean) < 0.01
+    # Runs of different sizes are each trimmed by their own size, in the order given.
+    mixed = trimmed_means([run, [2.0] * 4 + [2.1] * 3, run[:6]])
+    assert mixed is not None and mixed[1] == pytest.approx(float(np.mean(np.log([2.0, 2.0, 2.0, 2.1, 2.1]))))
+    assert trimmed_means([run, [1.0, 2.0]]) is None  # a run too short to read
 
 
 def test_only_a_history_whose_runs_agree_as_closely_as_their_samples_is_quiet() -> None:
@@ -98,15 +122,16 @@ def test_quiet_runs_use_their_samples_and_a_noisy_side_does_not() -> None:
     # A side whose runs land apart (the host turned noisy since the history): not quiet, whatever the history.
     noisy = [*runs(1e-3, 2, rng), *runs(1.15e-3, 1, rng)]
     assert row(runs(1e-3, 3, rng), noisy, noise).method == "welch"
-    # One run a side keeps the history's test (one run's samples know their scale no better), and four runs a
-    # side the moderated one (it has the degrees of freedom).
-    assert row(runs(1e-3, 1, rng), runs(1.08e-3, 1, rng), noise).method == "pooled"
+    # One run a side is tested on its samples too (the history vouches for the runs' agreement), and four runs a
+    # side take the moderated test (it has the degrees of freedom).
+    assert row(runs(1e-3, 1, rng), runs(1.08e-3, 1, rng), noise).method == "quiet"
     assert row(runs(1e-3, 4, rng), runs(1e-3, 4, rng), noise).method == "welch"
 
 
 # (runs a side, planted effect, the least it finds, how much more than the run-level test on the same draws): the
 # samples decide what two or three run medians cannot.
-@pytest.mark.parametrize(("budget", "effect", "least", "gain"), [(2, 0.05, 0.6, 0.3), (3, 0.03, 0.6, 0.1)])
+@pytest.mark.parametrize(("budget", "effect", "least", "gain"),
+                         [(1, 0.05, 0.6, 0.05), (2, 0.05, 0.6, 0.15), (3, 0.03, 0.6, 0.1)])
 def test_quiet_a_a_stays_within_alpha_and_finds_what_the_runs_alone_miss(budget: int, effect: float, least: float,
                                                                          gain: float) -> None:
     """Every draw fresh (history, base, head), so the rates are of independent comparisons."""
