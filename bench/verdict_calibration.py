@@ -259,8 +259,8 @@ def pooled_verdict(base: list[list[float]], head: list[list[float]]) -> str:
 METHODS = ("kernelwatch", "paired", "pooled")
 
 
-def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator
-          ) -> tuple[dict[str, list[str]], list[int]]:
+def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Generator,
+          others: list[list[list[float]]] | None = None) -> tuple[dict[str, list[str]], list[int]]:
     """Each method's verdicts over random draws of ``budget`` rounds of each side (the same rounds for both, as
     a session of interleaved rounds makes them); and KernelWatch's estimate of the runs a side that would decide
     each of its inconclusive verdicts that has one (``Comparison.runs_needed``)."""
@@ -271,7 +271,7 @@ def judge(base: Runs, head: Runs, budget: int, trials: int, rng: np.random.Gener
         chosen = sorted(rng.choice(rounds, size=budget, replace=False).tolist())
         rest = [i for i in range(rounds) if i not in chosen]
         b, h = [base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen]
-        held_out = [[side.rounds[i] for i in rest] for side in (base, head)]
+        held_out = [[side.rounds[i] for i in rest] for side in (base, head)] + (others or [])
         row = kernelwatch_row(b, h, held_out)
         out["kernelwatch"].append(row.verdict)
         if row.runs_needed is not None:
@@ -298,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--within", type=float, default=0.03, help="--generate's spread inside a run (0.03)")
     parser.add_argument("--datasets", type=int, default=10,
                         help="--generate's independent measurements judged, --trials draws each (10)")
+    parser.add_argument("--history", choices=["pair", "all"], default="pair",
+                        help="the stored history a draw is judged against: the compared commits' runs not drawn "
+                             "(pair, the default) or those and every other measured commit's runs (all: what the "
+                             "service reads, the newest commits with replicated runs)")
     args = parser.parse_args(argv)
     budgets = [b for b in BUDGETS if b <= args.rounds - (1 if b == 1 else 0)]
 
@@ -368,7 +372,12 @@ def main(argv: list[str] | None = None) -> int:
                         cell[1] += 1
                         cell[2] += used
                 for budget in budgets:
-                    verdicts, needed = judge(base, head, budget, args.trials, rng)
+                    # --history all: the other commits' runs join the held-out ones, as the service's history
+                    # holds the newest commits with replicated runs, not only the two compared.
+                    others = ([dataset[(sha2, label)].rounds for sha2, _, _ in commits
+                               if sha2 not in (first, sha) and (sha2, label) in dataset]
+                              if args.history == "all" else None)
+                    verdicts, needed = judge(base, head, budget, args.trials, rng, others)
                     for method, found in verdicts.items():
                         wrong = ("regression", "improvement") if effect == 0 else ("regression",)
                         for cell in (rates.setdefault((method, budget), {}).setdefault(column, [0, 0]),

@@ -67,8 +67,8 @@ difference of logs), and two sides are compared on those values:
   late), +5 % at one and two runs a side was found in 74 and 84 % of draws where medians found 65 and 78 %, and
   at runs 0.01 apart (the preliminary test's worst case) A/A stayed at 4.2-4.4 %. One run's samples are not
   pooled with the history's: that found 82 % but took that worst case's A/A to 5.3 %. Hosts whose runs land
-  apart (every CPU host measured here: runs 6-27 % apart, samples 2-9 %) never pass the history's test, and keep
-  the tests above unchanged.
+  apart (the CPU hosts measured here: runs 5-27 % apart, samples 2-9 %) almost never pass the history's test,
+  and keep the tests above.
 """
 
 from __future__ import annotations
