@@ -16,7 +16,7 @@ of each side, chosen at random among the rounds, and judged by:
 - **kernelwatch** (service/detect/compare.py, as `compare` and `ci` decide): Welch's t-test on log run medians,
   the spread between runs of the rounds *not* drawn (what the service learns from stored history) a floor
   under a side of 2-3 runs (with its degrees of freedom where it binds) and a prior moderating a larger one;
-  with one run a side, a pooled t-test against that spread;
+  with one run a side, no test unless the runs are as quiet as their samples (or figures exact);
 - **paired** (for the record, not what KernelWatch decides with): a paired t-test on the per-round differences
   of log run medians (run i of each side made in the same round);
 - **pooled** (the peer: benchstat's and KernelWatch's former method): Mann-Whitney U on every sample of a side

@@ -9,16 +9,16 @@ Per benchmark present on both sides (the statistics are in :mod:`service.detect.
   runs). Samples inside a run agree far better than runs do, so an interval from pooled samples would claim a
   precision the next process does not keep.
 - **The ratio head/base of the centres, tested on the log run medians**: Welch's t-test with two or more runs a
-  side (each side's variance bounded by the series' stored spread between runs), else a pooled t-test
-  whose spread comes from the runs there are and the series' history. The ratio and its interval come from the same
-  t distribution as the p-value.
+  side (each side's variance bounded by the series' stored spread between runs), or the test of runs as quiet as
+  their samples. The ratio and its interval come from the same t distribution as the p-value.
 - **Benjamini-Hochberg q-values** over every benchmark tested in the one comparison.
 - **A verdict**: a change counts only when ``q < alpha``, the interval does not hold 1, and
   ``|ratio - 1| >= min_effect``; the benchmark's direction says whether it is a regression or an improvement.
   Not significant is *unchanged* only when the interval also lies within ``±equivalence``; otherwise the data
   cannot tell no change from a change that matters, and the verdict is *inconclusive*, with the reason (as
-  nvbench's AMBIGUOUS, benchstat's ``~``). No spread known at all (one run a side, no history) is inconclusive
-  too: one run a side is not evidence of a change in time.
+  nvbench's AMBIGUOUS, benchstat's ``~``). A side of one run is inconclusive too, on a host whose runs vary:
+  one run a side is not evidence of a change in time (exact figures and runs as quiet as their samples are
+  tested; run_stats says why).
 
 Per group of like benchmarks (environment, metric, unit): the geometric mean of the ratios, its interval from the
 rows' standard errors (t with the smallest of the rows' degrees of freedom: conservative). Those bounds carry
@@ -61,6 +61,8 @@ WIDE_INTERVAL = "not significant, but the ratio's interval reaches past the equi
 NO_SPREAD = "one run a side and no stored spread between runs of this series: more runs (--rounds) would decide"
 IN_STATES = ("a side of one run, and runs of this series land in states of their own (two of one commit far "
              "apart): one run cannot tell a state from a change; more runs (--rounds) would decide")
+ONE_RUN = ("a side of one run, and runs of this series vary: one run cannot tell the host's slow runs from a "
+           "change; more runs (--rounds) would decide")
 NO_RATIO = "a zero or negative value: no ratio to test"
 # Past this many runs a side the estimate of the runs needed says only "more": a host that noisy needs another
 # remedy (--xla-single-thread, --cpu-affinity, a quieter runner), not more rounds.
@@ -323,13 +325,20 @@ def _test(base: _Measured, head: _Measured, pair: Pair) -> RunTest | None:
     return log_ratio_test(base.logs, head.logs, pair.noise, defer_p=True, quiet=quiet)
 
 
+def _untested_reason(noise: RunNoise | None, base_runs: int, head_runs: int) -> str:
+    """Why a comparison of varying figures made no test (a side of one run: run_stats' note)."""
+    if noise is not None and noise.states:
+        return IN_STATES
+    return NO_SPREAD if noise is None and base_runs == head_runs == 1 else ONE_RUN
+
+
 def _result(side: _Measured | SideResult | None) -> SideResult | None:
     return side.result if isinstance(side, _Measured) else side
 
 
 def more_runs_would_decide(row: Comparison) -> bool:
     """An inconclusive verdict that further runs of both sides can settle (not one with no ratio to test)."""
-    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD, IN_STATES)
+    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD, IN_STATES, ONE_RUN)
 
 
 def looks_alpha(alpha: float, looks: int) -> float:
@@ -391,7 +400,7 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> Compa
         test = _test(base, head, pair)
         if test is None and len(set(base.medians) | set(head.medians)) > 1:
             # One value each, the same exact figure on both sides, is no change.
-            reasons[index] = IN_STATES if pair.noise is not None and pair.noise.states else NO_SPREAD
+            reasons[index] = _untested_reason(pair.noise, base.logs.size, head.logs.size)
         elif test is not None:
             tests[index] = test
     tested = sorted(tests)

@@ -9,11 +9,11 @@ median moves 20-100 % from one process to the next while the samples inside one 
 samples of a round are not independent evidence. A Mann-Whitney test of every sample pooled called one run a
 side "p=3.4e-06" (15 samples against 15, fully separated), a certainty the next two processes do not keep. Each
 run is therefore reduced to the log of its median, and the sides are compared with
-:func:`service.detect.run_stats.log_ratio_test`: Welch's t-test with two runs a side or more, else a pooled
-t-test whose spread also comes from the series' stored history (:class:`RunNoise`), so that a first round of one
-run a side can decide a change far beyond the spread history knows; with no history it waits for more rounds.
-Where the history and both sides' runs agree as closely as their samples allow (a quiet runner), the samples'
-spread is brought in as run_stats's note says.
+:func:`service.detect.run_stats.log_ratio_test`: Welch's t-test with two runs a side or more, the series' stored
+history (:class:`RunNoise`) bounding each side's spread; a first round of one run a side waits for the next, since
+one run cannot tell the host's slow runs from a change. Where the history and both sides' runs agree as closely
+as their samples allow (a quiet runner), the samples' spread is brought in as run_stats's note says, from the
+first round.
 
 The test is repeated after every round and stops at the first decisive one, which would let a false
 confirmation through more often than ``alpha`` (measured on nested data: 1.2-1.5 % at alpha 1 % over five
@@ -81,7 +81,7 @@ class ConfirmParams:
 
 _METHOD_NAMES: dict[Method, str] = {
     "welch": "Welch's t-test on log run medians",
-    "pooled": "pooled t-test on log run medians with the series' spread between runs",
+    "pooled": "exact figures, one run a side",
     "quiet": "t-test on log run medians with their samples' spread (runs as quiet as their samples)",
 }
 
@@ -104,7 +104,7 @@ class Decision:
         if self.p_value is None:
             why = ("no ratio (a side without a positive measurement)" if not math.isfinite(self.ratio)
                    else "one run a side, and runs of this series land in states of their own" if self.states
-                   else "one run a side and no stored spread between runs")
+                   else "one run a side: one run cannot tell the host's slow runs from a change")
             shown = f"head/base {self.ratio - 1:+.1%}, " if math.isfinite(self.ratio) else ""
             return f"{self.verdict}: {shown}no test ({why}), {runs}"
         assert self.method is not None

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from service.context import Context
+from service.detect.compare import ONE_RUN
 from service.settings import load_settings
 from service.store.models import Environment
 from tests import builders
@@ -122,15 +123,16 @@ def test_compare_runs_as_json(stored: Stored) -> None:
                               "new": 1, "missing": 1}
     assert doc["geomeans"][0]["count"] == 2
 
-    # One run against one: the spread between runs comes from the commits' other runs (one degree of freedom
-    # here), a pooled t-test, and no verdict the data cannot carry.
+    # One run against one: the commits' other runs vary, and one run cannot tell the host's slow runs from a
+    # change: inconclusive, saying so, with the ratio and no test.
     proc = kernelwatch([stored.base_runs[1], stored.head_run, "--format", "json"], stored.env)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["base"]["runs"] == [stored.base_runs[1]]
     softmax = {(b["suite"], b["name"]): b for b in doc["benchmarks"]}[("softmax", "softmax_rows")]
     assert softmax["base"]["runs"] == 1 and softmax["head"]["runs"] == 1 and softmax["base"]["n"] == 10
-    assert softmax["method"] == "pooled" and softmax["df"] >= 1 and softmax["verdict"] != "unchanged"
+    assert softmax["verdict"] == "inconclusive" and softmax["method"] is None and softmax["p_value"] is None
+    assert softmax["reason"] == ONE_RUN and softmax["ratio"] == pytest.approx(1.2, rel=0.05)
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -14,6 +14,7 @@ from scipy import stats
 from service.detect.compare import (
     MAX_RUNS_NEEDED,
     NO_SPREAD,
+    ONE_RUN,
     ROUNDS_PER_LOOK,
     WIDE_INTERVAL,
     BenchmarkKey,
@@ -158,27 +159,32 @@ def test_one_run_a_side_does_not_decide_without_a_stored_spread() -> None:
     assert row.verdict == "inconclusive" and row.reason == NO_SPREAD and row.p_value is None
     assert row.ratio is not None and row.ratio_low is None
     assert row.base is not None and row.base.estimate is not None and row.base.estimate.low is None
-    # With the series' stored spread between runs, the same two runs are decided by a pooled t-test.
-    decided = one(base, head, noise=RunNoise(0.1, 40))
-    assert decided.verdict == "regression" and decided.method == "pooled" and decided.df == PRIOR_DF
-    assert one(base, head, noise=RunNoise(1.0, 40)).verdict == "inconclusive"
+    # Nor with the series' stored spread between runs: one run cannot tell the host's slow runs from a change,
+    # and the reason says the runs vary, not that no spread is known.
+    for noise in (RunNoise(0.1, 40), RunNoise(1.0, 40)):
+        with_history = one(base, head, noise=noise)
+        assert with_history.verdict == "inconclusive" and with_history.reason == ONE_RUN
+        assert with_history.p_value is None and more_runs_would_decide(with_history)
 
 
-def test_one_run_against_several_uses_their_spread() -> None:
+def test_one_run_against_several_is_not_tested_either() -> None:
     rng = np.random.default_rng(8)
     row = one(nested(1e-3, 4, rng, run_noise=0.01), nested(1.5e-3, 1, rng, run_noise=0.01))
-    assert row.method == "pooled" and row.df == 3 and row.verdict == "regression"
+    assert row.verdict == "inconclusive" and row.reason == ONE_RUN and row.p_value is None
 
 
-def test_one_run_a_side_with_history_stays_within_alpha() -> None:
+def test_one_run_a_side_that_lands_slow_is_no_false_verdict() -> None:
+    """This host's runs have a slow tail (one in 8-16 runs 1.1-1.6x slow), and a slow run drawn is missing from
+    the history it is judged against: a pooled test on that history's spread called such draws changes
+    (bench/verdict_calibration.py, 6.6 % A/A). Generated: a history of ten commits of three runs with no slow run,
+    then one run a side, one of the two slow."""
     rng = np.random.default_rng(9)
-    flagged, trials = 0, 400
-    for _ in range(trials):
+    for _ in range(50):
         history = [[math.log(1e-3) + RUN_NOISE * z for z in rng.standard_normal(3)] for _ in range(10)]
         noise = pooled_noise(history)
-        flagged += one(nested(1e-3, 1, rng), nested(1e-3, 1, rng), noise=noise).verdict in ("regression",
-                                                                                           "improvement")
-    assert flagged / trials <= 0.07
+        assert noise is not None and not noise.states
+        slow = Side.of_runs([1.4e-3 * np.exp(SAMPLE_NOISE * rng.standard_normal(15))])
+        assert one(nested(1e-3, 1, rng), slow, noise=noise).verdict == "inconclusive"
 
 
 STATES = math.log(1.7)  # this host's processes land fast or slow, 1.7x apart (the demo's matmul)
@@ -375,6 +381,8 @@ def test_only_undecided_benchmarks_that_more_runs_can_settle_get_more_rounds() -
     rng = np.random.default_rng(7)
     one_run = compare([Pair(key("a"), nested(1.0, 1, rng), nested(1.0, 1, rng))]).rows[0]
     assert one_run.reason == NO_SPREAD and more_runs_would_decide(one_run)
+    with_history = compare([Pair(key("a"), nested(1.0, 1, rng), nested(1.0, 1, rng), RunNoise(0.05, 10))]).rows[0]
+    assert with_history.reason == ONE_RUN and more_runs_would_decide(with_history)
     wide = compare([Pair(key("b"), nested(1.0, 2, rng), nested(1.0, 2, rng))]).rows[0]
     assert wide.reason == WIDE_INTERVAL and more_runs_would_decide(wide)
     decided = compare([Pair(key("c"), nested(1.0, 6, rng, 0.02), nested(3.0, 6, rng, 0.02))]).rows[0]
@@ -425,18 +433,16 @@ def test_adaptive_looks_count_a_test_per_step_of_rounds() -> None:
 
 def test_three_runs_a_side_under_the_floor_count_the_stored_spreads_degrees_of_freedom() -> None:
     """Where the stored spread is the floor under a side of three runs, the variance is the history's and so are
-    its degrees of freedom: a change that one run a side finds against the history, three runs a side find with a
-    smaller p. Two runs a side do too, unless the history shows runs in process states of their own: two runs
-    share a state too often then, and keep their own degrees of freedom."""
+    its degrees of freedom. Two runs a side do too, unless the history shows runs in process states of their own:
+    two runs share a state too often then, and keep their own degrees of freedom."""
     noise = RunNoise(0.1, 40)
-    one_run = one(Side.of_runs([[1.0e-3] * 5]), Side.of_runs([[1.5e-3] * 5]), noise=noise)
-    assert one_run.verdict == "regression" and one_run.df == PRIOR_DF
     base3 = Side.of_runs([[1.0e-3] * 5, [1.01e-3] * 5, [0.99e-3] * 5])
     head3 = Side.of_runs([[1.5e-3] * 5, [1.49e-3] * 5, [1.51e-3] * 5])
     three = one(base3, head3, noise=noise)
     assert three.verdict == "regression" and three.method == "welch"
     assert three.df is not None and three.df >= 2 * PRIOR_DF - 1  # the floor's, not the sides' own 2 + 2
-    assert three.p_value is not None and one_run.p_value is not None and three.p_value < one_run.p_value
+    own_df = one(base3, head3, noise=RunNoise(0.001, 40))  # a floor that does not bind: the sides' own
+    assert own_df.df is not None and own_df.df <= 4 and three.p_value is not None
     base2, head2 = Side.of_runs([[1.0e-3] * 5, [1.01e-3] * 5]), Side.of_runs([[1.5e-3] * 5, [1.49e-3] * 5])
     two = one(base2, head2, noise=noise)
     assert two.df is not None and two.df >= 2 * PRIOR_DF - 1

@@ -77,15 +77,17 @@ def test_one_run_a_side_is_no_evidence_without_history_however_many_samples_it_h
     assert decide(base, head, True, rounds=ConfirmParams().max_rounds).verdict == "refuted"
 
 
-def test_history_lets_one_run_a_side_decide_a_change_far_beyond_the_spread() -> None:
+def test_one_run_a_side_waits_for_the_next_round_even_with_history() -> None:
+    """One run cannot tell the host's slow runs from a change (run_stats' note), however far apart: the first
+    round waits, and the second decides a change far beyond the spread the history knows."""
     noise = RunNoise(sd=0.25, df=16)
     rng = np.random.default_rng(4)
-    base = runs(1.0, 1, rng, between=0.0)
-    far = decide(base, runs(12.0, 1, rng, between=0.0), True, rounds=1, noise=noise)
-    assert far.verdict == "confirmed" and far.method == "pooled" and far.describe().endswith("runs=1+1")
-    # 1.3x is within what one process does to the next: the first round cannot tell.
-    near = decide(base, runs(1.3, 1, rng, between=0.0), True, rounds=1, noise=noise)
-    assert near.verdict == "undecided" and near.p_value is not None and near.p_value > 0.05
+    base, head = runs(1.0, 2, rng, between=0.0), runs(12.0, 2, rng, between=0.0)
+    first = decide(base[:1], head[:1], True, rounds=1, noise=noise)
+    assert first.verdict == "undecided" and first.p_value is None
+    assert "one run cannot tell the host's slow runs from a change" in first.describe()
+    second = decide(base, head, True, rounds=2, noise=noise)
+    assert second.verdict == "confirmed" and second.method == "welch" and second.describe().endswith("runs=2+2")
 
 
 def test_describe_names_the_test_p_the_interval_and_the_run_counts() -> None:
