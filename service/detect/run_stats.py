@@ -268,7 +268,8 @@ class RunNoise:
 @dataclass(frozen=True)
 class RunTest:
     """One comparison of log run medians: ``diff`` is mean(log head) - mean(log base), so exp(diff) is the
-    ratio of the sides' geometric means of run medians."""
+    ratio of the sides' geometric means of run medians (method ``quiet``: of the runs' trimmed means, the
+    figures that test compared)."""
 
     diff: float
     se: float
