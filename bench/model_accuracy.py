@@ -7,7 +7,8 @@ apart, warm-up, block_until_ready). The roofs are this host's calibration (`runn
 point is predicted from the others of its variant (same benchmark, same dtype/fused flags) two ways:
 
 - model: service.model.predict, the roofline at the shape over the efficiency interpolated in log roofline time
-  between the nearest measured shapes (held at the end's value outside them);
+  between the nearest measured shapes (held at the end's value outside them), among the shapes at the shape's
+  cache level where any were measured;
 - peer, "flops-scaling": the time of the measured shape nearest in FLOPs, scaled by the FLOP ratio (what one
   writes without a model).
 

@@ -150,13 +150,16 @@ def roofs_for(hardware: Hardware, dtype: str, declared: bool = True,
     better only on the p90 of softmax and sampling (bench/README.md): the kernels' efficiency against a cache
     level's streaming bandwidth moves across levels as much as the roof does, and the interpolation then carries
     one level's efficiency into another's. The bound a result is held to is
-    the hierarchy's (service/model/result_roofline.py); the shape-scaling of a prediction is not."""
+    the hierarchy's (service/model/result_roofline.py); the shape-scaling of a prediction is not. The host's
+    caches always travel with the roofs: a prediction learns only from shapes at its cache level where any were
+    measured (service/model/predict.py)."""
     roof = compute_roof(hardware, dtype, declared)
     if roof is None:
         raise InvalidInput(f"{hardware.name} has no published compute peak")
     notes = [f"{hardware.name}: {roof.note}"] if roof.note else []
     curve = hardware.memory_curve if hierarchy else ()
-    return Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s, curve), roof.used, notes
+    return (Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s, curve, hardware.caches),
+            roof.used, notes)
 
 
 def _host(points: Sequence[StoredPoint]) -> tuple[Hardware, list[str]]:

@@ -163,3 +163,34 @@ def test_a_shape_without_flops_is_pure_data_movement_predicted_from_its_bytes() 
     # The naive FLOP-scaling peer has nothing to scale by: a clear error, not a log(0).
     with pytest.raises(ValueError, match="pure data-movement"):
         scale_by_flops(gather(1024), points)
+
+
+def test_on_a_host_with_caches_a_shape_is_predicted_from_the_shapes_at_its_cache_level() -> None:
+    """A streaming kernel at 50 % of its roof while half its bytes fit the 32 MiB L3, at 10 % past it (the CPU's
+    cache cliff, which no line across it predicts): each side of the cliff from its own side's shapes."""
+    from kernelwatch.memory_hierarchy import CacheLevel
+
+    mib = 2.0 ** 20
+    caches = (CacheLevel("L1", 32 * 1024), CacheLevel("L2", 2 * int(mib)), CacheLevel("L3", 32 * int(mib)))
+    cached = Roofs("host", 100e9, 10e9, caches=caches)
+
+    def stream(size_mib: float) -> Shape:
+        return Shape({"bytes": size_mib}, size_mib * mib / 8, size_mib * mib)
+
+    def at(size_mib: float, eff: float) -> Measured:
+        shape = stream(size_mib)
+        return Measured(shape, cached.roofline_s(shape.flops, shape.bytes_accessed) / eff)
+
+    points = [at(8, 0.5), at(16, 0.5), at(32, 0.5), at(128, 0.1), at(256, 0.1)]
+    assert cached.level(64 * mib) == "L3" and cached.level(96 * mib) == "DRAM"
+    assert cached.level(1 * mib) == "L2" and ROOFS.level(1 * mib) is None
+    inside = interpolate_efficiency(stream(64).flops, stream(64).bytes_accessed, points, cached)
+    past = interpolate_efficiency(stream(96).flops, stream(96).bytes_accessed, points, cached)
+    assert inside.value == pytest.approx(0.5) and inside.basis == "nearest"
+    assert past.value == pytest.approx(0.1) and {n.shape.params["bytes"] for n in past.neighbours} == {128}
+    # Without the caches, one line across the cliff: neither side's efficiency.
+    plain = interpolate_efficiency(stream(96).flops, stream(96).bytes_accessed, points, ROOFS)
+    assert 0.1 < plain.value < 0.5
+    # A level with no measured shape of its own falls back to every shape.
+    small = interpolate_efficiency(stream(0.5).flops, stream(0.5).bytes_accessed, points, cached)
+    assert small.value == pytest.approx(0.5) and small.basis == "nearest"
