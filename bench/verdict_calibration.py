@@ -214,16 +214,17 @@ def kernelwatch_row(base: list[list[float]], head: list[list[float]], held_out: 
     return compare([pair], CompareParams(alpha=alpha, min_effect=MIN_EFFECT)).rows[0]
 
 
-def adaptive_verdict(base: Runs, head: Runs, order: list[int]) -> tuple[str, int]:
+def adaptive_verdict(base: Runs, head: Runs, order: list[int],
+                     others: list[list[list[float]]] | None = None) -> tuple[str, int]:
     """`ci --max-rounds` on one draw: the rounds in ``order`` taken two at a time from ADAPTIVE[0] while the
     verdict is undecided, up to ADAPTIVE[1], every look at --alpha split over the looks; the verdict and the
-    rounds a side it took."""
+    rounds a side it took. ``others``: other commits' runs, added to the history (``--history all``)."""
     start, most = ADAPTIVE
     alpha = looks_alpha(ALPHA, adaptive_looks(start, most))
     used = start
     while True:
         chosen, rest = order[:used], order[used:]
-        held_out = [[side.rounds[i] for i in rest] for side in (base, head)]
+        held_out = [[side.rounds[i] for i in rest] for side in (base, head)] + (others or [])
         row = kernelwatch_row([base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen], held_out, alpha)
         if not more_runs_would_decide(row) or used >= most:
             return row.verdict, used
@@ -362,21 +363,21 @@ def main(argv: list[str] | None = None) -> int:
                 base, head = dataset.get((first, label)), dataset.get((sha, label))
                 if base is None or head is None:
                     continue
+                # --history all: the other commits' runs join the held-out ones, as the service's history holds
+                # the newest commits with replicated runs, not only the two compared.
+                others = ([dataset[(sha2, label)].rounds for sha2, _, _ in commits
+                           if sha2 not in (first, sha) and (sha2, label) in dataset]
+                          if args.history == "all" else None)
                 if adaptive_ok:
                     cell = adaptive.setdefault(column, [0, 0, 0])
                     wrong = ("regression", "improvement") if effect == 0 else ("regression",)
                     for _ in range(args.trials):
                         order = rng.permutation(min(len(base.rounds), len(head.rounds))).tolist()
-                        verdict, used = adaptive_verdict(base, head, order)
+                        verdict, used = adaptive_verdict(base, head, order, others)
                         cell[0] += verdict in wrong
                         cell[1] += 1
                         cell[2] += used
                 for budget in budgets:
-                    # --history all: the other commits' runs join the held-out ones, as the service's history
-                    # holds the newest commits with replicated runs, not only the two compared.
-                    others = ([dataset[(sha2, label)].rounds for sha2, _, _ in commits
-                               if sha2 not in (first, sha) and (sha2, label) in dataset]
-                              if args.history == "all" else None)
                     verdicts, needed = judge(base, head, budget, args.trials, rng, others)
                     for method, found in verdicts.items():
                         wrong = ("regression", "improvement") if effect == 0 else ("regression",)

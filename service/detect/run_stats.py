@@ -126,15 +126,10 @@ class SampleSpread:
 
     median_var: float
     df: float
-    # The same for a run's trimmed mean (:func:`trimmed_means`), what the quiet test compares: Yuen's winsorized
-    # variance, pooled over the runs, and its degrees of freedom (a run of n samples, h of them kept: h - 1).
-    mean_var: float
-    mean_df: float
 
     def __post_init__(self) -> None:
-        for var, df in ((self.median_var, self.df), (self.mean_var, self.mean_df)):
-            if not (var > 0 and math.isfinite(var)) or not df > 0:
-                raise ValueError(f"a sample spread needs variances > 0 and df > 0, not {var}, {df}")
+        if not (self.median_var > 0 and math.isfinite(self.median_var)) or not self.df > 0:
+            raise ValueError(f"a sample spread needs a variance > 0 and df > 0, not {self.median_var}, {self.df}")
 
 
 def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
@@ -163,63 +158,9 @@ def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
         stacked = np.vstack(group)
         differences.append(np.abs(stacked[:, i] - stacked[:, j]).ravel())
     scale = _PAIR_MEDIAN_TO_SD * float(np.median(np.concatenate(differences)))
-    winsorized = _winsorized(runs)
-    if scale <= 0 or winsorized is None:
+    if scale <= 0:
         return None
-    mean_var, mean_df = winsorized
-    return SampleSpread(_MEDIAN_VARIANCE * scale ** 2 * float(np.mean(inverse_sizes)), df, mean_var, mean_df)
-
-
-def _trim(size: int) -> int:
-    """How many samples a run of ``size`` loses at each end to its trimmed mean."""
-    return int(TRIM * size)
-
-
-def _sorted_logs_by_size(runs: Sequence[Sequence[float]]) -> dict[int, tuple[list[int], np.ndarray]] | None:
-    """Each run's log samples, sorted, stacked by run size (with the runs' positions); None where a run has too
-    few samples or one that is not positive."""
-    by_size: dict[int, tuple[list[int], list[np.ndarray]]] = {}
-    for position, run in enumerate(runs):
-        logs = log_values(run) if len(run) >= QUIET_MIN_SAMPLES else None
-        if logs is None:
-            return None
-        positions, group = by_size.setdefault(logs.size, ([], []))
-        positions.append(position)
-        group.append(logs)
-    return {size: (positions, np.sort(np.vstack(group), axis=1)) for size, (positions, group) in by_size.items()}
-
-
-def trimmed_means(runs: Sequence[Sequence[float]]) -> np.ndarray | None:
-    """Each run's ``TRIM``-trimmed mean of log samples: the quiet test's summary of a run (the module's note says
-    why not the median); None where :func:`sample_spread` could not be read either."""
-    grouped = _sorted_logs_by_size(runs)
-    if grouped is None or not grouped:
-        return None
-    out = np.empty(len(runs))
-    for size, (positions, stacked) in grouped.items():
-        g = _trim(size)
-        out[positions] = stacked[:, g:size - g].mean(axis=1)
-    return out
-
-
-def _winsorized(runs: Sequence[Sequence[float]]) -> tuple[float, float] | None:
-    """The variance of one run's trimmed mean of log samples from its samples alone, pooled over the runs (Yuen
-    1974: a run of n samples, g trimmed at each end and h = n - 2g kept, has (n - 1) s_w^2 / (h (h - 1)), s_w^2
-    being the winsorized variance), averaged over the runs' sizes; and its degrees of freedom, the runs' h - 1."""
-    grouped = _sorted_logs_by_size(runs)
-    if grouped is None or not grouped:
-        return None
-    ss, df, inverse_kept = 0.0, 0.0, []
-    for size, (_, stacked) in grouped.items():
-        g = _trim(size)
-        clipped = np.clip(stacked, stacked[:, [g]], stacked[:, [size - g - 1]])
-        ss += float(np.sum((clipped - clipped.mean(axis=1, keepdims=True)) ** 2))
-        kept = size - 2 * g
-        df += (kept - 1) * stacked.shape[0]
-        inverse_kept += [1 / kept] * stacked.shape[0]
-    if ss <= 0:
-        return None
-    return ss / df * float(np.mean(inverse_kept)), df
+    return SampleSpread(_MEDIAN_VARIANCE * scale ** 2 * float(np.mean(inverse_sizes)), df)
 
 
 def could_be_quiet(noise: RunNoise, runs: Sequence[Sequence[float]]) -> bool:
@@ -408,17 +349,49 @@ def history_is_quiet(noise: RunNoise | None) -> bool:
 
 @dataclass(frozen=True)
 class QuietSide:
-    """A side as the quiet test reads it: each run's trimmed mean of log samples, and the spread of its samples."""
+    """A side as the quiet test reads it: each run's ``TRIM``-trimmed mean of log samples (the module's note says
+    why not the median), and the variance one such mean has from its run's samples alone (Yuen 1974: a run of n
+    samples, g trimmed at each end and h = n - 2g kept, has (n - 1) s_w^2 / (h (h - 1)), s_w^2 being the
+    winsorized variance; pooled over the runs, averaged over their sizes), with its degrees of freedom (the
+    runs' h - 1)."""
 
     means: np.ndarray
-    spread: SampleSpread
+    mean_var: float
+    mean_df: float
+
+    def __post_init__(self) -> None:
+        if not (self.mean_var > 0 and math.isfinite(self.mean_var)) or not self.mean_df > 0 or not self.means.size:
+            raise ValueError(f"a quiet side needs runs, a variance > 0 and df > 0, not {self.mean_var}, "
+                             f"{self.mean_df}")
 
 
 def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
-    """A side's runs (each run's samples) for the quiet test; None where the samples' spread cannot be read."""
-    spread = sample_spread(runs)
-    means = trimmed_means(runs) if spread is not None else None
-    return QuietSide(means, spread) if spread is not None and means is not None else None
+    """A side's runs (each run's samples) for the quiet test, read in one pass: runs of one size are sorted,
+    trimmed and winsorized as one array. None where :func:`sample_spread` cannot be read either (a run of fewer
+    than ``QUIET_MIN_SAMPLES`` samples, a value that is not positive, samples that do not vary)."""
+    if not runs or sample_spread(runs) is None:
+        return None
+    by_size: dict[int, tuple[list[int], list[np.ndarray]]] = {}
+    for position, run in enumerate(runs):
+        logs = log_values(run)
+        assert logs is not None  # sample_spread read them
+        positions, group = by_size.setdefault(logs.size, ([], []))
+        positions.append(position)
+        group.append(logs)
+    means = np.empty(len(runs))
+    ss, df, inverse_kept = 0.0, 0.0, []
+    for size, (positions, group) in by_size.items():
+        stacked = np.sort(np.vstack(group), axis=1)
+        g = int(TRIM * size)
+        means[positions] = stacked[:, g:size - g].mean(axis=1)
+        clipped = np.clip(stacked, stacked[:, [g]], stacked[:, [size - g - 1]])
+        ss += float(np.sum((clipped - clipped.mean(axis=1, keepdims=True)) ** 2))
+        kept = size - 2 * g
+        df += (kept - 1) * len(group)
+        inverse_kept += [1 / kept] * len(group)
+    if ss <= 0:
+        return None
+    return QuietSide(means, ss / df * float(np.mean(inverse_kept)), df)
 
 
 def runs_are_quiet(noise: RunNoise | None, sides: Sequence[QuietSide | None]) -> bool:
@@ -430,7 +403,7 @@ def runs_are_quiet(noise: RunNoise | None, sides: Sequence[QuietSide | None]) ->
         if side is None:
             return False
         k = side.means.size
-        if k >= 2 and not _no_more_spread(_ss(side.means), k - 1, side.spread.mean_var, QUIET_SIDE_ALPHA):
+        if k >= 2 and not _no_more_spread(_ss(side.means), k - 1, side.mean_var, QUIET_SIDE_ALPHA):
             return False
     return True
 
@@ -441,9 +414,9 @@ def _quiet_test(base: QuietSide, head: QuietSide) -> tuple[float, float]:
     degrees of freedom they know it to), Welch-Satterthwaite between the sides."""
     parts = []
     for side in (base, head):
-        k, spread = side.means.size, side.spread
-        df = k - 1 + spread.mean_df
-        parts.append(((_ss(side.means) + spread.mean_var * spread.mean_df) / df / k, df))
+        k = side.means.size
+        df = k - 1 + side.mean_df
+        parts.append(((_ss(side.means) + side.mean_var * side.mean_df) / df / k, df))
     (vb, dfb), (vh, dfh) = parts
     se2 = vb + vh
     return math.sqrt(se2), se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh)
@@ -468,14 +441,7 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
         diff = float(quiet_head.means.mean() - quiet_base.means.mean())
         return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "quiet")
     diff = float(head.mean() - base.mean())
-    if kb >= 2 and kh >= 2:
-        (vb, dfb), (vh, dfh) = _side_variance(base, noise), _side_variance(head, noise)
-        vb, vh = vb / kb, vh / kh
-        se2 = vb + vh
-        # Welch-Satterthwaite; with both variances zero any df will do (the p-value is 0 or 1 then).
-        df = se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh) if se2 > 0 else float(dfb + dfh)
-        method: Method = "welch"
-    else:
+    if min(kb, kh) == 1:
         # A side of one run has no spread of its own, and on a host whose runs vary no spread learned elsewhere
         # speaks for it (the module's note, "One run a side"): tested only where every figure repeats exactly
         # (counts: a difference is then certain), or above, where its samples speak for it (runs as quiet as
@@ -485,12 +451,16 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
         df = float(kb - 1 + kh - 1 + prior_df)
         if df < 1 or ss > 0:
             return None
-        se2 = 0.0
-        method = "pooled"
+        return RunTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0, "pooled")
+    (vb, dfb), (vh, dfh) = _side_variance(base, noise), _side_variance(head, noise)
+    vb, vh = vb / kb, vh / kh
+    se2 = vb + vh
+    if se2 == 0:
+        # No spread at all: exact figures (the p-value is 0 or 1; any df will do).
+        return RunTest(diff, 0.0, float(dfb + dfh), 1.0 if diff == 0 else 0.0, "welch")
+    df = se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh)  # Welch-Satterthwaite
     se = math.sqrt(se2)
-    if se == 0:
-        return RunTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0, method)
-    return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), method)
+    return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "welch")
 
 
 def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None = None) -> RunNoise | None:

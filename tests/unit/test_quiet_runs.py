@@ -17,13 +17,14 @@ from service.detect.compare import BenchmarkKey, CompareParams, Comparison, Pair
 from service.detect.confirmation import decide
 from service.detect.run_stats import (
     QUIET_HISTORY_DF,
+    QuietSide,
     RunNoise,
     SampleSpread,
     could_be_quiet,
     history_is_quiet,
     pooled_noise,
+    quiet_side,
     sample_spread,
-    trimmed_means,
 )
 
 WITHIN = 0.03  # samples inside a run, 3 % apart
@@ -72,9 +73,9 @@ def test_sample_spread_is_unknown_where_it_cannot_be_read() -> None:
     spiked = sample_spread([[1.0, 1.01, 0.99, 1.02, 0.98, 5.0]])
     assert clean is not None and spiked is not None and spiked.median_var < 3 * clean.median_var
     with pytest.raises(ValueError):
-        SampleSpread(0.0, 10, 1e-4, 5)
+        SampleSpread(0.0, 10)
     with pytest.raises(ValueError):
-        SampleSpread(1e-4, 10, math.nan, 5)
+        QuietSide(np.zeros(2), math.nan, 5)
 
 
 def test_the_trimmed_mean_of_a_run_and_its_variance_from_the_samples() -> None:
@@ -82,20 +83,22 @@ def test_the_trimmed_mean_of_a_run_and_its_variance_from_the_samples() -> None:
     moves less than the median (what the quiet test gains), and one wild sample moves neither."""
     rng = np.random.default_rng(3)
     generated = runs(1e-3, 400, rng)
-    spread, means = sample_spread(generated), trimmed_means(generated)
-    assert spread is not None and means is not None and means.shape == (400,)
-    actual = float(np.var(means, ddof=1))
-    assert 0.85 <= spread.mean_var / actual <= 1.25
-    assert spread.mean_df == 400 * (SAMPLES - 2 * 2 - 1)  # 10 samples, 2 cut at each end
+    side = quiet_side(generated)
+    assert side is not None and side.means.shape == (400,)
+    actual = float(np.var(side.means, ddof=1))
+    assert 0.85 <= side.mean_var / actual <= 1.25
+    assert side.mean_df == 400 * (SAMPLES - 2 * 2 - 1)  # 10 samples, 2 cut at each end
     assert actual < 0.9 * float(np.var(np.log([np.median(r) for r in generated]), ddof=1))
     run = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0]
     spiked = [*run[:-1], 50.0]
-    [clean_mean], [spiked_mean] = trimmed_means([run]), trimmed_means([spiked])  # type: ignore[misc]
-    assert abs(spiked_mean - clean_mean) < 0.01
+    clean, wild = quiet_side([run]), quiet_side([spiked])
+    assert clean is not None and wild is not None and abs(float(wild.means[0] - clean.means[0])) < 0.01
     # Runs of different sizes are each trimmed by their own size, in the order given.
-    mixed = trimmed_means([run, [2.0] * 4 + [2.1] * 3, run[:6]])
-    assert mixed is not None and mixed[1] == pytest.approx(float(np.mean(np.log([2.0, 2.0, 2.0, 2.1, 2.1]))))
-    assert trimmed_means([run, [1.0, 2.0]]) is None  # a run too short to read
+    mixed = quiet_side([run, [2.0] * 4 + [2.1] * 3, run[:6]])
+    assert mixed is not None
+    assert mixed.means[1] == pytest.approx(float(np.mean(np.log([2.0, 2.0, 2.0, 2.1, 2.1]))))
+    assert quiet_side([run, [1.0, 2.0]]) is None  # a run too short to read
+    assert quiet_side([]) is None
 
 
 def test_only_a_history_whose_runs_agree_as_closely_as_their_samples_is_quiet() -> None:
