@@ -37,6 +37,7 @@ import numpy as np
 
 from kernelwatch.vocabulary import Polarity
 from service.detect.run_stats import (
+    OWN_SPREAD_RUNS,
     Method,
     RunNoise,
     RunTest,
@@ -49,6 +50,7 @@ from service.detect.run_stats import (
     t_quantile,
     t_quantiles,
     with_p_values,
+    within_spread,
 )
 
 # kernelwatch.vocabulary.ComparisonVerdict's values, as a Literal for the checker (tests/unit/test_vocabulary.py).
@@ -64,6 +66,9 @@ IN_STATES = ("a side of one run, and runs of this series land in states of their
 ONE_RUN = ("a side of one run, and runs of this series vary: one run cannot tell the host's slow runs from a "
            "change; more runs (--rounds) would decide")
 NO_RATIO = "a zero or negative value: no ratio to test"
+IN_SPREAD = ("significant, but no farther than two runs of the same code have landed apart in this series: with "
+             f"fewer than {OWN_SPREAD_RUNS} runs a side, every run of one side can share a slow state; more runs "
+             "(--rounds) would decide")
 # Past this many runs a side the estimate of the runs needed says only "more": a host that noisy needs another
 # remedy (--xla-single-thread, --cpu-affinity, a quieter runner), not more rounds.
 MAX_RUNS_NEEDED = 1000
@@ -338,7 +343,7 @@ def _result(side: _Measured | SideResult | None) -> SideResult | None:
 
 def more_runs_would_decide(row: Comparison) -> bool:
     """An inconclusive verdict that further runs of both sides can settle (not one with no ratio to test)."""
-    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD, IN_STATES, ONE_RUN)
+    return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD, IN_STATES, ONE_RUN, IN_SPREAD)
 
 
 def looks_alpha(alpha: float, looks: int) -> float:
@@ -417,7 +422,7 @@ def compare(pairs: Sequence[Pair], params: CompareParams | None = None) -> Compa
         else:
             assert isinstance(base, _Measured) and isinstance(head, _Measured)
             rows.append(_tested_row(pair.key, base, head, tests.get(index), q_by_index.get(index),
-                                    quantiles.get(index), reasons.get(index), params))
+                                    quantiles.get(index), reasons.get(index), pair.noise, params))
     rows = [_with_fractions(row, pair) for row, pair in zip(rows, pairs, strict=True)]
     return ComparisonReport(params=params, rows=tuple(rows), geomeans=_geomeans(rows, tests, params),
                             tests=len(tested))
@@ -430,7 +435,8 @@ def _with_fractions(row: Comparison, pair: Pair) -> Comparison:
 
 
 def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTest | None, q: float | None,
-                quantile: float | None, reason: str | None, params: CompareParams) -> Comparison:
+                quantile: float | None, reason: str | None, noise: RunNoise | None,
+                params: CompareParams) -> Comparison:
     b, h = _median(base.result), _median(head.result)
     ratio = h / b if b > 0 else None
     if test is None:
@@ -443,13 +449,18 @@ def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTe
     significant = q < params.alpha and not low <= 1.0 <= high and test.diff != 0
     large = abs(ratio - 1) >= params.min_effect
     verdict, why = "unchanged", None
-    if significant and large:
+    runs = len(base.medians), len(head.medians)
+    needed: int | None = None
+    if significant and large and within_spread(test, *runs, noise):
+        # run_stats' note, "Few runs a side": at OWN_SPREAD_RUNS a side the band no longer applies.
+        verdict, why, needed = "inconclusive", IN_SPREAD, OWN_SPREAD_RUNS
+    elif significant and large:
         worse = (ratio > 1) == (key.direction == Polarity.LOWER_IS_BETTER)
         verdict = "regression" if worse else "improvement"
     elif not significant and (low < 1 / (1 + params.equivalence) or high > 1 + params.equivalence):
         verdict = "inconclusive"
         why = WIDE_INTERVAL
-    needed = runs_needed(test, len(base.medians), len(head.medians), params) if why == WIDE_INTERVAL else None
+        needed = runs_needed(test, *runs, params)
     return Comparison(key, verdict, base.result, head.result, ratio=ratio, ratio_low=low, ratio_high=high,
                       p_value=test.p_value, q_value=q, below_min_effect=significant and not large,
                       method=test.method, df=test.df, reason=why, runs_needed=needed)

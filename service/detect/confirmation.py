@@ -47,6 +47,7 @@ from service.detect.run_stats import (
     log_ratio_test,
     log_values,
     quiet_side,
+    within_spread,
 )
 
 Verdict = Literal["confirmed", "refuted", "undecided"]
@@ -154,7 +155,10 @@ def decide(base: Runs, head: Runs, expect_increase: bool, rounds: int, noise: Ru
     level = params.look_alpha(rounds)
     low, high = test.interval(1 - level)
     ratio = math.exp(test.diff)
-    significant = test.p_value < level and not low <= 1 <= high
+    # A difference within the spread runs of one commit have shown is not a change a few runs can tell from a
+    # side that landed in a slow state (run_stats' note, "Few runs a side"): the next rounds decide.
+    significant = (test.p_value < level and not low <= 1 <= high
+                   and not within_spread(test, nb, nh, noise))
     right_way = ratio > 1 if expect_increase else ratio < 1
     if significant and right_way and abs(ratio - 1) >= params.min_effect:
         verdict: Verdict = "confirmed"

@@ -51,6 +51,21 @@ difference of logs), and two sides are compared on those values:
   among five, shrunk toward a quiet history, read as a change).
   The cap also kept the former test of one run a side (below) from trusting a spread learned from many runs
   with a heavy tail (the slow state): 7 % A/A false verdicts as a t with all its degrees of freedom.
+- **Few runs a side: the band.** Even with the floor, a side of 2-3 runs is a handful of draws from a host
+  whose processes land in a fast or a slow state (this host's demo softmax: a quarter of its runs 1.5x slow,
+  runs inside a state 3-5 % apart), and all of one side in one state and all of the other in the other is a draw
+  of 1-2 % there: its two sides agree within themselves, differ by the state, and pass the test (the demo's A/A
+  check in CI: an unchanged softmax 1.85x "slower", p = 0.005; generated runs of that shape, 1.2-1.4 % of A/A
+  comparisons at three runs a side, where the demo makes 32 and must call none). No spread learned from the
+  history tells that draw from a change; its size does: where the history's runs vary beyond their samples, a
+  difference between sides of fewer than ``OWN_SPREAD_RUNS`` runs that is no larger than the farthest apart two
+  runs of one commit have landed (``RunNoise.widest``) is not called (:func:`within_spread`; the comparison
+  says "inconclusive, more runs would decide", and at ``OWN_SPREAD_RUNS`` a side the band no longer applies).
+  On that generated shape it took A/A from 1.2-1.4 to 0.0-0.1 % at three runs a side (a 2x change found 74 % of
+  the time, 82 % without), and on the saved real runs of bench/verdict_calibration.py (2026-12-05) A/A from 0.2
+  and 0.5 % (2 runs, adaptive) to 0.0 %, at the cost of +20 % at 2-3 runs a side (17-20 % -> 1-3 %; +50 %
+  unchanged at 33-50 %): on a host this noisy, 2-3 runs cannot tell a 20 % change from the host, and saying so
+  is the honest answer (`ci` starts at 4 rounds, where the band does not apply).
 - **Runs as quiet as their samples.** On a quiet host (a dedicated runner, a GPU) runs agree as closely as the
   samples inside them allow, and a test over 2-3 run medians throws away what the samples know: on generated
   runs with no spread between them it found +5 % at 2 runs a side in 25 % of draws where pooled samples found
@@ -104,6 +119,10 @@ QUIET_MIN_SAMPLES = 5
 QUIET_HISTORY_DF = 6
 QUIET_HISTORY_ALPHA = 0.25
 QUIET_SIDE_ALPHA = 0.05
+# The level at which a history whose samples were read counts as varying beyond them, for the band of
+# :func:`within_spread`: strict, so that a quiet host's history rarely gets it by chance (at 0.05 it cost +5 % at
+# 2-3 runs a side 2-3 points of power on generated quiet runs); the CPU hosts measured here are far past it.
+SPREAD_BAND_ALPHA = 0.01
 # A run's samples' scale is read from their pairwise differences (Shamos's estimator: the median |x_i - x_j| of
 # normal data is 0.9539 sd, with 86 % of the sample sd's efficiency, and it needs no centre: deviations from a run's
 # own median of 10 samples read 11 % low, 54 % at 5). A median of n samples varies by pi/2 sd^2 / n (normal theory;
@@ -200,10 +219,15 @@ class RunNoise:
     # Whether runs of one commit land in states of their own (:func:`pooled_noise`): then one run a side cannot
     # tell a state from a change, and is not tested (``log_ratio_test``).
     states: bool = False
+    # The farthest apart two runs of one commit landed (log medians): how far the host alone has moved the same
+    # code, the band a comparison of few runs a side must clear (:func:`within_spread`).
+    widest: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.sd >= 0 and math.isfinite(self.sd)) or self.df < 1:
             raise ValueError(f"a run noise needs a finite sd >= 0 and df >= 1, not {self.sd}, {self.df}")
+        if not (self.widest >= 0 and math.isfinite(self.widest)):
+            raise ValueError(f"the widest gap between runs must be finite and >= 0, not {self.widest}")
 
 
 @dataclass(frozen=True)
@@ -463,6 +487,21 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
     return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "welch")
 
 
+def within_spread(test: RunTest, base_runs: int, head_runs: int, noise: RunNoise | None) -> bool:
+    """Whether a difference between sides of few runs is no larger than the farthest apart two runs of one commit
+    have landed in the series' history (``RunNoise.widest``): then a verdict cannot rest on it, however small its
+    p-value (the module's note, "Few runs a side"). Only where the history's runs clearly vary beyond what
+    their samples explain (their spread unread, as on every CPU host measured here, or larger at
+    ``SPREAD_BAND_ALPHA``): runs that differ by about what their samples explain land apart by chance, as the
+    test's own variance says, not in states (on generated quiet runs a band everywhere cost +5 % at 2-3 runs a
+    side 6-8 points of power)."""
+    if noise is None or test.method != "welch" or min(base_runs, head_runs) >= OWN_SPREAD_RUNS:
+        return False
+    varies = noise.samples is None or not _no_more_spread(noise.sd ** 2 * noise.df, noise.df,
+                                                           noise.samples.median_var, SPREAD_BAND_ALPHA)
+    return varies and abs(test.diff) <= noise.widest
+
+
 def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None = None) -> RunNoise | None:
     """The spread between runs of the same code from groups of log run medians (each group: one commit's runs
     in one environment); None when no group has two runs. ``samples``: the spread of those runs' samples
@@ -477,7 +516,8 @@ def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None
             gaps.append(np.abs(values[i] - values[j]))
     if df == 0:
         return None
-    return RunNoise(math.sqrt(ss / df), df, samples, _has_states(np.concatenate(gaps)))
+    every_gap = np.concatenate(gaps)
+    return RunNoise(math.sqrt(ss / df), df, samples, _has_states(every_gap), float(every_gap.max()))
 
 
 # Runs in states of their own: two runs of one commit farther apart than STATE_GAP times the median such distance
