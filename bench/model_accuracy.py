@@ -132,13 +132,15 @@ def measure_points(samples: int, quick: bool, rounds: int) -> list[Point]:
 
 
 def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
-                  hierarchy: bool = False) -> dict[str, tuple[list[float], list[float]]]:
+                  hierarchy: bool = False, cliffs: bool = False) -> dict[str, tuple[list[float], list[float]]]:
     """Per family: (model errors, peer errors), each |predicted - measured| / measured, over every point whose
     variant has at least one other measured point. Each variant against the roofs `kernelwatch predict` would
-    give it on ``host`` (its dtype's compute roof, the memory roof of each shape's working set)."""
+    give it on ``host`` (its dtype's compute roof, the memory roof of each shape's working set). ``cliffs``: a
+    shape at a cache level none of its variant's other shapes are at is stepped across the cliff by the steps the
+    *other* variants take there (service/model/predict.py, ``cliff_steps``)."""
     from kernelwatch.hardware import Hardware
     from service.model.compute_roof import declared_dtype, params_dtype
-    from service.model.predict import Measured, Shape, interpolate_efficiency, scale_by_flops
+    from service.model.predict import Measured, Shape, cliff_steps, interpolate_efficiency, scale_by_flops
     from service.pipeline.predictions import roofs_for
 
     assert isinstance(host, Hardware)
@@ -146,16 +148,20 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
     by_variant: dict[str, list[Point]] = {}
     for p in points:
         by_variant.setdefault(p.variant, []).append(p)
-    for variant_points in by_variant.values():
-        roofs, _, _ = roofs_for(host, params_dtype(variant_points[0].params),
-                                declared_dtype(variant_points[0].params) is not None, hierarchy)
+    roofs_of = {v: roofs_for(host, params_dtype(vp[0].params), declared_dtype(vp[0].params) is not None,
+                             hierarchy)[0] for v, vp in by_variant.items()}
+    measured_of = {v: [Measured(Shape(o.params, o.flops, o.bytes_accessed), o.seconds) for o in vp]
+                   for v, vp in by_variant.items()}
+    for variant, variant_points in by_variant.items():
+        roofs = roofs_of[variant]
+        steps = cliff_steps([(measured_of[v], roofs_of[v]) for v in by_variant if v != variant]) if cliffs else None
         for left_out in variant_points:
             others = [Measured(Shape(o.params, o.flops, o.bytes_accessed), o.seconds)
                       for o in variant_points if o is not left_out]
             if not others:
                 continue
             shape = Shape(left_out.params, left_out.flops, left_out.bytes_accessed)
-            eff = interpolate_efficiency(shape.flops, shape.bytes_accessed, others, roofs)
+            eff = interpolate_efficiency(shape.flops, shape.bytes_accessed, others, roofs, steps=steps)
             model = roofs.roofline_s(shape.flops, shape.bytes_accessed) / eff.value
             peer = scale_by_flops(shape, others)
             model_errors, peer_errors = errors.setdefault(left_out.family, ([], []))
@@ -222,10 +228,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.save.write_text(json.dumps({"calibration": calibration.as_manifest(),
                                          "points": [dataclasses.asdict(p) for p in points]}, indent=1))
     chosen = points if args.statistic == "median" else [dataclasses.replace(p, seconds=p.best) for p in points]
-    for hierarchy in (False, True):
-        errors = leave_one_out(chosen, host, args.verbose and hierarchy == args.hierarchy, hierarchy)
-        print("\nmodel: " + ("the cache-aware roofs (a memory roof per working set's level)" if hierarchy
-                             else "one memory roof (DRAM), what `kernelwatch predict` uses"))
+    models = ((False, True, "one memory roof (DRAM), a shape alone past a cliff stepped across it as the other "
+                            "variants step: what `kernelwatch predict` uses"),
+              (False, False, "one memory roof, no steps across cliffs (a shape alone past one: the nearest end)"),
+              (True, False, "the cache-aware roofs (a memory roof per working set's level)"))
+    for hierarchy, cliffs, title in models:
+        errors = leave_one_out(chosen, host, args.verbose and hierarchy == args.hierarchy and cliffs != hierarchy,
+                               hierarchy, cliffs)
+        print("\nmodel: " + title)
         print(f"{'family':<9} {'points':>6}  {'model median':>12} {'model p90':>9}  {'peer median':>11} "
               f"{'peer p90':>8}  {'peer/model median':>17} {'p90':>5}  target (p90 <= peer's / 2, median <= peer's)")
         for family in FAMILIES:

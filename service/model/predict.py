@@ -28,6 +28,14 @@ streaming kernel that reads as much as it writes; all of the bytes and a quarter
 bench/model_accuracy.py, two measurements: p90 error on matmul 29.5 -> 21.4 % and 34.9 -> 24.1 %, norms
 26.2 -> 19.6 % and 34.5 -> 25.2 %, quantized 55.8 -> 45.9 % and 63.8 -> 44.0 %, sampling and softmax unchanged
 (softmax's largest shape is alone past the cliff: nothing of its level to learn from).
+
+The steepest of those cliffs was no cache's: glibc serves an allocation of 32 MiB or more from fresh pages on
+every call, and a kernel's output that large pays a page fault per 4 KiB (``FRESH_PAGES_BYTES``; softmax of
+2048x4096 f32 ran 3.3x slower with it than without). A shape whose output is that large is at a level of its
+own. And a shape alone at its level in its variant (softmax's largest) is predicted from its variant's nearest
+level, stepped by how the host's other variants' efficiencies step between those two levels (``cliff_steps``,
+the geometric median over the variants measured on both sides: a cliff is the host's, and every streaming kernel
+falls off it by a similar factor).
 """
 
 from __future__ import annotations
@@ -38,11 +46,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from kernelwatch.memory_hierarchy import BandwidthPoint, CacheLevel, bandwidth_bound, level_of
+from kernelwatch.memory_hierarchy import DRAM, BandwidthPoint, CacheLevel, bandwidth_bound, level_of
 from service.model.roofline import Bound, ridge_point
 
 ParamValue = str | int | float | bool
-EfficiencyBasis = Literal["measured", "interpolated", "nearest", "default"]
+EfficiencyBasis = Literal["measured", "interpolated", "nearest", "across a cliff", "default"]
 
 # What a kernel reaches of its roofline when nothing of its family was measured on the hardware: a round,
 # stated guess (well-tuned kernels reach 60-80 %, naive ones 10-30 %), so the prediction is the roofline's
@@ -51,6 +59,14 @@ DEFAULT_EFFICIENCY = 0.5
 # The share of a shape's bytes that a cache level must hold for the shape to count as at that level (the module's
 # note).
 RESIDENT_SHARE = 0.5
+# glibc's malloc serves a request of DEFAULT_MMAP_THRESHOLD_MAX (32 MiB on 64-bit) or more from freshly mapped
+# pages and unmaps them on free, and XLA:CPU allocates each call's output through it: a kernel whose output is that
+# large pays a page fault and the kernel's zeroing for every 4 KiB of it, on every call. Measured here, softmax of
+# 2048x4096 f32 (a 32 MiB output) took 24.1 ms against 7.4 ms with MALLOC_MMAP_THRESHOLD_ at 1 GiB, and 1536 rows
+# 5.1 ms: the "cache cliff" of the CPU sweeps was this one. A shape whose output (``RESIDENT_SHARE`` of its bytes)
+# is that large is in a regime of its own (``Roofs.level``), its efficiency learned from such shapes.
+FRESH_PAGES_BYTES = 32 * 2**20
+FRESH_PAGES = "fresh pages"
 
 
 def _positive(name: str, value: float) -> None:
@@ -95,9 +111,25 @@ class Roofs:
         return max(flops / self.peak_flops_per_s, bytes_accessed / self.bytes_per_s(bytes_accessed))
 
     def level(self, bytes_accessed: float) -> str | None:
-        """The cache level that holds a shape's working set (``RESIDENT_SHARE`` of its bytes); None where the
-        caches are unknown."""
-        return level_of(self.caches, RESIDENT_SHARE * bytes_accessed) if self.caches else None
+        """The cache level that holds a shape's working set (``RESIDENT_SHARE`` of its bytes), marked where its
+        output comes from fresh pages (``FRESH_PAGES_BYTES``); None where the caches are unknown."""
+        if not self.caches:
+            return None
+        working_set = RESIDENT_SHARE * bytes_accessed
+        name = level_of(self.caches, working_set)
+        return f"{name}, {FRESH_PAGES}" if working_set >= FRESH_PAGES_BYTES else name
+
+    def level_order(self) -> list[str]:
+        """Every label ``level`` can give, smallest working sets first."""
+        labels, below = [], 0.0
+        for name, size in [(c.name, float(c.size_bytes)) for c in sorted(self.caches, key=lambda c: c.size_bytes)
+                           ] + [(DRAM, math.inf)]:
+            if below < FRESH_PAGES_BYTES:
+                labels.append(name)
+            if size >= FRESH_PAGES_BYTES:
+                labels.append(f"{name}, {FRESH_PAGES}")
+            below = size
+        return labels
 
     def bound(self, flops: float, bytes_accessed: float) -> Bound:
         # As service.model.roofline: exactly at the ridge is compute-bound; the ridge of the shape's own level.
@@ -148,8 +180,61 @@ class EfficiencyEstimate:
     neighbours: tuple[Measured, ...]  # the measured shapes it came from (none for the default)
 
 
+# How a kernel's efficiency changes from one cache level to another on one host, learned from other variants
+# (:func:`cliff_steps`): keyed by (from level, to level), the factor the efficiency is multiplied by.
+CliffSteps = Mapping[tuple[str, str], float]
+
+
+def cliff_steps(variants: Sequence[tuple[Sequence[Measured], Roofs]]) -> dict[tuple[str, str], float]:
+    """The efficiency step across each cache cliff of one host, learned from variants measured on both sides of
+    it: per variant and pair of adjacent levels it has shapes at, the efficiency of its smallest shape at the
+    upper level over that of its largest at the lower (each a median over that size's measurements); over the
+    variants, the geometric median. A shape alone past a cliff in its own variant is then predicted from its
+    variant's last shape before the cliff times the step other kernels take there (the module's note)."""
+    found: dict[tuple[str, str], list[float]] = {}
+    for points, roofs in variants:
+        if not roofs.caches or not points:
+            continue
+        order = roofs.level_order()
+        by_level: dict[int, dict[float, list[float]]] = {}
+        for p in points:
+            level = roofs.level(p.shape.bytes_accessed)
+            assert level is not None
+            x = roofs.roofline_s(p.shape.flops, p.shape.bytes_accessed)
+            by_level.setdefault(order.index(level), {}).setdefault(x, []).append(efficiency(p, roofs))
+        present = sorted(by_level)
+        for low, high in zip(present, present[1:], strict=False):
+            last_below = _median(by_level[low][max(by_level[low])])
+            first_above = _median(by_level[high][min(by_level[high])])
+            found.setdefault((order[low], order[high]), []).append(first_above / last_below)
+    return {key: math.exp(_median([math.log(v) for v in values])) for key, values in found.items()}
+
+
+def _across_cliff(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs,
+                  steps: CliffSteps) -> EfficiencyEstimate | None:
+    """A shape at a cache level none of its variant's shapes are at: the variant's end shape on the nearest level
+    it has, stepped across the cliff between by ``steps``; None where no step is known for that pair."""
+    level = roofs.level(bytes_accessed)
+    if level is None:
+        return None
+    order = roofs.level_order()
+    here = order.index(level)
+    levels = {order.index(lv) for p in points if (lv := roofs.level(p.shape.bytes_accessed)) is not None}
+    if not levels:
+        return None
+    nearest = min(levels, key=lambda i: (abs(i - here), i))
+    key = (order[min(nearest, here)], order[max(nearest, here)])
+    if key not in steps:
+        return None
+    near = [p for p in points if roofs.level(p.shape.bytes_accessed) == order[nearest]]
+    end = interpolate_efficiency(flops, bytes_accessed, near, roofs)
+    factor = steps[key] if here > nearest else 1 / steps[key]
+    return EfficiencyEstimate(end.value * factor, "across a cliff", end.neighbours)
+
+
 def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs,
-                           default: float = DEFAULT_EFFICIENCY) -> EfficiencyEstimate:
+                           default: float = DEFAULT_EFFICIENCY,
+                           steps: CliffSteps | None = None) -> EfficiencyEstimate:
     """The family's efficiency at a shape, from its measured shapes (see the module docstring): the shape's own
     where it was measured (several measurements at one size: their median); else between the two measured sizes
     around it, log-linear in log roofline time over their smoothed efficiencies; the nearest end's outside them;
@@ -164,6 +249,10 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
         return EfficiencyEstimate(default, "default", ())
     level = roofs.level(bytes_accessed)
     same_level = [p for p in points if level is not None and roofs.level(p.shape.bytes_accessed) == level]
+    if not same_level and steps:
+        stepped = _across_cliff(flops, bytes_accessed, points, roofs, steps)
+        if stepped is not None:
+            return stepped
     points = same_level or points
     x = math.log(roofs.roofline_s(flops, bytes_accessed))
     by_x: dict[float, list[Measured]] = {}
@@ -229,20 +318,22 @@ class Prediction:
 
 
 def estimate(shape: Shape, points: Sequence[Measured], roofs: Roofs,
-             default: float = DEFAULT_EFFICIENCY) -> ShapeEstimate:
+             default: float = DEFAULT_EFFICIENCY, steps: CliffSteps | None = None) -> ShapeEstimate:
     own = [p.seconds for p in points if dict(p.shape.params) == dict(shape.params)]
     measured = sorted(own)[len(own) // 2] if own else None
     return ShapeEstimate(shape=shape, bound=roofs.bound(shape.flops, shape.bytes_accessed),
                          roofline_s=roofs.roofline_s(shape.flops, shape.bytes_accessed),
-                         efficiency=interpolate_efficiency(shape.flops, shape.bytes_accessed, points, roofs, default),
+                         efficiency=interpolate_efficiency(shape.flops, shape.bytes_accessed, points, roofs, default,
+                                                           steps),
                          measured_s=measured)
 
 
 def predict(source: Shape, target: Shape, points: Sequence[Measured], roofs: Roofs,
-            default: float = DEFAULT_EFFICIENCY) -> Prediction:
+            default: float = DEFAULT_EFFICIENCY, steps: CliffSteps | None = None) -> Prediction:
     """Both shapes' roofline figures and predicted times from the family's measured ``points`` (possibly none:
-    then both are the roofline at ``default`` efficiency)."""
-    return Prediction(roofs, estimate(source, points, roofs, default), estimate(target, points, roofs, default))
+    then both are the roofline at ``default`` efficiency); ``steps``: the host's :func:`cliff_steps`."""
+    return Prediction(roofs, estimate(source, points, roofs, default, steps),
+                      estimate(target, points, roofs, default, steps))
 
 
 def nearest_by_flops(flops: float, points: Sequence[Measured]) -> Measured:

@@ -38,7 +38,7 @@ from kernelwatch.hardware import (
     host_hardware,
 )
 from service.model.compute_roof import compute_roof, declared_dtype, params_dtype
-from service.model.predict import DEFAULT_EFFICIENCY, Measured, Roofs, Shape, predict
+from service.model.predict import DEFAULT_EFFICIENCY, CliffSteps, Measured, Roofs, Shape, cliff_steps, predict
 from service.report.predict_text import PredictionReport
 from service.store.family_points import StoredPoint
 
@@ -198,6 +198,28 @@ def _counts(spec: Any, params: Mapping[str, Any]) -> Shape:
     return Shape(dict(params), counts[0], counts[1])
 
 
+def _host_steps(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware) -> CliffSteps:
+    """How efficiencies step across the host's cliffs (service/model/predict.py, ``cliff_steps``), from every
+    variant of every benchmark measured on it: a shape alone past a cliff in its own variant is predicted with the
+    step the others take there (bench/model_accuracy.py: softmax's p90 error 39.7 -> 20.3 %)."""
+    variants: dict[tuple[str, str], list[Measured]] = {}
+    roofs_of: dict[tuple[str, str], Roofs] = {}
+    for spec in specs:
+        for point in load_points(spec.suite, spec.name):
+            if hardware_key(point.backend, point.device_kind) != chosen:
+                continue
+            try:
+                counted = _counts(spec, point.params)
+            except InvalidInput:
+                continue
+            key = (f"{spec.suite}/{spec.name}", json.dumps(_categorical(point.params), sort_keys=True, default=str))
+            if key not in roofs_of:
+                roofs_of[key] = roofs_for(hardware, params_dtype(point.params),
+                                          declared_dtype(point.params) is not None)[0]
+            variants.setdefault(key, []).append(Measured(counted, point.seconds))
+    return cliff_steps([(variants[key], roofs_of[key]) for key in variants])
+
+
 def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_text: str,
                     load_points: Any, hardware_name: str | None) -> list[PredictionReport]:
     """``load_points(suite, name)`` returns the benchmark's StoredPoints (a seam: the database in the command,
@@ -216,6 +238,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             raise InvalidInput(f"unknown parameter(s) {', '.join(unknown)} for {kernel} (parameters: {known})")
         raise InvalidInput(f"no benchmark of {kernel} takes all of {', '.join(sorted(wanted))} (parameters: {known})")
     reports = []
+    steps_on: dict[str, CliffSteps] = {}
     for spec in fitting:
         label = f"{spec.suite}/{spec.name}"
         shapes = resolve_shapes(spec.grid, source_given, target_given, label)
@@ -263,7 +286,14 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             flags = ", ".join(f"{k}={v}" for k, v in variant.items())
             notes.append(f"no measurements of {label}{f' ({flags})' if flags else ''} on {chosen}: roofline only, "
                          f"at an assumed {DEFAULT_EFFICIENCY:.0%} of it")
-        prediction = predict(_counts(spec, shapes.source), _counts(spec, shapes.target), measured, roofs)
+        source, target = _counts(spec, shapes.source), _counts(spec, shapes.target)
+        # The host's steps are read from every benchmark's stored points: only where a shape's level has none of
+        # its own variant's measured shapes (the page and the command stay one query per benchmark otherwise).
+        levels = {roofs.level(m.shape.bytes_accessed) for m in measured}
+        alone = measured and any(roofs.level(s.bytes_accessed) not in levels for s in (source, target))
+        if alone and chosen not in steps_on:
+            steps_on[chosen] = _host_steps(specs, load_points, chosen, hardware)
+        prediction = predict(source, target, measured, roofs, steps=steps_on.get(chosen))
         reports.append(PredictionReport(benchmark=label, hardware=described, dtype=used_dtype, prediction=prediction,
                                         measured_shapes=len({json.dumps(m.shape.params, sort_keys=True, default=str)
                                                              for m in measured}),

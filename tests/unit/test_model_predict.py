@@ -166,12 +166,12 @@ def test_a_shape_without_flops_is_pure_data_movement_predicted_from_its_bytes() 
 
 
 def test_on_a_host_with_caches_a_shape_is_predicted_from_the_shapes_at_its_cache_level() -> None:
-    """A streaming kernel at 50 % of its roof while half its bytes fit the 32 MiB L3, at 10 % past it (the CPU's
-    cache cliff, which no line across it predicts): each side of the cliff from its own side's shapes."""
+    """A streaming kernel at 50 % of its roof while half its bytes fit a 16 MiB L3, at 10 % past it (a cache
+    cliff, which no line across it predicts): each side of the cliff from its own side's shapes."""
     from kernelwatch.memory_hierarchy import CacheLevel
 
     mib = 2.0 ** 20
-    caches = (CacheLevel("L1", 32 * 1024), CacheLevel("L2", 2 * int(mib)), CacheLevel("L3", 32 * int(mib)))
+    caches = (CacheLevel("L1", 32 * 1024), CacheLevel("L2", 2 * int(mib)), CacheLevel("L3", 16 * int(mib)))
     cached = Roofs("host", 100e9, 10e9, caches=caches)
 
     def stream(size_mib: float) -> Shape:
@@ -181,16 +181,80 @@ def test_on_a_host_with_caches_a_shape_is_predicted_from_the_shapes_at_its_cache
         shape = stream(size_mib)
         return Measured(shape, cached.roofline_s(shape.flops, shape.bytes_accessed) / eff)
 
-    points = [at(8, 0.5), at(16, 0.5), at(32, 0.5), at(128, 0.1), at(256, 0.1)]
-    assert cached.level(64 * mib) == "L3" and cached.level(96 * mib) == "DRAM"
+    points = [at(8, 0.5), at(16, 0.5), at(24, 0.5), at(40, 0.1), at(56, 0.1)]
+    assert cached.level(32 * mib) == "L3" and cached.level(48 * mib) == "DRAM"
     assert cached.level(1 * mib) == "L2" and ROOFS.level(1 * mib) is None
-    inside = interpolate_efficiency(stream(64).flops, stream(64).bytes_accessed, points, cached)
-    past = interpolate_efficiency(stream(96).flops, stream(96).bytes_accessed, points, cached)
+    inside = interpolate_efficiency(stream(30).flops, stream(30).bytes_accessed, points, cached)
+    past = interpolate_efficiency(stream(48).flops, stream(48).bytes_accessed, points, cached)
     assert inside.value == pytest.approx(0.5) and inside.basis == "nearest"
-    assert past.value == pytest.approx(0.1) and {n.shape.params["bytes"] for n in past.neighbours} == {128}
+    assert past.value == pytest.approx(0.1) and {n.shape.params["bytes"] for n in past.neighbours} == {40, 56}
     # Without the caches, one line across the cliff: neither side's efficiency.
-    plain = interpolate_efficiency(stream(96).flops, stream(96).bytes_accessed, points, ROOFS)
+    plain = interpolate_efficiency(stream(36).flops, stream(36).bytes_accessed, points, ROOFS)
     assert 0.1 < plain.value < 0.5
     # A level with no measured shape of its own falls back to every shape.
     small = interpolate_efficiency(stream(0.5).flops, stream(0.5).bytes_accessed, points, cached)
     assert small.value == pytest.approx(0.5) and small.basis == "nearest"
+
+
+def test_an_output_of_32_mib_or_more_is_a_regime_of_its_own() -> None:
+    """glibc serves 32 MiB or more from fresh pages on every call (FRESH_PAGES_BYTES): a shape whose output (half
+    its bytes) is that large is at its level "with fresh pages", learned only from such shapes; the labels run in
+    order of working set, whatever the caches' sizes."""
+    from kernelwatch.memory_hierarchy import CacheLevel
+    from service.model.predict import FRESH_PAGES_BYTES
+
+    mib = 2 ** 20
+    big_l3 = Roofs("host", 100e9, 10e9, caches=(CacheLevel("L2", 2 * mib), CacheLevel("L3", 480 * mib)))
+    assert FRESH_PAGES_BYTES == 32 * mib
+    assert big_l3.level(48 * mib) == "L3" and big_l3.level(64 * mib) == "L3, fresh pages"
+    assert big_l3.level(2 * 1024 * mib) == "DRAM, fresh pages"
+    assert big_l3.level_order() == ["L2", "L3", "L3, fresh pages", "DRAM, fresh pages"]
+    small_l3 = Roofs("host", 100e9, 10e9, caches=(CacheLevel("L2", 2 * mib), CacheLevel("L3", 16 * mib)))
+    assert small_l3.level_order() == ["L2", "L3", "DRAM", "DRAM, fresh pages"]
+
+    def at(size_mib: float, eff: float) -> Measured:
+        shape = Shape({"bytes": size_mib}, size_mib * mib / 8, size_mib * mib)
+        return Measured(shape, big_l3.roofline_s(shape.flops, shape.bytes_accessed) / eff)
+
+    # Softmax's sweep here: 4x slower per byte from a 32 MiB output on, with the L3 (nominally) holding it all.
+    points = [at(16, 0.4), at(32, 0.4), at(48, 0.4), at(64, 0.1), at(128, 0.1)]
+    fresh = Shape({"bytes": 96}, 96 * mib / 8, 96 * mib)
+    assert interpolate_efficiency(fresh.flops, fresh.bytes_accessed, points, big_l3).value == pytest.approx(0.1)
+
+
+def test_a_shape_alone_past_a_cliff_is_stepped_across_it_as_other_variants_step() -> None:
+    """Softmax's 2048x4096, the only shape of its sweep past its cliff: its variant has nothing at that level to
+    learn from, so it takes the last shape before the cliff times the step other kernels of the host take across
+    the same cliff (two norms here, 5x and 4x slower per roofline byte past it: the geometric median, 4.5x)."""
+    from kernelwatch.memory_hierarchy import CacheLevel
+    from service.model.predict import cliff_steps
+
+    mib = 2.0 ** 20
+    caches = (CacheLevel("L1", 32 * 1024), CacheLevel("L2", 2 * int(mib)), CacheLevel("L3", 32 * int(mib)))
+    cached = Roofs("host", 100e9, 10e9, caches=caches)
+
+    def at(size_mib: float, eff: float) -> Measured:
+        shape = Shape({"bytes": size_mib}, size_mib * mib / 8, size_mib * mib)
+        return Measured(shape, cached.roofline_s(shape.flops, shape.bytes_accessed) / eff)
+
+    norm_a = [at(16, 0.5), at(32, 0.5), at(128, 0.1), at(256, 0.1)]
+    norm_b = [at(8, 0.4), at(48, 0.4), at(96, 0.1), at(512, 0.09)]
+    steps = cliff_steps([(norm_a, cached), (norm_b, cached)])
+    assert steps[("L3", "DRAM, fresh pages")] == pytest.approx(math.sqrt(0.2 * 0.25))
+    # One variant's steps between the levels it has: the norm with an L2 shape steps L2 -> L3 too.
+    assert cliff_steps([([at(1, 0.8), at(16, 0.4)], cached)]) == {("L2", "L3"): pytest.approx(0.5)}
+    softmax = [at(4, 0.6), at(16, 0.6), at(32, 0.6)]
+    past = at(128, 0.6).shape
+    stepped = interpolate_efficiency(past.flops, past.bytes_accessed, softmax, cached, steps=steps)
+    assert stepped.basis == "across a cliff"
+    assert stepped.value == pytest.approx(0.6 * math.sqrt(0.2 * 0.25))
+    assert {n.shape.params["bytes"] for n in stepped.neighbours} == {32}
+    # Without steps (or with none for this cliff), as before: the nearest end of every shape.
+    assert interpolate_efficiency(past.flops, past.bytes_accessed, softmax, cached).value == pytest.approx(0.6)
+    assert interpolate_efficiency(past.flops, past.bytes_accessed, softmax, cached,
+                                  steps={("L2", "L3"): 0.5}).value == pytest.approx(0.6)
+    # Backwards across the cliff: a small shape of a variant measured only past it is divided by the step.
+    big_only = [at(128, 0.1), at(256, 0.1)]
+    small = at(16, 0.1).shape
+    back = interpolate_efficiency(small.flops, small.bytes_accessed, big_only, cached, steps=steps)
+    assert back.value == pytest.approx(0.1 / math.sqrt(0.2 * 0.25))
