@@ -241,6 +241,14 @@ def test_a_shape_alone_past_a_cliff_is_stepped_across_it_as_other_variants_step(
     norm_b = [at(8, 0.4), at(48, 0.4), at(96, 0.1), at(512, 0.09)]
     steps = cliff_steps([(norm_a, cached), (norm_b, cached)])
     assert steps[("L3", "DRAM, fresh pages")] == pytest.approx(math.sqrt(0.2 * 0.25))
+    # A compute-bound kernel's efficiency does not fall off a memory cliff: its shapes teach no step.
+    def compute_bound(size_mib: float, eff: float) -> Measured:
+        shape = Shape({"bytes": size_mib}, size_mib * mib * 100, size_mib * mib)
+        return Measured(shape, cached.roofline_s(shape.flops, shape.bytes_accessed) / eff)
+
+    matmul = [compute_bound(16, 0.9), compute_bound(32, 0.9), compute_bound(128, 0.9)]
+    assert cached.bound(matmul[0].shape.flops, matmul[0].shape.bytes_accessed) == "compute"
+    assert cliff_steps([(norm_a, cached), (norm_b, cached), (matmul, cached)]) == steps
     # One variant's steps between the levels it has: the norm with an L2 shape steps L2 -> L3 too.
     assert cliff_steps([([at(1, 0.8), at(16, 0.4)], cached)]) == {("L2", "L3"): pytest.approx(0.5)}
     softmax = [at(4, 0.6), at(16, 0.6), at(32, 0.6)]
