@@ -216,11 +216,12 @@ def cliff_steps(variants: Sequence[tuple[Sequence[Measured], Roofs]]) -> dict[tu
 
 def _across_cliff(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs,
                   steps: CliffSteps) -> EfficiencyEstimate | None:
-    """A shape at a cache level none of its variant's shapes are at: the variant's end shape on the nearest level
-    it has, stepped across the cliff between by ``steps``; None where no step is known for that pair."""
+    """A memory-bound shape at a cache level none of its variant's shapes are at: the variant's end shape on the
+    nearest level it has, stepped across the cliff between by ``steps``; None where no step is known for that pair
+    (or the shape is compute-bound)."""
     level = roofs.level(bytes_accessed)
-    if level is None:
-        return None
+    if level is None or roofs.bound(flops, bytes_accessed) != "memory":
+        return None  # a compute-bound shape does not fall off a memory cliff (cliff_steps)
     order = roofs.level_order()
     here = order.index(level)
     levels = {order.index(lv) for p in points if (lv := roofs.level(p.shape.bytes_accessed)) is not None}
