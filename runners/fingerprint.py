@@ -93,4 +93,8 @@ def environment_info(dirty: bool = False) -> dict[str, object]:
     threads = os.environ.get("PJRT_NPROC", "")
     if threads.isdigit() and int(threads) >= 1:
         info["cpu_threads"] = int(threads)
+    # glibc's mmap threshold where the runner set it (RunRequest.keep_pages), read here in the benchmark process.
+    threshold = os.environ.get("MALLOC_MMAP_THRESHOLD_", "")
+    if threshold.isdigit():
+        info["malloc_mmap_threshold"] = int(threshold)
     return info

@@ -36,6 +36,9 @@ CPU_DEVICE_FLAG = "--xla_force_host_platform_device_count"
 CPU_ISA_FLAG = "--xla_cpu_max_isa"
 # The size of XLA's CPU intra-op thread pool, read by jaxlib's CPU client when it starts (xla DefaultThreadPoolSize).
 SINGLE_THREAD_ENV = "PJRT_NPROC"
+# RunRequest.keep_pages: glibc maps no request under 1 GiB afresh (a thread's arena still maps one of 64 MiB or
+# more) and trims nothing under 4 GiB back to the system, so a call's output reuses the pages the last call freed.
+KEEP_PAGES_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**32)}
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ class RunRequest:
     # thread (PJRT_NPROC=1: on jaxlib 0.10 --xla_cpu_multi_thread_eigen=false no longer changes the thread count).
     cpu_affinity: tuple[int, ...] | None = None
     xla_single_thread: bool = False
+    # glibc told to keep the pages it frees (KEEP_PAGES_ENV): an output of 32 MiB or more is otherwise mapped afresh
+    # and faulted in on every call, about 3x the kernel's own time (bench/fresh_pages.py). Part of the environment.
+    keep_pages: bool = False
     # Where the repository came from, when ``repo`` is a clone of it (a worker's cache): the manifest names the
     # origin, so that runs from any runner's clone land in the same repository and series.
     origin: str | None = None
@@ -105,6 +111,8 @@ class SuiteRunner:
         extra_env = {"XLA_FLAGS": _with_flag(CPU_ISA_FLAG, request.cpu_isa)} if request.cpu_isa else {}
         if request.xla_single_thread:
             extra_env[SINGLE_THREAD_ENV] = "1"
+        if request.keep_pages:
+            extra_env.update(KEEP_PAGES_ENV)
         self._config = ChildConfig(root=root, suite=request.suite, suite_dir=request.benchmarks,
                                    params=request.params, quick=request.quick,
                                    dirty=dirty, capture_dir=request.capture_dir, extra_env=extra_env,

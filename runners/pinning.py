@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from kernelwatch.errors import InvalidInput
 
@@ -40,20 +41,35 @@ def parse_cpu_list(text: str) -> tuple[int, ...]:
 
 AFFINITY_SETTING = "KERNELWATCH_CPU_AFFINITY"  # a runner host's own: its workers' benchmark processes pinned
 SINGLE_THREAD_SETTING = "KERNELWATCH_XLA_SINGLE_THREAD"  # 1: XLA's CPU thread pool held to one thread
+KEEP_PAGES_SETTING = "KERNELWATCH_KEEP_PAGES"  # 1: glibc keeps the pages it frees (RunRequest.keep_pages)
 
 
-def runner_noise_settings(environ: dict[str, str]) -> tuple[tuple[int, ...] | None, bool]:
-    """The CPU noise reduction a runner host applies to every run its workers make (what `run --cpu-affinity`
-    and `--xla-single-thread` ask for one run); InvalidInput naming the setting when one is malformed."""
+@dataclass(frozen=True)
+class NoiseSettings:
+    """The CPU noise reduction a runner host applies to every run its workers make."""
+
+    cpu_affinity: tuple[int, ...] | None
+    xla_single_thread: bool
+    keep_pages: bool
+
+
+def _switch(environ: dict[str, str], name: str) -> bool:
+    value = environ.get(name, "").strip().lower()
+    if value not in ("", "0", "1", "true", "false"):
+        raise InvalidInput(f"{name} must be 1 or 0, not {value!r}")
+    return value in ("1", "true")
+
+
+def runner_noise_settings(environ: dict[str, str]) -> NoiseSettings:
+    """The CPU noise reduction a runner host applies to every run its workers make (what `run --cpu-affinity`,
+    `--xla-single-thread` and `--keep-pages` ask for one run); InvalidInput naming the setting when one is
+    malformed."""
     affinity_text = environ.get(AFFINITY_SETTING, "").strip()
     try:
         affinity = parse_cpu_list(affinity_text) if affinity_text else None
     except ValueError as exc:
         raise InvalidInput(f"{AFFINITY_SETTING}: {exc}") from None
-    single = environ.get(SINGLE_THREAD_SETTING, "").strip().lower()
-    if single not in ("", "0", "1", "true", "false"):
-        raise InvalidInput(f"{SINGLE_THREAD_SETTING} must be 1 or 0, not {single!r}")
-    return affinity, single in ("1", "true")
+    return NoiseSettings(affinity, _switch(environ, SINGLE_THREAD_SETTING), _switch(environ, KEEP_PAGES_SETTING))
 
 
 def pin(cpus: tuple[int, ...]) -> None:

@@ -116,12 +116,13 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     # The suite and environment as of the branch the task is for (else the repository's HEAD: a clone's default
     # branch), the same for every commit of the task.
     project = project_settings(repo, task.branch or "HEAD", home)
-    affinity, single_thread = runner_noise_settings(dict(os.environ))
+    noise = runner_noise_settings(dict(os.environ))
     requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
                            benchmarks=project.benchmarks, environment=project.environment or "runner",
                            build=project.build, quick=task.quick, branch=task.branch, trigger=task.trigger,
                            pr_number=task.pr_number,
-                           cpu_affinity=affinity, xla_single_thread=single_thread,
+                           cpu_affinity=noise.cpu_affinity, xla_single_thread=noise.xla_single_thread,
+                           keep_pages=noise.keep_pages,
                            capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
                 for sha in commits]
     # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.

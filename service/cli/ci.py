@@ -242,7 +242,8 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            benchmarks=measured.benchmarks, environment=measured.environment,
                            python=measured.python, build=measured.build, params=m.params, quick=m.quick,
                            trigger=m.trigger, capture_dir=capture_dir, cpu_isa=m.cpu_isa,
-                           cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread, only=only)
+                           cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread,
+                           keep_pages=m.keep_pages, only=only)
                 for rev in (base, head)]
 
     def first_round_made(per_commit: list[list[dict[str, Any]]]) -> None:

@@ -24,14 +24,17 @@ def environment_options(parser: argparse.ArgumentParser) -> None:
 
 
 def noise_options(parser: argparse.ArgumentParser) -> None:
-    """CPU noise reduction a user can turn on (README: what each costs); both are part of the environment, so
-    runs with them compare only with runs with them."""
+    """CPU noise reduction a user can turn on (README: what each costs); each is part of the environment, so
+    runs with it compare only with runs with it."""
     from runners.pinning import parse_cpu_list
 
     parser.add_argument("--cpu-affinity", type=parse_cpu_list, default=None, metavar="CPUS",
                         help="pin each benchmark process to these CPUs (2-3, 0,2) before JAX starts")
     parser.add_argument("--xla-single-thread", action="store_true",
                         help="hold XLA's CPU thread pool to one thread (PJRT_NPROC=1)")
+    parser.add_argument("--keep-pages", action="store_true",
+                        help="have glibc keep the pages it frees, so that an output of 32-64 MiB is not faulted in "
+                             "afresh on every call (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_)")
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class Measuring:
     cpu_isa: str | None
     cpu_affinity: tuple[int, ...] | None
     xla_single_thread: bool
+    keep_pages: bool
     trigger: str
     benchmarks: Path | None  # --benchmarks DIR or REV:DIR; None: the project file's, else kernels_under_test/
     environment: str | None  # --environment; None: the project file's, else runner
@@ -57,7 +61,8 @@ def measuring(args: argparse.Namespace) -> Measuring:
     """The options `run` and `ci` share, out of either's parsed command line (for their adapters)."""
     return Measuring(samples=args.samples, warmup=args.warmup, suite=args.suite, params=args.params,
                      quick=args.quick, capture=not args.no_capture, cpu_isa=args.cpu_isa,
-                     cpu_affinity=args.cpu_affinity, xla_single_thread=args.xla_single_thread, trigger=args.trigger,
+                     cpu_affinity=args.cpu_affinity, xla_single_thread=args.xla_single_thread,
+                     keep_pages=args.keep_pages, trigger=args.trigger,
                      benchmarks=args.benchmarks, environment=args.environment, python=args.python)
 
 

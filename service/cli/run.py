@@ -185,7 +185,7 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
                                    working_tree=options.revisions.working_tree, params=m.params, quick=m.quick,
                                    branch=options.branch, trigger=m.trigger, capture_dir=capture_dir,
                                    cpu_isa=m.cpu_isa, cpu_affinity=m.cpu_affinity,
-                                   xla_single_thread=m.xla_single_thread)
+                                   xla_single_thread=m.xla_single_thread, keep_pages=m.keep_pages)
                         for rev in revs]
             per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds)
         except (GitError, EnvironmentBuildError, BuildFailed) as exc:

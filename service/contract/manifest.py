@@ -214,6 +214,10 @@ class EnvironmentInfo(_Strict):
     cpu_affinity: str = Field(default="", max_length=2000,
                               pattern=r"^([0-9]{1,5}(-[0-9]{1,5})?(,[0-9]{1,5}(-[0-9]{1,5})?)*)?$")  # ASCII digits
     cpu_threads: int | None = Field(default=None, ge=1, le=65536)
+    # glibc's mmap threshold in the benchmark process, where the runner set it (`--keep-pages`): large outputs then
+    # reuse freed pages instead of faulting fresh ones in on every call (bench/fresh_pages.py: about 3x on a 32 MiB
+    # softmax output), so it is identity too, left out while unset.
+    malloc_mmap_threshold: int | None = Field(default=None, ge=0, le=2**62)
 
     def identity(self) -> dict[str, Any]:
         """What makes two measurements comparable; the environment fingerprint is a hash of this."""
@@ -223,7 +227,7 @@ class EnvironmentInfo(_Strict):
 
 # Identity fields added after the first environments were stored: left out of the identity (and of a run's digest,
 # service/pipeline/ingest.py) while unset, so that everything stored before them keeps its fingerprint.
-UNSET_IDENTITY = ("cpu_affinity", "cpu_threads")
+UNSET_IDENTITY = ("cpu_affinity", "cpu_threads", "malloc_mmap_threshold")
 
 
 class GpuHealthInfo(_Strict):

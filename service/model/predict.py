@@ -31,11 +31,11 @@ bench/model_accuracy.py, two measurements: p90 error on matmul 29.5 -> 21.4 % an
 
 The steepest of those cliffs was no cache's: glibc serves an allocation of 32 MiB or more from fresh pages on
 every call, and a kernel's output that large pays a page fault per 4 KiB (``FRESH_PAGES_BYTES``; softmax of
-2048x4096 f32 ran about 3x slower with it than without, bench/fresh_pages.py). A shape whose output is that large is at a level of its
-own. And a shape alone at its level in its variant (softmax's largest) is predicted from its variant's nearest
-level, stepped by how the host's other variants' efficiencies step between those two levels (``cliff_steps``,
-the geometric median over the variants measured on both sides: a cliff is the host's, and every streaming kernel
-falls off it by a similar factor).
+2048x4096 f32 ran about 3x slower with it than without, bench/fresh_pages.py). A shape whose output is that large
+is at a level of its own. And a shape alone at its level in its variant (softmax's largest) is predicted from
+its variant's nearest level, stepped by how the host's other variants' efficiencies step between those two
+levels (``cliff_steps``, the geometric median over the variants measured on both sides: a cliff is the host's,
+and every streaming kernel falls off it by a similar factor).
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ RESIDENT_SHARE = 0.5
 # pages and unmaps them on free, and XLA:CPU allocates each call's output through it: a kernel whose output is that
 # large pays a page fault and the kernel's zeroing for every 4 KiB of it, on every call. Measured here
 # (bench/fresh_pages.py), softmax of 2048x4096 f32 (a 32 MiB output) took 21.1 ms against 7.1 ms with glibc told to
-# keep its pages, and 1536 rows 5.1 ms either way: the "cache cliff" of the CPU sweeps was this one. A shape whose output (``RESIDENT_SHARE`` of its bytes)
-# is that large is in a regime of its own (``Roofs.level``), its efficiency learned from such shapes.
+# keep its pages, and 1536 rows 5.1 ms either way: the "cache cliff" of the CPU sweeps was this one. A shape whose
+# output (``RESIDENT_SHARE`` of its bytes) is that large is in a regime of its own (``Roofs.level``), its
+# efficiency learned from such shapes.
 FRESH_PAGES_BYTES = 32 * 2**20
 FRESH_PAGES = "fresh pages"
 

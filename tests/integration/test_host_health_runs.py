@@ -35,7 +35,8 @@ DIGEST_BEFORE = "485c48bf8ff7a0590fe508dd4e0f2517e6cd9618884d080abeecbfd25bc0257
 
 @pytest.fixture(scope="module")
 def real_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """A plain run and a pinned, single-threaded run of one small benchmark (the expensive part: shared)."""
+    """A plain run and a pinned, single-threaded run that keeps its pages, of one small benchmark (the expensive
+    part: shared)."""
     if not hasattr(os, "sched_getaffinity") or not Path("/proc/stat").exists():
         pytest.skip("needs Linux: /proc/stat and CPU affinity")
     workdir = tmp_path_factory.mktemp("host-health")
@@ -43,8 +44,8 @@ def real_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any],
                                suite="norms/rmsnorm", params="fused=True", quick=True)
     [plain] = run_at_commit(plain_request, workdir / "worktrees")
     cpu = min(os.sched_getaffinity(0))
-    [quiet] = run_at_commit(dataclasses.replace(plain_request, cpu_affinity=(cpu,), xla_single_thread=True),
-                            workdir / "worktrees")
+    [quiet] = run_at_commit(dataclasses.replace(plain_request, cpu_affinity=(cpu,), xla_single_thread=True,
+                                                keep_pages=True), workdir / "worktrees")
     return plain, quiet, cpu
 
 
@@ -121,9 +122,12 @@ def test_a_run_without_host_health_shows_it_was_not_recorded(real_runs: tuple[An
 
 def test_pinning_and_one_xla_thread_make_an_environment_of_their_own(real_runs: tuple[Any, ...], api: Api) -> None:
     plain, quiet, cpu = real_runs
-    # Read by the benchmark process itself: its affinity once pinned, and the pool size it was started with.
+    # Read by the benchmark process itself: its affinity once pinned, the pool size it was started with, and
+    # glibc's mmap threshold in its own environment (--keep-pages).
     assert quiet["environment"]["cpu_affinity"] == str(cpu) and quiet["environment"]["cpu_threads"] == 1
+    assert quiet["environment"]["malloc_mmap_threshold"] == 2**30
     assert "cpu_affinity" not in plain["environment"] and "cpu_threads" not in plain["environment"]
+    assert "malloc_mmap_threshold" not in plain["environment"]
     api.ctx.submit(plain)
     api.ctx.submit(quiet)
     _, _, plain_env, _ = stored_run(api, plain["run_id"])

@@ -184,10 +184,16 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
     # The runner host's noise reduction applies to every run its workers make.
     monkeypatch.setenv("KERNELWATCH_XLA_SINGLE_THREAD", "1")
     monkeypatch.setenv("KERNELWATCH_CPU_AFFINITY", "0")
+    monkeypatch.setenv("KERNELWATCH_KEEP_PAGES", "1")
     quiet: list[dict[str, object]] = []
     execute(task, "task-quiet", home, quiet.append)
     environment = quiet[0]["environment"]
     assert environment["cpu_threads"] == 1 and environment["cpu_affinity"] == "0", environment  # type: ignore[index]
+    assert environment["malloc_mmap_threshold"] == 2**30, environment  # type: ignore[index]
+    monkeypatch.setenv("KERNELWATCH_KEEP_PAGES", "yes please")
+    with pytest.raises(InvalidInput, match="KERNELWATCH_KEEP_PAGES"):
+        execute(task, "task-bad", home, quiet.append)
+    monkeypatch.delenv("KERNELWATCH_KEEP_PAGES")
     monkeypatch.setenv("KERNELWATCH_CPU_AFFINITY", "zero")
     with pytest.raises(InvalidInput, match="KERNELWATCH_CPU_AFFINITY"):
         execute(task, "task-bad", home, quiet.append)

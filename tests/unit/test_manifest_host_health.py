@@ -67,6 +67,7 @@ def test_host_health_that_is_not_an_object_is_refused() -> None:
 def test_environments_without_the_new_facts_keep_the_fingerprint_they_had() -> None:
     env = parse_manifest(builders.manifest()).environment
     assert "cpu_affinity" not in env.identity() and "cpu_threads" not in env.identity()
+    assert "malloc_mmap_threshold" not in env.identity()
     assert environment_fingerprint(env.identity()) == FINGERPRINT_BEFORE
 
 
@@ -76,13 +77,16 @@ def test_pinning_and_a_single_thread_are_each_an_environment_of_their_own() -> N
             environment=builders.environment(**facts))).environment.identity())
 
     prints = {fingerprint(), fingerprint(cpu_affinity="0"), fingerprint(cpu_affinity="0-1"),
-              fingerprint(cpu_threads=1), fingerprint(cpu_affinity="0", cpu_threads=1)}
-    assert len(prints) == 5
+              fingerprint(cpu_threads=1), fingerprint(cpu_affinity="0", cpu_threads=1),
+              fingerprint(malloc_mmap_threshold=2**30)}
+    assert len(prints) == 6
 
 
 @pytest.mark.parametrize(("facts", "field"), [
     ({"cpu_affinity": "0-"}, "environment.cpu_affinity"), ({"cpu_affinity": "all"}, "environment.cpu_affinity"),
     ({"cpu_threads": 0}, "environment.cpu_threads"),
+    ({"malloc_mmap_threshold": -1}, "environment.malloc_mmap_threshold"),
+    ({"malloc_mmap_threshold": "big"}, "environment.malloc_mmap_threshold"),
 ])
 def test_malformed_noise_reduction_facts_are_refused(facts: dict[str, Any], field: str) -> None:
     with pytest.raises(ManifestError, match=field):

@@ -83,7 +83,7 @@ def base_manifest() -> dict[str, Any]:
     failed = builders.result(name="softmax_cols", status="failed", samples=[], message="Traceback:\n\tValueError")
     environment = builders.environment(
         calibration=builders.calibration(flops_per_s=1.5e11, bytes_per_s=1.25e10), cpu_affinity="0-3,6",
-        cpu_threads=4, topology="1x1", platform_version="cuda 12.4", libtpu_version="0.1",
+        cpu_threads=4, malloc_mmap_threshold=2**30, topology="1x1", platform_version="cuda 12.4", libtpu_version="0.1",
         libtpu_init_args="--xla_flag=1\t--other=2", xla_flags="--xla_cpu_enable_fast_math=false\n",
     )
     doc = builders.manifest(
