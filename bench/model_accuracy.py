@@ -156,8 +156,7 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
         roofs = roofs_of[variant]
         steps = cliff_steps([(measured_of[v], roofs_of[v]) for v in by_variant if v != variant]) if cliffs else None
         for left_out in variant_points:
-            others = [Measured(Shape(o.params, o.flops, o.bytes_accessed), o.seconds)
-                      for o in variant_points if o is not left_out]
+            others = [m for m, o in zip(measured_of[variant], variant_points, strict=True) if o is not left_out]
             if not others:
                 continue
             shape = Shape(left_out.params, left_out.flops, left_out.bytes_accessed)

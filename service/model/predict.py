@@ -215,6 +215,13 @@ def cliff_steps(variants: Sequence[tuple[Sequence[Measured], Roofs]]) -> dict[tu
     return {key: math.exp(_median([math.log(v) for v in values])) for key, values in found.items()}
 
 
+def alone_at_its_level(bytes_accessed: float, points: Sequence[Measured], roofs: Roofs) -> bool:
+    """Whether a shape's cache level (``Roofs.level``) has none of the measured ``points`` at it: where
+    :func:`interpolate_efficiency` steps across a cliff, given steps (False without caches or points)."""
+    level = roofs.level(bytes_accessed)
+    return level is not None and bool(points) and all(roofs.level(p.shape.bytes_accessed) != level for p in points)
+
+
 def _across_cliff(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs,
                   steps: CliffSteps) -> EfficiencyEstimate | None:
     """A memory-bound shape at a cache level none of its variant's shapes are at: the variant's end shape on the
@@ -253,12 +260,12 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
     if not points:
         _positive("default efficiency", default)
         return EfficiencyEstimate(default, "default", ())
-    level = roofs.level(bytes_accessed)
-    same_level = [p for p in points if level is not None and roofs.level(p.shape.bytes_accessed) == level]
-    if not same_level and steps:
+    if steps and alone_at_its_level(bytes_accessed, points, roofs):
         stepped = _across_cliff(flops, bytes_accessed, points, roofs, steps)
         if stepped is not None:
             return stepped
+    level = roofs.level(bytes_accessed)
+    same_level = [p for p in points if level is not None and roofs.level(p.shape.bytes_accessed) == level]
     points = same_level or points
     x = math.log(roofs.roofline_s(flops, bytes_accessed))
     by_x: dict[float, list[Measured]] = {}

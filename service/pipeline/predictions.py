@@ -38,7 +38,16 @@ from kernelwatch.hardware import (
     host_hardware,
 )
 from service.model.compute_roof import compute_roof, declared_dtype, params_dtype
-from service.model.predict import DEFAULT_EFFICIENCY, CliffSteps, Measured, Roofs, Shape, cliff_steps, predict
+from service.model.predict import (
+    DEFAULT_EFFICIENCY,
+    CliffSteps,
+    Measured,
+    Roofs,
+    Shape,
+    alone_at_its_level,
+    cliff_steps,
+    predict,
+)
 from service.report.predict_text import PredictionReport
 from service.store.family_points import StoredPoint
 
@@ -198,26 +207,32 @@ def _counts(spec: Any, params: Mapping[str, Any]) -> Shape:
     return Shape(dict(params), counts[0], counts[1])
 
 
+def _measured(spec: Any, points: Sequence[StoredPoint]) -> list[Measured]:
+    """The stored points the benchmark's cost model can count (a point of an older grid it cannot: left out)."""
+    measured = []
+    for point in points:
+        try:
+            measured.append(Measured(_counts(spec, point.params), point.seconds))
+        except InvalidInput:
+            continue
+    return measured
+
+
 def _host_steps(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware) -> CliffSteps:
     """How efficiencies step across the host's cliffs (service/model/predict.py, ``cliff_steps``), from every
     variant of every benchmark measured on it: a shape alone past a cliff in its own variant is predicted with the
     step the others take there (bench/model_accuracy.py: softmax's p90 error 39.7 -> 20.3 %)."""
-    variants: dict[tuple[str, str], list[Measured]] = {}
-    roofs_of: dict[tuple[str, str], Roofs] = {}
+    variants: list[tuple[list[Measured], Roofs]] = []
     for spec in specs:
+        by_variant: dict[str, list[StoredPoint]] = {}
         for point in load_points(spec.suite, spec.name):
-            if hardware_key(point.backend, point.device_kind) != chosen:
-                continue
-            try:
-                counted = _counts(spec, point.params)
-            except InvalidInput:
-                continue
-            key = (f"{spec.suite}/{spec.name}", json.dumps(_categorical(point.params), sort_keys=True, default=str))
-            if key not in roofs_of:
-                roofs_of[key] = roofs_for(hardware, params_dtype(point.params),
-                                          declared_dtype(point.params) is not None)[0]
-            variants.setdefault(key, []).append(Measured(counted, point.seconds))
-    return cliff_steps([(variants[key], roofs_of[key]) for key in variants])
+            if hardware_key(point.backend, point.device_kind) == chosen:
+                by_variant.setdefault(json.dumps(_categorical(point.params), sort_keys=True, default=str),
+                                      []).append(point)
+        for points in by_variant.values():
+            roofs = roofs_for(hardware, params_dtype(points[0].params), declared_dtype(points[0].params) is not None)[0]
+            variants.append((_measured(spec, points), roofs))
+    return cliff_steps(variants)
 
 
 def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_text: str,
@@ -275,13 +290,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         roofs, used_dtype, dtype_notes = roofs_for(hardware, params_dtype(shapes.target),
                                                    declared_dtype(shapes.target) is not None)
         notes += dtype_notes
-        measured = []
-        for point in family:
-            try:
-                counted = _counts(spec, point.params)
-            except InvalidInput:
-                continue  # a stored point of an older grid the current model cannot count: left out
-            measured.append(Measured(counted, point.seconds))
+        measured = _measured(spec, family)
         if not measured:
             flags = ", ".join(f"{k}={v}" for k, v in variant.items())
             notes.append(f"no measurements of {label}{f' ({flags})' if flags else ''} on {chosen}: roofline only, "
@@ -289,8 +298,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         source, target = _counts(spec, shapes.source), _counts(spec, shapes.target)
         # The host's steps are read from every benchmark's stored points: only where a shape's level has none of
         # its own variant's measured shapes (the page and the command stay one query per benchmark otherwise).
-        levels = {roofs.level(m.shape.bytes_accessed) for m in measured}
-        alone = measured and any(roofs.level(s.bytes_accessed) not in levels for s in (source, target))
+        alone = any(alone_at_its_level(s.bytes_accessed, measured, roofs) for s in (source, target))
         if alone and chosen not in steps_on:
             steps_on[chosen] = _host_steps(specs, load_points, chosen, hardware)
         prediction = predict(source, target, measured, roofs, steps=steps_on.get(chosen))
