@@ -11,9 +11,9 @@ side "p=3.4e-06" (15 samples against 15, fully separated), a certainty the next 
 run is therefore reduced to the log of its median, and the sides are compared with
 :func:`service.detect.run_stats.log_ratio_test`: Welch's t-test with two runs a side or more, the series' stored
 history (:class:`RunNoise`) bounding each side's spread; a first round of one run a side waits for the next, since
-one run cannot tell the host's slow runs from a change. Where the history and both sides' runs agree as closely
-as their samples allow (a quiet runner), the samples' spread is brought in as run_stats's note says, from the
-first round.
+one run cannot tell the host's slow runs from a change. Where the history's runs agree about as closely as their
+samples allow (a quiet runner), the samples' spread, and the history's spread between runs beyond it, are brought
+in as run_stats's note says, from the first round.
 
 The test is repeated after every round and stops at the first decisive one, which would let a false
 confirmation through more often than ``alpha`` (measured on nested data: 1.2-1.5 % at alpha 1 % over five
