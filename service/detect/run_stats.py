@@ -131,9 +131,9 @@ QUIET_HISTORY_ALPHA = 0.01
 QUIET_SIDE_ALPHA = 0.05
 # A run's samples' scale is read from their pairwise differences (Shamos's estimator: the median |x_i - x_j| of
 # normal data is 0.9539 sd, with 86 % of the sample sd's efficiency, and it needs no centre: deviations from a run's
-# own median of 10 samples read 11 % low, 54 % at 5). A median of n samples varies by pi/2 sd^2 / n (normal theory;
-# 1.36-1.45 sd^2 / n at n = 5-15, so this errs on the wide side). At most ``_PAIRS_SAMPLES`` samples of a run,
-# evenly spaced in time, are paired: the cost stays linear in the run.
+# own median of 10 samples read 11 % low, 54 % at 5). A median of n samples varies by pi/2 sd^2 / n asymptotically
+# (normal theory; :func:`_median_variance` has its value at small n, which this bounds from above). At most
+# ``_PAIRS_SAMPLES`` samples of a run, evenly spaced in time, are paired: the cost stays linear in the run.
 _PAIR_MEDIAN_TO_SD = 1 / 0.9539
 _PAIR_EFFICIENCY = 0.86
 _MEDIAN_VARIANCE = math.pi / 2
@@ -443,7 +443,8 @@ def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
 
 def runs_are_quiet(noise: RunNoise | None, sides: Sequence[QuietSide | None]) -> bool:
     """Whether the history (:func:`history_is_quiet`) and every side show no more spread between runs than their
-    samples explain (a side's runs' trimmed means against the variance one has from its samples)."""
+    samples explain (a side's runs' trimmed means against the variance one has from its samples plus the history's
+    spread between runs beyond its samples, :func:`between_runs`)."""
     if not history_is_quiet(noise):
         return False
     assert noise is not None

@@ -55,13 +55,14 @@ def row(base: list[list[float]], head: list[list[float]], noise: RunNoise | None
 
 def test_sample_spread_reads_the_variance_of_a_runs_median_from_its_samples() -> None:
     rng = np.random.default_rng(0)
-    generated = runs(1e-3, 400, rng)
+    generated = runs(1e-3, 4000, rng)  # enough runs that their medians' variance is known within 2.2 % (sd)
     spread = sample_spread(generated)
     assert spread is not None
     actual = float(np.var(np.log([np.median(r) for r in generated]), ddof=1))
-    # Normal theory's pi/2 sd^2 / n errs on the wide side at 10 samples (1.36 sd^2 / n exactly): never narrower.
-    assert 0.95 <= spread.median_var / actual <= 1.45
-    assert spread.df == pytest.approx(0.86 * 400 * (SAMPLES - 1))
+    # At its finite-sample value (1.37 sd^2 / n at 10 samples, where the asymptotic pi/2 reads 14 % wide): the spread
+    # between runs is what runs show beyond it, so it must err neither way.
+    assert 0.9 <= spread.median_var / actual <= 1.1
+    assert spread.df == pytest.approx(0.86 * 4000 * (SAMPLES - 1))
 
 
 def test_sample_spread_is_unknown_where_it_cannot_be_read() -> None:
