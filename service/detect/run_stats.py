@@ -381,9 +381,14 @@ def history_is_quiet(noise: RunNoise | None) -> bool:
     """Whether the series' history shows no more spread between runs than its samples can explain, at
     ``QUIET_HISTORY_ALPHA`` (the module's note). Cheap: a caller reads the sides' sample spreads only where this
     holds."""
-    if noise is None or noise.samples is None or noise.df < QUIET_HISTORY_DF:
-        return False
-    return _no_more_spread(noise.sd ** 2 * noise.df, noise.df, noise.samples.median_var, QUIET_HISTORY_ALPHA)
+    return noise is not None and noise.df >= QUIET_HISTORY_DF and _within_samples(noise)
+
+
+def _within_samples(noise: RunNoise) -> bool:
+    """Whether a history's runs show no more spread than its samples can explain at ``QUIET_HISTORY_ALPHA``
+    (False where its samples were not read): the one level the quiet test and the band both read."""
+    return noise.samples is not None and _no_more_spread(noise.sd ** 2 * noise.df, noise.df,
+                                                         noise.samples.median_var, QUIET_HISTORY_ALPHA)
 
 
 def between_runs(noise: RunNoise) -> float:
@@ -529,9 +534,7 @@ def within_spread(test: RunTest, base_runs: int, head_runs: int, noise: RunNoise
     side 6-8 points of power)."""
     if noise is None or test.method != "welch" or min(base_runs, head_runs) >= OWN_SPREAD_RUNS:
         return False
-    varies = noise.samples is None or not _no_more_spread(noise.sd ** 2 * noise.df, noise.df,
-                                                           noise.samples.median_var, QUIET_HISTORY_ALPHA)
-    return varies and abs(test.diff) <= noise.widest
+    return not _within_samples(noise) and abs(test.diff) <= noise.widest
 
 
 def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None = None) -> RunNoise | None:
