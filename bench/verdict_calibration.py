@@ -67,7 +67,7 @@ from service.detect.compare import (  # noqa: E402
     looks_alpha,
     more_runs_would_decide,
 )
-from service.detect.run_stats import RunNoise, pooled_noise, sample_spread  # noqa: E402
+from service.detect.run_stats import RunNoise, pooled_noise, with_samples  # noqa: E402
 
 BASE_STEPS = 40
 EFFECTS = (0.05, 0.10, 0.20, 0.50)
@@ -189,7 +189,8 @@ def history(held_out: list[list[list[float]]]) -> RunNoise | None:
     """What the service learns from stored history (service/store/run_noise.py), from the runs not drawn: per
     commit, each run's samples."""
     logs = [[math.log(float(np.median(run))) for run in commit] for commit in held_out]
-    return pooled_noise(logs, sample_spread([run for commit in held_out for run in commit]))
+    noise = pooled_noise(logs)
+    return with_samples(noise, held_out) if noise is not None else None
 
 
 def generate_runs(between: float, within: float, rounds: int, samples: int, rng: np.random.Generator

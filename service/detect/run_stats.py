@@ -75,22 +75,29 @@ difference of logs), and two sides are compared on those values:
   samples are brought in. A run is then summarised by the ``TRIM``-trimmed mean of its log samples rather than
   its median, with Yuen's winsorized variance as its spread from the samples: 94 % of a mean's efficiency on
   normal samples where a median has 64 %, and robust to the odd slow sample. Its variance is the nested design's
-  two components (Searle, Casella and McCulloch, "Variance Components"): the samples' share, known to many
-  degrees of freedom, plus the spread between runs that the history shows beyond its samples' share
-  (:func:`between_runs`, a method-of-moments estimate known to the history's degrees of freedom; often nothing
-  on a quiet host), pooled with the runs' own spread. Each side must show no more spread between its runs than
-  that at ``QUIET_SIDE_ALPHA`` (a host gone noisy since the history). Sides of 1-3 runs: from
-  ``OWN_SPREAD_RUNS`` runs the moderated test has the degrees of freedom already, and at 5 runs a side the
-  samples cost 1.2 points of A/A on runs 0.01 apart (2026-12-04).
-  Until 2026-12-05 the history had to pass Bancroft's preliminary test at 0.25 and the spread between runs was
-  then taken as none, the run-level test kept otherwise. That test turned away a quarter of quiet histories by
-  design (one run a side then got no test at all), and what it let through was assumed away: on generated runs
-  (bench/verdict_calibration.py --generate, 2026-12-05) the estimate instead of the preliminary test took +5 %
-  at one run a side from 69 to 77 % found and at two from 83 to 88 %, +10 % at one from 85 to 97 %, with A/A
-  at 3.2-4.0 % where the runs agree, and at 0.01 apart (a spread between runs as large as a median's from its
-  samples) A/A from 3.4-4.2 to 3.8-4.3 % while +5 % went from 19-72 to 42-73 %. One run's samples are not
-  pooled with the history's (82 % found, but that worst case's A/A read 5.3 %). Hosts whose runs land apart
-  (the CPU hosts measured here: runs 5-27 % apart, samples 2-9 %) fail the history's test and keep the tests
+  two components (Searle, Casella and McCulloch, "Variance Components"): the samples' share, each side's samples
+  pooled with the history's (known to hundreds of degrees of freedom), plus the spread between runs, which is what
+  the history's runs' trimmed means show beyond that share (:class:`TrimmedSpread`; by the method of moments,
+  none where that is negative, and counted at the uncertainty of the history's figure even then), pooled with
+  the runs' own spread. The history's degrees of freedom count once for both sides. Each side must show no
+  more spread than the history's at ``QUIET_SIDE_ALPHA``, its runs' trimmed means against the history's runs' and
+  its samples against the history's samples at ``QUIET_SAMPLES_ALPHA`` (a host gone noisy since the history;
+  a side of one run shows it there alone). Sides of 1-3 runs: from ``OWN_SPREAD_RUNS`` runs the moderated test
+  has the degrees of freedom already, and at 5 runs a side the samples cost 1.2 points of A/A on runs 0.01
+  apart (2026-12-04).
+  History of this design, each step measured on generated runs (bench/verdict_calibration.py --generate, the
+  same seeds before and after; bench/README.md). Until 2026-12-05 the history had to pass Bancroft's preliminary
+  test at 0.25 and the spread between runs was then taken as none: a quarter of quiet histories turned away by
+  design, what it let through assumed away. Its replacement (2026-12-05, evening) estimated the spread between
+  runs from run medians (their variance less a median's from its samples), with each side's samples read alone
+  (5 degrees of freedom a run): +5 % at 1 and 2 runs a side found in 77 and 88 % of draws. Reading the spread
+  from the history's trimmed means, the samples pooled with the history's and the sides checked at 0.01
+  (2026-12-06) took that to 83 and 95 % (90 and 97 % with the whole history as the service reads it, where
+  pooled samples find 89 and 100 %), A/A unchanged at 2.9-3.3 % where runs agree and 3.2-4.4 % at 0.01 apart
+  (the worst case). Tried and not kept: the history's trimmed means alone with all their degrees of freedom (an
+  exact t: 88 % found but A/A at 4.9-5.6 %, no margin at alpha), and a floor at the samples' share with the
+  history's degrees of freedom (81 %). Hosts whose runs land apart (the CPU hosts measured here: runs 5-27 %
+  apart, samples 2-9 %) fail the history's test and keep the tests
   above.
 """
 
@@ -122,13 +129,16 @@ FLOOR_DF_RUNS = 3
 # the preliminary tests' levels. The history's: beyond it the runs clearly vary beyond their samples (a noisy
 # host: the run-level tests and the band of :func:`within_spread`); strict, so that a quiet host's history rarely
 # fails it by chance (at 0.05 the band alone cost +5 % at 2-3 runs a side 2-3 points of power on generated quiet
-# runs), and short of it the spread between runs it does show is estimated, not assumed away. Each side's at 0.05
-# against that estimate: it only has to catch a host gone noisy since the history (at 0.01, A/A on generated runs
-# 0.01 apart read 4.8-5.1 %, at 0.05 4.2-4.3 %).
+# runs), and short of it the spread between runs it does show is estimated, not assumed away. Each side's runs at
+# 0.01 against the history's: they only have to catch a host gone noisy since the history (at 0.05 a tenth of quiet
+# draws at 2-3 runs a side lost the samples: +5 % at 2 runs found in 89 % of generated draws, at 0.01 in 97 %, A/A
+# at runs 0.01 apart 3.0-3.7 against 3.4-4.2 %). Its samples at 0.001: a winsorized variance of 5 degrees of
+# freedom has a long upper tail, and at 0.01 it cost +5 % at one run a side 4 points of power on generated runs.
 QUIET_MIN_SAMPLES = 5
 QUIET_HISTORY_DF = 6
 QUIET_HISTORY_ALPHA = 0.01
-QUIET_SIDE_ALPHA = 0.05
+QUIET_SIDE_ALPHA = 0.01
+QUIET_SAMPLES_ALPHA = 0.001
 # A run's samples' scale is read from their pairwise differences (Shamos's estimator: the median |x_i - x_j| of
 # normal data is 0.9539 sd, with 86 % of the sample sd's efficiency, and it needs no centre: deviations from a run's
 # own median of 10 samples read 11 % low, 54 % at 5). A median of n samples varies by pi/2 sd^2 / n asymptotically
@@ -191,8 +201,8 @@ def sample_spread(runs: Sequence[Sequence[float]]) -> SampleSpread | None:
 def _median_variance(n: int) -> float:
     """The variance of the median of ``n`` normal samples of unit variance: pi / (2 n) asymptotically, less at small
     n and less for even n (their median averages two middle values); within 1.5 % of simulation from 5 samples.
-    The spread between runs is estimated as what the runs show beyond this (:func:`between_runs`), so it must not
-    err either way: the asymptotic value read a 10-sample run's median 14 % wide."""
+    The history's test reads the runs' spread against this, so it must not err either way: the asymptotic value
+    read a 10-sample run's median 14 % wide."""
     return _MEDIAN_VARIANCE * (1 - (0.4 if n % 2 else 1.2) / n) / n
 
 
@@ -236,6 +246,8 @@ class RunNoise:
     # The farthest apart two runs of one commit landed (log medians): how far the host alone has moved the same
     # code, the band a comparison of few runs a side must clear (:func:`within_spread`).
     widest: float = 0.0
+    # The same runs read as the quiet test reads a side (:class:`TrimmedSpread`): the variance it tests with.
+    trimmed: TrimmedSpread | None = None
 
     def __post_init__(self) -> None:
         if not (self.sd >= 0 and math.isfinite(self.sd)) or self.df < 1:
@@ -391,14 +403,6 @@ def _within_samples(noise: RunNoise) -> bool:
                                                          noise.samples.median_var, QUIET_HISTORY_ALPHA)
 
 
-def between_runs(noise: RunNoise) -> float:
-    """The variance between runs that a history shows beyond its samples' (a variance component, by the method of
-    moments: the variance of its runs' log medians less a median's from its samples; none where that is
-    negative). Known to the history's degrees of freedom: the runs' variance is."""
-    assert noise.samples is not None
-    return max(0.0, noise.sd ** 2 - noise.samples.median_var)
-
-
 @dataclass(frozen=True)
 class QuietSide:
     """A side as the quiet test reads it: each run's ``TRIM``-trimmed mean of log samples (the module's note says
@@ -410,11 +414,20 @@ class QuietSide:
     means: np.ndarray
     mean_var: float
     mean_df: float
+    # The runs' pooled winsorized sum of squares over their degrees of freedom, before the division by each run's
+    # kept samples: what one side's samples are compared with another's by (sizes apart).
+    sample_var: float
 
     def __post_init__(self) -> None:
-        if not (self.mean_var > 0 and math.isfinite(self.mean_var)) or not self.mean_df > 0 or not self.means.size:
+        if (not (self.mean_var > 0 and math.isfinite(self.mean_var)) or not self.mean_df > 0 or not self.means.size
+                or not self.sample_var > 0):
             raise ValueError(f"a quiet side needs runs, a variance > 0 and df > 0, not {self.mean_var}, "
                              f"{self.mean_df}")
+
+    @property
+    def inverse_kept(self) -> float:
+        """The runs' mean of 1 / (samples kept after trimming): ``mean_var`` is ``sample_var`` times it."""
+        return self.mean_var / self.sample_var
 
 
 def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
@@ -443,43 +456,120 @@ def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
         inverse_kept += [1 / kept] * len(group)
     if ss <= 0:
         return None
-    return QuietSide(means, ss / df * float(np.mean(inverse_kept)), df)
+    return QuietSide(means, ss / df * float(np.mean(inverse_kept)), df, ss / df)
+
+
+@dataclass(frozen=True)
+class TrimmedSpread:
+    """A history read as the quiet test reads a side: how far a run's trimmed mean lands from its commit's mean
+    (the spread between runs and the samples' share at once: the variance one run's figure has), known to
+    ``run_df``; and its samples' ``sample_var``
+    (:class:`QuietSide`), known to ``sample_df``, with the runs' ``inverse_kept``: what a side's samples are
+    checked against, and what moves ``run_var`` to a side whose runs keep another number of samples."""
+
+    run_var: float
+    run_df: int
+    sample_var: float
+    sample_df: float
+    inverse_kept: float
+
+    def __post_init__(self) -> None:
+        if not (self.run_var > 0 and math.isfinite(self.run_var)) or self.run_df < 1 or not self.sample_var > 0:
+            raise ValueError(f"a trimmed spread needs a variance > 0 and df >= 1, not {self.run_var}, {self.run_df}")
+
+    def run_variance(self, side: QuietSide) -> float:
+        """The variance of one of ``side``'s runs' trimmed means as the history shows it: its samples' share moved
+        to the side's run size (nothing moves where the sizes are the same, as in one suite); a move to larger runs
+        that would leave nothing falls back to the samples' share."""
+        moved = self.run_var + self.sample_var * (side.inverse_kept - self.inverse_kept)
+        return moved if moved > 0 else self.sample_var * side.inverse_kept
+
+
+def trimmed_spread(commits: Sequence[Sequence[Sequence[float]]]) -> TrimmedSpread | None:
+    """A history's :class:`TrimmedSpread` from each commit's runs' samples (commits of one run add nothing);
+    None where a run cannot be read as :func:`quiet_side` reads one, or no commit has two runs."""
+    ss, df, sample_ss, sample_df, inverse = 0.0, 0, 0.0, 0.0, []
+    for runs in commits:
+        if len(runs) < 2:
+            continue
+        side = quiet_side(runs)
+        if side is None:
+            return None
+        ss += _ss(side.means)
+        df += side.means.size - 1
+        sample_ss += side.sample_var * side.mean_df
+        sample_df += side.mean_df
+        inverse += [side.inverse_kept] * side.means.size
+    if df == 0 or ss <= 0:
+        return None
+    return TrimmedSpread(ss / df, df, sample_ss / sample_df, sample_df, float(np.mean(inverse)))
+
+
+def with_samples(noise: RunNoise, commits: Sequence[Sequence[Sequence[float]]]) -> RunNoise:
+    """``noise`` with its history's samples read (:func:`sample_spread`, :func:`trimmed_spread`), from the same
+    runs' samples, per commit: what the quiet test needs."""
+    flat = [run for runs in commits for run in runs]
+    return replace(noise, samples=sample_spread(flat), trimmed=trimmed_spread(commits))
 
 
 def runs_are_quiet(noise: RunNoise | None, sides: Sequence[QuietSide | None]) -> bool:
-    """Whether the history (:func:`history_is_quiet`) and every side show no more spread between runs than their
-    samples explain (a side's runs' trimmed means against the variance one has from its samples plus the history's
-    spread between runs beyond its samples, :func:`between_runs`)."""
+    """Whether the history (:func:`history_is_quiet`, its runs read as trimmed means too) and every side show no
+    more spread than the history's: a side's samples against the history's at ``QUIET_SAMPLES_ALPHA`` (a side of
+    one run has no other spread to show), and a side's runs' trimmed means against the history's runs' variance
+    (:meth:`TrimmedSpread.run_variance`) at ``QUIET_SIDE_ALPHA``. Either failing is a host gone noisy since the
+    history."""
     if not history_is_quiet(noise):
         return False
     assert noise is not None
-    between = between_runs(noise)
+    history = noise.trimmed
+    if history is None:
+        return False
     for side in sides:
         if side is None:
             return False
+        wider = side.sample_var / history.sample_var
+        if wider > _f_quantile(1 - QUIET_SAMPLES_ALPHA, side.mean_df, history.sample_df):
+            return False
         k = side.means.size
-        if k >= 2 and not _no_more_spread(_ss(side.means), k - 1, side.mean_var + between, QUIET_SIDE_ALPHA):
+        if k >= 2 and (_ss(side.means) / (k - 1) / history.run_variance(side)
+                       > _f_quantile(1 - QUIET_SIDE_ALPHA, k - 1, history.run_df)):
             return False
     return True
 
 
-def _quiet_test(base: QuietSide, head: QuietSide, noise: RunNoise) -> tuple[float, float]:
-    """The standard error and degrees of freedom of a comparison of quiet runs: each side's variance of one run's
-    trimmed mean is its runs' own sum of squares pooled with what the samples and the history say it is (the
-    mean's variance from its samples plus the history's spread between runs beyond its samples, known to the
-    degrees of freedom Satterthwaite gives that sum), Welch-Satterthwaite between the sides."""
-    between = between_runs(noise)
-    parts = []
+@lru_cache(maxsize=256)
+def _f_quantile(q: float, df_num: float, df_den: float) -> float:
+    from scipy import stats
+
+    return float(stats.f.ppf(q, df_num, df_den))
+
+
+def _quiet_test(base: QuietSide, head: QuietSide, history: TrimmedSpread) -> tuple[float, float]:
+    """The standard error and degrees of freedom of a comparison of quiet runs. One run's trimmed mean varies by
+    its samples' share (each side's samples pooled with the history's: known to many degrees of freedom) plus the
+    spread between runs, estimated as what the history's runs show beyond that share (the method of moments, none
+    where that is negative) and counted at its uncertainty (2 v^2 / df of the history's figure) even where it is
+    none: on a quiet host the estimate is nothing half the time by chance, and neither the history's figure alone
+    with its degrees of freedom (A/A at alpha, no margin) nor floored at the share with them (+5 % at one run a side
+    found in 81 % of generated draws against 85 %) did as well. That per-run variance is pooled with each side's own
+    runs, Welch-Satterthwaite between the sides."""
+    parts, known_dfs = [], []
     for side in (base, head):
         k = side.means.size
-        known = side.mean_var + between
-        # The estimate of ``between`` moves as the history's runs' variance does (2 sd^4 / df).
-        known_df = known ** 2 / (side.mean_var ** 2 / side.mean_df + (noise.sd ** 4 / noise.df if between else 0.0))
+        share_df = side.mean_df + history.sample_df
+        share = ((side.sample_var * side.mean_df + history.sample_var * history.sample_df) / share_df
+                 * side.inverse_kept)
+        run_var = history.run_variance(side)
+        known = max(run_var, share)
+        known_df = known ** 2 / (share ** 2 / share_df + run_var ** 2 / history.run_df)
+        known_dfs.append(known_df)
         df = k - 1 + known_df
         parts.append(((_ss(side.means) + known * known_df) / df / k, df))
     (vb, dfb), (vh, dfh) = parts
     se2 = vb + vh
-    return math.sqrt(se2), se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh)
+    # One history stands behind both sides: what it knows counts once.
+    cap = max(known_dfs) + base.means.size - 1 + head.means.size - 1
+    return math.sqrt(se2), min(se2 ** 2 / (vb ** 2 / dfb + vh ** 2 / dfh), cap)
 
 
 def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = None,
@@ -497,8 +587,8 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
     if quiet is not None and max(kb, kh) < OWN_SPREAD_RUNS and runs_are_quiet(noise, quiet):
         quiet_base, quiet_head = quiet
         assert quiet_base is not None and quiet_head is not None
-        assert noise is not None
-        se, df = _quiet_test(quiet_base, quiet_head, noise)
+        assert noise is not None and noise.trimmed is not None
+        se, df = _quiet_test(quiet_base, quiet_head, noise.trimmed)
         diff = float(quiet_head.means.mean() - quiet_base.means.mean())
         return RunTest(diff, se, df, math.nan if defer_p else _two_sided_p(diff / se, df), "quiet")
     diff = float(head.mean() - base.mean())
@@ -537,10 +627,9 @@ def within_spread(test: RunTest, base_runs: int, head_runs: int, noise: RunNoise
     return not _within_samples(noise) and abs(test.diff) <= noise.widest
 
 
-def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None = None) -> RunNoise | None:
+def pooled_noise(groups: Sequence[Sequence[float]]) -> RunNoise | None:
     """The spread between runs of the same code from groups of log run medians (each group: one commit's runs
-    in one environment); None when no group has two runs. ``samples``: the spread of those runs' samples
-    (:func:`sample_spread`), kept with it."""
+    in one environment); None when no group has two runs. Their samples are read by :func:`with_samples`."""
     ss, df, gaps = 0.0, 0, []
     for group in groups:
         if len(group) >= 2:
@@ -552,7 +641,7 @@ def pooled_noise(groups: Sequence[Sequence[float]], samples: SampleSpread | None
     if df == 0:
         return None
     every_gap = np.concatenate(gaps)
-    return RunNoise(math.sqrt(ss / df), df, samples, _has_states(every_gap), float(every_gap.max()))
+    return RunNoise(math.sqrt(ss / df), df, None, _has_states(every_gap), float(every_gap.max()))
 
 
 # Runs in states of their own: two runs of one commit farther apart than STATE_GAP times the median such distance

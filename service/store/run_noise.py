@@ -15,13 +15,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import replace
 
 import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from service.detect.run_stats import RunNoise, could_be_quiet, pooled_noise, sample_spread
+from service.detect.run_stats import RunNoise, could_be_quiet, pooled_noise, with_samples
 from service.store.models import Result, Run
 
 HISTORY_COMMITS = 8  # the newest commits with replicated runs read: 8 commits of 2-3 runs give 8-16 df
@@ -63,22 +62,23 @@ def run_noise(session: Session, series_ids: Collection[int], environments: Colle
     for series_id, commit_id, run_id, samples in rows:
         per_run[(series_id, commit_id, run_id)].extend(float(v) for v in samples or ())
     logs: dict[tuple[int, int], list[float]] = defaultdict(list)
-    run_samples: dict[int, list[list[float]]] = defaultdict(list)
+    run_samples: dict[tuple[int, int], list[list[float]]] = defaultdict(list)
     for (series_id, commit_id, _), values in per_run.items():
         median = float(np.median(values)) if values else 0.0
         if median > 0 and math.isfinite(median):
             logs[(series_id, commit_id)].append(math.log(median))
-            run_samples[series_id].append(values)
-    by_series: dict[int, list[list[float]]] = defaultdict(list)
-    for (series_id, _), group in logs.items():
-        by_series[series_id].append(group)
+            run_samples[(series_id, commit_id)].append(values)
+    by_series: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for key in logs:
+        by_series[key[0]].append(key)
     out = {}
-    for series_id, found in by_series.items():
-        # The samples' spread inside the same runs, only where the runs' spread could be quiet enough to need it
-        # (run_stats.could_be_quiet, from the runs' ranges): it costs a pass over pairs of stored samples.
-        noise = pooled_noise(found)
-        if noise is not None and could_be_quiet(noise, run_samples[series_id]):
-            noise = replace(noise, samples=sample_spread(run_samples[series_id]))
+    for series_id, keys in by_series.items():
+        # The samples inside the same runs, only where the runs' spread could be quiet enough to need them
+        # (run_stats.could_be_quiet, from the runs' ranges): reading them costs a pass over pairs of samples.
+        noise = pooled_noise([logs[key] for key in keys])
+        commits = [run_samples[key] for key in keys]
+        if noise is not None and could_be_quiet(noise, [run for runs in commits for run in runs]):
+            noise = with_samples(noise, commits)
         if noise is not None:
             out[series_id] = noise
     return out

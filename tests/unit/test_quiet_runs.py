@@ -20,12 +20,14 @@ from service.detect.run_stats import (
     QuietSide,
     RunNoise,
     SampleSpread,
-    between_runs,
+    TrimmedSpread,
     could_be_quiet,
     history_is_quiet,
     pooled_noise,
     quiet_side,
     sample_spread,
+    trimmed_spread,
+    with_samples,
 )
 
 WITHIN = 0.03  # samples inside a run, 3 % apart
@@ -38,14 +40,12 @@ def runs(level: float, count: int, rng: np.random.Generator, between: float = 0.
 
 
 def stored(rng: np.random.Generator, between: float = 0.0, commits: int = 6, per_commit: int = 3,
-           with_samples: bool = True) -> RunNoise:
+           samples: bool = True) -> RunNoise:
     """A series' stored history: ``commits`` commits of ``per_commit`` runs of the same code."""
     history = [runs(1e-3, per_commit, rng, between) for _ in range(commits)]
-    logs = [[math.log(float(np.median(run))) for run in commit] for commit in history]
-    spread = sample_spread([run for commit in history for run in commit]) if with_samples else None
-    noise = pooled_noise(logs, spread)
+    noise = pooled_noise([[math.log(float(np.median(run))) for run in commit] for commit in history])
     assert noise is not None
-    return noise
+    return with_samples(noise, history) if samples else noise
 
 
 def row(base: list[list[float]], head: list[list[float]], noise: RunNoise | None) -> Comparison:
@@ -77,7 +77,7 @@ def test_sample_spread_is_unknown_where_it_cannot_be_read() -> None:
     with pytest.raises(ValueError):
         SampleSpread(0.0, 10)
     with pytest.raises(ValueError):
-        QuietSide(np.zeros(2), math.nan, 5)
+        QuietSide(np.zeros(2), math.nan, 5, 1e-4)
 
 
 def test_the_trimmed_mean_of_a_run_and_its_variance_from_the_samples() -> None:
@@ -110,22 +110,46 @@ def test_only_a_history_whose_runs_agree_as_closely_as_their_samples_is_quiet() 
     assert quiet >= 0.95
     # Runs 3 % apart against a median that moves 1.1 % from its samples: this machine's hosts are noisier still.
     assert sum(history_is_quiet(stored(rng, between=0.03)) for _ in range(200)) / 200 <= 0.02
-    assert not history_is_quiet(stored(rng, with_samples=False))  # no samples: cannot tell
+    assert not history_is_quiet(stored(rng, samples=False))  # no samples: cannot tell
     few = stored(rng, commits=2, per_commit=3)  # 4 degrees of freedom between runs: too few to tell
     assert few.df < QUIET_HISTORY_DF and not history_is_quiet(few)
     assert not history_is_quiet(None)
 
 
-def test_the_spread_between_runs_beyond_the_samples_is_estimated() -> None:
-    """A history whose runs move 1 % apart (about as far as a 10-sample median moves from its samples) shows it
-    beyond its samples' share; one whose runs agree shows next to none. The median's variance from its samples is
-    read exactly enough for that difference to mean something (the asymptotic pi/2 read it 14 % wide)."""
+def test_a_history_is_read_as_the_quiet_test_reads_a_side() -> None:
+    """A history's runs' trimmed means vary by both components at once: the samples' share alone where the runs
+    agree, that plus the spread between runs where they move 1 % apart; its samples' figure is the same either way.
+    A side whose runs keep fewer samples gets the larger share."""
     rng = np.random.default_rng(8)
-    apart = [between_runs(stored(rng, between=0.01, commits=40)) for _ in range(40)]
-    assert 0.7e-4 <= float(np.mean(apart)) <= 1.3e-4  # 0.01 ** 2
-    agree = [stored(rng, commits=40) for _ in range(40)]
-    share = np.mean([between_runs(noise) / noise.samples.median_var for noise in agree if noise.samples])
-    assert share < 0.1
+    agree = [stored(rng, commits=40).trimmed for _ in range(30)]
+    apart = [stored(rng, between=0.01, commits=40).trimmed for _ in range(30)]
+    assert all(isinstance(t, TrimmedSpread) for t in agree + apart)
+    share = float(np.mean([t.sample_var * t.inverse_kept for t in agree if t]))
+    assert 0.85 <= float(np.mean([t.run_var for t in agree if t])) / share <= 1.15
+    assert 0.8 <= (float(np.mean([t.run_var for t in apart if t])) - share) / 0.01 ** 2 <= 1.2
+    samples = [float(np.mean([t.sample_var for t in group if t])) for group in (agree, apart)]
+    assert 0.9 <= samples[1] / samples[0] <= 1.1
+    history = agree[0]
+    assert history is not None and history.run_df == 40 * 2
+    short = quiet_side([runs(1e-3, 1, rng)[0][:6]])
+    same = quiet_side(runs(1e-3, 1, rng))
+    assert short is not None and same is not None
+    assert history.run_variance(same) == pytest.approx(history.run_var, rel=0.01)
+    assert history.run_variance(short) > history.run_var
+    assert trimmed_spread([runs(1e-3, 1, rng)]) is None  # no commit with two runs
+    assert trimmed_spread([runs(1e-3, 2, rng) + [[1.0, 2.0]]]) is None  # a run too short to read
+    with pytest.raises(ValueError):
+        TrimmedSpread(0.0, 4, 1e-4, 10, 0.2)
+
+
+def test_a_side_whose_samples_spread_wider_than_the_history_s_is_not_quiet() -> None:
+    """One run has no spread between runs of its own to show a host gone noisy since the history; its samples do:
+    three times the history's spread is not quiet."""
+    rng = np.random.default_rng(12)
+    noise = stored(rng)
+    wide = [(np.exp(math.log(1e-3) + 3 * WITHIN * rng.standard_normal(SAMPLES))).tolist()]
+    assert row(runs(1e-3, 1, rng), wide, noise).method != "quiet"
+    assert row(runs(1e-3, 1, rng), runs(1e-3, 1, rng), noise).method == "quiet"
 
 
 def test_quiet_runs_use_their_samples_and_a_noisy_side_does_not() -> None:
@@ -148,7 +172,7 @@ def test_quiet_runs_use_their_samples_and_a_noisy_side_does_not() -> None:
 # (runs a side, planted effect, the least it finds, how much more than the run-level test on the same draws): the
 # samples decide what two or three run medians cannot.
 @pytest.mark.parametrize(("budget", "effect", "least", "gain"),
-                         [(1, 0.05, 0.6, 0.05), (2, 0.05, 0.6, 0.15), (3, 0.03, 0.6, 0.1)])
+                         [(1, 0.05, 0.75, 0.05), (2, 0.05, 0.9, 0.3), (3, 0.03, 0.85, 0.25)])
 def test_quiet_a_a_stays_within_alpha_and_finds_what_the_runs_alone_miss(budget: int, effect: float, least: float,
                                                                          gain: float) -> None:
     """Every draw fresh (history, base, head), so the rates are of independent comparisons."""
@@ -187,11 +211,15 @@ def test_a_history_that_shows_some_spread_between_runs_is_tested_with_it() -> No
     """The same runs against a history whose runs agree and one whose runs move 1.5 % apart: both take the samples
     (the latter's spread short of the history's test), the latter with the wider interval."""
     rng = np.random.default_rng(9)
+    def beyond(noise: RunNoise) -> float:
+        assert noise.trimmed is not None
+        return noise.trimmed.run_var - noise.trimmed.sample_var * noise.trimmed.inverse_kept
+
     calm = stored(rng, commits=12)
-    while between_runs(calm) > 0:
+    while beyond(calm) > 0:
         calm = stored(rng, commits=12)
     moving = stored(rng, between=0.015, commits=12)
-    while not history_is_quiet(moving) or between_runs(moving) < 1e-4:
+    while not history_is_quiet(moving) or beyond(moving) < 1e-4:
         moving = stored(rng, between=0.015, commits=12)
     base, head = runs(1e-3, 1, rng), runs(1.06e-3, 1, rng)
     first, second = row(base, head, calm), row(base, head, moving)
@@ -232,8 +260,7 @@ def test_the_cheap_screen_never_turns_away_a_quiet_history() -> None:
             noise = pooled_noise([[math.log(float(np.median(r))) for r in commit] for commit in history])
             assert noise is not None
             flat = [run for commit in history for run in commit]
-            full = pooled_noise([[math.log(float(np.median(r))) for r in commit] for commit in history],
-                                sample_spread(flat))
+            full = with_samples(noise, history)
             if history_is_quiet(full):
                 assert could_be_quiet(noise, flat)
             if between == 0.2:
