@@ -32,6 +32,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -83,8 +84,11 @@ class Point:
     best: float  # the fastest sample
 
 
-def _variant(label: str, params: Params) -> str:
-    flags = {k: v for k, v in params.items() if isinstance(v, bool | str)}
+def _variant(label: str, spec: Any, params: Params) -> str:
+    """A point's variant as `kernelwatch predict` groups them (runners.suite.variant_of)."""
+    from runners.suite import variant_of
+
+    flags = variant_of(spec, params)
     return label + ("[" + ",".join(f"{k}={v}" for k, v in sorted(flags.items())) + "]" if flags else "")
 
 
@@ -126,7 +130,7 @@ def measure_points(samples: int, quick: bool, rounds: int) -> list[Point]:
         spec = specs[label]
         counts = analytic_cost(spec, params)
         assert counts is not None
-        points.append(Point(spec.suite, _variant(label, params), params, counts[0], counts[1], min(medians[i]),
+        points.append(Point(spec.suite, _variant(label, spec, params), params, counts[0], counts[1], min(medians[i]),
                             min(bests[i])))
     return points
 
@@ -213,6 +217,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert loaded is not None, "the --load file holds no calibration"
         calibration = loaded
         points = [Point(**p) for p in saved["points"]]
+        # Grouped again as the suite declares its variants now (a saved file keeps the grouping it was measured with).
+        from runners.suite import discover
+
+        specs = {f"{s.suite}/{s.name}": s for s in discover(ROOT)}
+        points = [dataclasses.replace(p, variant=_variant(label, specs[label], p.params))
+                  if (label := p.variant.split("[")[0]) in specs else p for p in points]
     else:
         calibration = calibrate()  # the runner's calibration, in this process: the same thread limit as the sweep
     host = host_hardware(calibration)

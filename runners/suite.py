@@ -85,6 +85,9 @@ class BenchmarkSpec:
     # The analytic (FLOPs, bytes) of a point without building its Case (no inputs allocated): what
     # `kernelwatch predict` evaluates at shapes far larger than the grid's. None: build the Case to read them.
     cost: CostModel | None = None
+    # Numeric parameters that pick a variant rather than a size (top-k's k: a selection's cost grows with k, which
+    # no FLOP or byte count of it shows). String and bool parameters always do (``variant_of``).
+    variants: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,13 @@ def benchmark_version(factory: Callable[..., Case]) -> str | None:
     return hashlib.sha256(ast.dump(node, include_attributes=False).encode()).hexdigest()[:16]
 
 
+def variant_of(spec: BenchmarkSpec, params: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+    """The parameters of a point that pick a variant of the kernel rather than a size: its string and bool ones
+    (a dtype, fused or not, an algorithm) and those the benchmark names in ``variants``. Points that share them
+    form one family, whose efficiency `kernelwatch predict` interpolates across sizes."""
+    return {k: v for k, v in params.items() if isinstance(v, bool | str) or k in spec.variants}
+
+
 def analytic_cost(spec: BenchmarkSpec, params: Mapping[str, ParamValue]) -> tuple[float, float] | None:
     """A point's (FLOPs, bytes accessed) from the benchmark's own model: its ``cost`` function where it declares
     one (cheap at any shape), else the Case built at that point (which allocates its inputs: keep such shapes
@@ -174,12 +184,14 @@ def benchmark(
     unit: str = "s",
     direction: str = "lower_is_better",
     cost: CostModel | None = None,
+    variants: Iterable[str] = (),
 ) -> Callable[[Callable[..., Case]], Callable[..., Case]]:
     """Declare a benchmark: the decorated function builds a Case for one point of ``params``.
 
     ``quick`` names the points that `--quick` runs (each must be a point of ``params``). ``cost``, called with
     a point's params, returns its (FLOPs, bytes accessed) as the Case would carry them, without allocating
     anything; the factory should compute its Case's counts with the same function so the two cannot drift.
+    ``variants`` names numeric parameters whose values are variants of the kernel, not sizes (``variant_of``).
     """
 
     def decorate(factory: Callable[..., Case]) -> Callable[..., Case]:
@@ -190,6 +202,10 @@ def benchmark(
                 raise ValueError(f"{suite}/{name or factory.__name__}: quick point {point} is not in its grid")
         if devices < 1:
             raise ValueError(f"{suite}/{name or factory.__name__}: devices must be at least 1")
+        named = tuple(variants)
+        for param in named:
+            if any(param not in point for point in points):
+                raise ValueError(f"{suite}/{name or factory.__name__}: variant parameter {param!r} is not in its grid")
         spec = BenchmarkSpec(
             suite=suite,
             name=name or factory.__name__,
@@ -201,6 +217,7 @@ def benchmark(
             devices=devices,
             timeout_s=timeout_s,
             cost=cost,
+            variants=named,
         )
         setattr(factory, _SPEC_ATTR, spec)
         return factory

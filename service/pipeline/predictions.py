@@ -37,6 +37,7 @@ from kernelwatch.hardware import (
     hardware_for,
     host_hardware,
 )
+from runners.suite import variant_of
 from service.model.compute_roof import compute_roof, declared_dtype, params_dtype
 from service.model.predict import (
     DEFAULT_EFFICIENCY,
@@ -135,11 +136,6 @@ def resolve_shapes(grid: Sequence[Mapping[str, Any]], source_text: Mapping[str, 
     return ResolvedShapes(source, target, assumed)
 
 
-def _categorical(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters that pick a variant rather than a size: the points that share them form one family."""
-    return {k: v for k, v in params.items() if isinstance(v, bool | str)}
-
-
 # --- the roofs ----------------------------------------------------------------------------------------------
 
 
@@ -218,16 +214,20 @@ def _measured(spec: Any, points: Sequence[StoredPoint]) -> list[Measured]:
     return measured
 
 
-def _host_steps(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware) -> CliffSteps:
+def _host_steps(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware,
+                loaded: Mapping[str, Sequence[StoredPoint]]) -> CliffSteps:
     """How efficiencies step across the host's cliffs (service/model/predict.py, ``cliff_steps``), from every
     variant of every benchmark measured on it: a shape alone past a cliff in its own variant is predicted with the
-    step the others take there (bench/model_accuracy.py: softmax's p90 error 39.7 -> 20.3 %)."""
+    step the others take there (bench/model_accuracy.py: softmax's p90 error 39.7 -> 20.3 %). ``loaded``: the
+    points already read, by "suite/name" (not read twice)."""
     variants: list[tuple[list[Measured], Roofs]] = []
     for spec in specs:
         by_variant: dict[str, list[StoredPoint]] = {}
-        for point in load_points(spec.suite, spec.name):
+        label = f"{spec.suite}/{spec.name}"
+        stored = loaded[label] if label in loaded else load_points(spec.suite, spec.name)
+        for point in stored:
             if hardware_key(point.backend, point.device_kind) == chosen:
-                by_variant.setdefault(json.dumps(_categorical(point.params), sort_keys=True, default=str),
+                by_variant.setdefault(json.dumps(variant_of(spec, point.params), sort_keys=True, default=str),
                                       []).append(point)
         for points in by_variant.values():
             roofs = roofs_for(hardware, params_dtype(points[0].params), declared_dtype(points[0].params) is not None)[0]
@@ -261,7 +261,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         if shapes.assumed:
             notes.append("not given, so the first grid value: " + ", ".join(f"{k}={v}" for k, v in
                                                                               shapes.assumed.items()))
-        if _categorical(shapes.source) != _categorical(shapes.target):
+        if variant_of(spec, shapes.source) != variant_of(spec, shapes.target):
             notes.append("--from and --to differ in a variant parameter; the measured points are the --to variant's")
         stored = load_points(spec.suite, spec.name)
         by_hardware: dict[str, list[StoredPoint]] = {}
@@ -277,8 +277,8 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
                 notes.append(f"measured on {', '.join(sorted(by_hardware))}; {chosen} has the most shapes "
                              "(choose with --hardware)")
         on_hardware = by_hardware.get(chosen, [])
-        variant = _categorical(shapes.target)
-        family = [p for p in on_hardware if _categorical(p.params) == variant]
+        variant = variant_of(spec, shapes.target)
+        family = [p for p in on_hardware if variant_of(spec, p.params) == variant]
         if chosen in CHIPS:
             hardware, described = CHIPS[chosen], f"{CHIPS[chosen].name} (published figures)"
         elif chosen == CPU:
@@ -300,7 +300,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         # its own variant's measured shapes (the page and the command stay one query per benchmark otherwise).
         alone = any(alone_at_its_level(s.bytes_accessed, measured, roofs) for s in (source, target))
         if alone and chosen not in steps_on:
-            steps_on[chosen] = _host_steps(specs, load_points, chosen, hardware)
+            steps_on[chosen] = _host_steps(specs, load_points, chosen, hardware, {label: stored})
         prediction = predict(source, target, measured, roofs, steps=steps_on.get(chosen))
         reports.append(PredictionReport(benchmark=label, hardware=described, dtype=used_dtype, prediction=prediction,
                                         measured_shapes=len({json.dumps(m.shape.params, sort_keys=True, default=str)

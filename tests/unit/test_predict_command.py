@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kernelwatch.errors import InvalidInput
-from runners.suite import BenchmarkSpec, Case, analytic_cost
+from runners.suite import BenchmarkSpec, Case, analytic_cost, benchmark, variant_of
 from service.pipeline.predictions import hardware_key, parse_shape, predict_reports, resolve_shapes, stored_calibration
 from service.report.predict_text import predictions_to_text
 from service.store.family_points import StoredPoint
@@ -90,6 +90,31 @@ def test_only_the_target_variant_on_the_chosen_hardware_is_interpolated() -> Non
     assert any("cpu, tpu-v5e" in n and "--hardware" in n for n in report.notes)
 
 
+def test_a_numeric_parameter_a_benchmark_names_as_a_variant_parts_the_family() -> None:
+    """Top-k's k costs time its counts cannot show (a memory-bound selection reads the same bytes at any k): a
+    benchmark naming it in ``variants`` has each k interpolated on its own, as a dtype or a flag is."""
+    def topk_cost(vocab: int, k: int) -> tuple[float, float]:
+        return 4.0 * vocab, 4.0 * vocab
+
+    grid = ({"vocab": 4096, "k": 8}, {"vocab": 4096, "k": 64})
+    plain = BenchmarkSpec(suite="toy", name="rows", grid=grid, factory=_never_built, cost=topk_cost)
+    parted = BenchmarkSpec(suite="toy", name="rows", grid=grid, factory=_never_built, cost=topk_cost, variants=("k",))
+    assert variant_of(parted, {"vocab": 4096, "k": 8, "fused": True}) == {"k": 8, "fused": True}
+    assert variant_of(plain, {"vocab": 4096, "k": 8}) == {}
+    calibration = {"flops_per_s": 50e9, "bytes_per_s": 10e9, "dtype": "float32"}
+    points = [StoredPoint({"vocab": vocab, "k": k}, seconds, 3, "cpu", "cpu", calibration)
+              for vocab, k, seconds in ((4096, 8, 1e-4), (16384, 8, 4e-4), (4096, 64, 3e-4), (16384, 64, 1.2e-3))]
+    [mixed] = predict_reports([plain], "toy", "vocab=4096,k=64", "vocab=8192,k=64", loader(points), None)
+    [own] = predict_reports([parted], "toy", "vocab=4096,k=64", "vocab=8192,k=64", loader(points), None)
+    assert own.measured_shapes == 2 and mixed.measured_shapes == 4
+    assert own.prediction.target.predicted_s == pytest.approx(6e-4)  # k=64's own efficiency, held across sizes
+    assert mixed.prediction.target.predicted_s != pytest.approx(6e-4)
+    assert any("differ in a variant parameter" in n for n in predict_reports(
+        [parted], "toy", "vocab=4096,k=8", "vocab=4096,k=64", loader(points), None)[0].notes)
+    with pytest.raises(ValueError, match="variant parameter 'kk' is not in its grid"):
+        benchmark(suite="toy", params=grid, variants=("kk",))(_never_built)
+
+
 def test_a_chip_without_measurements_is_answered_from_its_roofline_and_says_so() -> None:
     [report] = predict_reports([ROWS], "toy/rows", "rows=256", "rows=512", loader([point(256, 1e-3)]), "h100")
     assert report.hardware == "NVIDIA H100 SXM (published figures)" and report.measured_shapes == 0
@@ -139,12 +164,16 @@ def test_a_shape_alone_past_a_cliff_takes_the_step_the_host_s_other_benchmarks_t
     stored = {"rows": [at(256, 0.5), at(512, 0.5), at(1024, 0.5)],
               "norm": [at(256, 0.8), at(1024, 0.8), at(2048, 0.2), at(4096, 0.2)]}
 
+    reads: list[str] = []
+
     def load(suite: str, name: str) -> list[StoredPoint]:
+        reads.append(name)
         return stored.get(name, []) if suite == "toy" else []
 
     [report] = predict_reports([ROWS, norm], "toy/rows", "rows=1024", "rows=4096", load, None)
     target = report.prediction.target.efficiency
     assert target.basis == "across a cliff" and target.value == pytest.approx(0.5 * 0.25)
+    assert sorted(reads) == ["norm", "rows"]  # the predicted benchmark's points are read once, steps included
     assert report.prediction.source.efficiency.value == pytest.approx(0.5)
     # Without a benchmark measured across the cliff, the nearest end holds, as before.
     stored["norm"] = []
