@@ -91,10 +91,12 @@ def test_a_quiet_history_carries_its_samples_spread_and_compares_runs_with_it(
         assert noise.df == 6 and noise.samples is not None
         # A run's log median moves about 0.03 * 1.25 / sqrt(10) from its 10 samples.
         assert math.sqrt(noise.samples.median_var) == pytest.approx(0.03 * 1.2533 / math.sqrt(10), rel=0.35)
+        # The same runs read as the quiet test reads a side: the spread of their trimmed means, per commit.
+        assert noise.trimmed is not None and noise.trimmed.run_df == 6
         base, head = resolve(session, builders.commit(3)["sha"]), resolve(session, builders.commit(4)["sha"])
         row = compare_resolved(session, base, head, CompareParams(), stored=False).report.rows[0]
         assert row.method == "quiet" and row.verdict == "regression"
         # Fewer than six degrees of freedom between runs: the samples' spread is not read at all.
         fewer = run_noise(session, [series_id], [environment], [*compared, *session.scalars(
             select(Run.id).order_by(Run.id)).all()[:3]])[series_id]
-        assert fewer.df == 4 and fewer.samples is None
+        assert fewer.df == 4 and fewer.samples is None and fewer.trimmed is None
