@@ -412,22 +412,23 @@ class QuietSide:
     runs' h - 1)."""
 
     means: np.ndarray
-    mean_var: float
-    mean_df: float
     # The runs' pooled winsorized sum of squares over their degrees of freedom, before the division by each run's
     # kept samples: what one side's samples are compared with another's by (sizes apart).
     sample_var: float
+    mean_df: float
+    # The runs' mean of 1 / (samples kept after trimming).
+    inverse_kept: float
 
     def __post_init__(self) -> None:
-        if (not (self.mean_var > 0 and math.isfinite(self.mean_var)) or not self.mean_df > 0 or not self.means.size
-                or not self.sample_var > 0):
-            raise ValueError(f"a quiet side needs runs, a variance > 0 and df > 0, not {self.mean_var}, "
+        if (not (self.sample_var > 0 and math.isfinite(self.sample_var)) or not self.mean_df > 0
+                or not self.means.size or not self.inverse_kept > 0):
+            raise ValueError(f"a quiet side needs runs, a variance > 0 and df > 0, not {self.sample_var}, "
                              f"{self.mean_df}")
 
     @property
-    def inverse_kept(self) -> float:
-        """The runs' mean of 1 / (samples kept after trimming): ``mean_var`` is ``sample_var`` times it."""
-        return self.mean_var / self.sample_var
+    def mean_var(self) -> float:
+        """The variance one run's trimmed mean has from its samples alone (Yuen)."""
+        return self.sample_var * self.inverse_kept
 
 
 def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
@@ -456,7 +457,7 @@ def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
         inverse_kept += [1 / kept] * len(group)
     if ss <= 0:
         return None
-    return QuietSide(means, ss / df * float(np.mean(inverse_kept)), df, ss / df)
+    return QuietSide(means, ss / df, df, float(np.mean(inverse_kept)))
 
 
 @dataclass(frozen=True)

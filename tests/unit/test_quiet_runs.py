@@ -77,7 +77,7 @@ def test_sample_spread_is_unknown_where_it_cannot_be_read() -> None:
     with pytest.raises(ValueError):
         SampleSpread(0.0, 10)
     with pytest.raises(ValueError):
-        QuietSide(np.zeros(2), math.nan, 5, 1e-4)
+        QuietSide(np.zeros(2), math.nan, 5, 0.2)
 
 
 def test_the_trimmed_mean_of_a_run_and_its_variance_from_the_samples() -> None:
