@@ -6,9 +6,10 @@ its neighbours), each point timed in-process by the harness the runner uses (`ru
 apart, warm-up, block_until_ready). The roofs are this host's calibration (`runners.calibrate`). Then every
 point is predicted from the others of its variant (same benchmark, same dtype/fused flags) two ways:
 
-- model: service.model.predict, the roofline at the shape over the efficiency interpolated in log roofline time
-  between the nearest measured shapes (held at the end's value outside them), among the shapes at the shape's
-  cache level where any were measured;
+- model: service.model.predict, the roofline at the shape over the efficiency read between the nearest measured
+  shapes (time on a straight line in roofline time; held at the largest's efficiency past it, the first line
+  followed below the smallest where it shows a fixed cost), among the shapes at the shape's cache level where any
+  were measured;
 - peer, "flops-scaling": the time of the measured shape nearest in FLOPs, scaled by the FLOP ratio (what one
   writes without a model).
 
@@ -16,6 +17,7 @@ Prints per family the median and 90th-percentile absolute percentage error of ea
 Target (issue 9): model median under 25 % for matmul, norms and softmax.
 
     python bench/model_accuracy.py [--samples 9] [--rounds 3] [--threads 1] [--quick] [--save F | --load F]
+        [--repeat F2]  # F2: another --save of the same sweeps; prints how far two measurements of a shape disagree
 
 XLA's CPU thread pool is limited to --threads (default 1): steadier on a shared machine, and the calibration
 is made under the same limit, so roofs and measurements agree.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -92,6 +95,19 @@ def _variant(label: str, spec: Any, params: Params) -> str:
     return label + ("[" + ",".join(f"{k}={v}" for k, v in sorted(flags.items())) + "]" if flags else "")
 
 
+@functools.cache
+def _specs() -> dict[str, Any]:
+    from runners.suite import discover
+
+    return {f"{s.suite}/{s.name}": s for s in discover(ROOT)}
+
+
+def _variant_now(saved: str, params: Params) -> str:
+    """A saved point's variant as the suite groups it now (a --save file keeps the grouping it was measured with)."""
+    label = saved.split("[")[0]
+    return _variant(label, _specs()[label], params) if label in _specs() else saved
+
+
 def measure_points(samples: int, quick: bool, rounds: int) -> list[Point]:
     """Every shape measured once per round, rounds one after the other; a shape keeps the lowest of its rounds'
     medians (and of their fastest samples): a load that comes and goes over the minutes of a sweep slows some
@@ -141,10 +157,11 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
     variant has at least one other measured point. Each variant against the roofs `kernelwatch predict` would
     give it on ``host`` (its dtype's compute roof, the memory roof of each shape's working set). ``cliffs``: a
     shape at a cache level none of its variant's other shapes are at is stepped across the cliff by the steps the
-    *other* variants take there (service/model/predict.py, ``cliff_steps``)."""
+    *other* variants take there, its own family's where they were measured across it (service/model/predict.py,
+    ``family_cliff_steps``)."""
     from kernelwatch.hardware import Hardware
     from service.model.compute_roof import declared_dtype, params_dtype
-    from service.model.predict import Measured, Shape, cliff_steps, interpolate_efficiency, scale_by_flops
+    from service.model.predict import Measured, Shape, family_cliff_steps, interpolate_efficiency, scale_by_flops
     from service.pipeline.predictions import roofs_for
 
     assert isinstance(host, Hardware)
@@ -158,7 +175,10 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
                    for v, vp in by_variant.items()}
     for variant, variant_points in by_variant.items():
         roofs = roofs_of[variant]
-        steps = cliff_steps([(measured_of[v], roofs_of[v]) for v in by_variant if v != variant]) if cliffs else None
+        rest = [(measured_of[v], roofs_of[v], by_variant[v][0].family) for v in by_variant if v != variant]
+        family = variant_points[0].family
+        steps = family_cliff_steps([(m, r) for m, r, f in rest if f == family],
+                                   [(m, r) for m, r, _ in rest]) if cliffs else None
         for left_out in variant_points:
             others = [m for m, o in zip(measured_of[variant], variant_points, strict=True) if o is not left_out]
             if not others:
@@ -177,6 +197,19 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
     return errors
 
 
+def repeatability(points: Sequence[Point], again: Sequence[Point]) -> dict[str, list[float]]:
+    """Per family, |t / t' - 1| both ways for every shape measured in both sets: how far two measurements of the
+    same shape on this host disagree, which no prediction from neighbours can be expected to beat (it carries the
+    left-out shape's own measurement error)."""
+    first = {(p.variant, json.dumps(p.params, sort_keys=True)): p.seconds for p in points}
+    found: dict[str, list[float]] = {}
+    for p in again:
+        key = (p.variant, json.dumps(p.params, sort_keys=True))
+        if key in first:
+            found.setdefault(p.family, []).extend([abs(p.seconds / first[key] - 1), abs(first[key] / p.seconds - 1)])
+    return found
+
+
 def p90(values: Sequence[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
@@ -191,6 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, default=None, help="write the calibration and measured points here")
     parser.add_argument("--load", type=Path, default=None,
                         help="reuse a --save file instead of measuring (re-evaluates the model only)")
+    parser.add_argument("--repeat", type=Path, default=None,
+                        help="another --save file of the same sweeps: also print how far the two measurements of "
+                             "each shape disagree (the error floor of any prediction)")
     parser.add_argument("--statistic", choices=["median", "best"], default="median",
                         help="each shape's time: its median sample (what the store keeps) or its fastest (steadier "
                              "on a loaded machine)")
@@ -218,11 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         calibration = loaded
         points = [Point(**p) for p in saved["points"]]
         # Grouped again as the suite declares its variants now (a saved file keeps the grouping it was measured with).
-        from runners.suite import discover
-
-        specs = {f"{s.suite}/{s.name}": s for s in discover(ROOT)}
-        points = [dataclasses.replace(p, variant=_variant(label, specs[label], p.params))
-                  if (label := p.variant.split("[")[0]) in specs else p for p in points]
+        points = [dataclasses.replace(p, variant=_variant_now(p.variant, p.params)) for p in points]
     else:
         calibration = calibrate()  # the runner's calibration, in this process: the same thread limit as the sweep
     host = host_hardware(calibration)
@@ -256,6 +288,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{family:<9} {len(model):>6}  {m_med:>12.1%} {m_p90:>9.1%}  {p_med:>11.1%} {p_p90:>8.1%}  "
                   f"{p_med / m_med if m_med else float('inf'):>17.2f} "
                   f"{p_p90 / m_p90 if m_p90 else float('inf'):>5.2f}  {verdict}")
+    if args.repeat is not None:
+        again = [Point(**p) for p in json.loads(args.repeat.read_text())["points"]]
+        print(f"\nthe same shapes measured again ({args.repeat}): |t / t' - 1|, each way")
+        floors = repeatability(points, [dataclasses.replace(p, variant=_variant_now(p.variant, p.params))
+                                        for p in again])
+        for family in FAMILIES:
+            if family in floors:
+                print(f"{family:<9} {len(floors[family]) // 2:>6}  median {statistics.median(floors[family]):.1%}  "
+                      f"p90 {p90(floors[family]):.1%}")
     print(f"\ntime of a shape: its {args.statistic} sample; peer: flops-scaling (nearest measured shape in FLOPs, "
           f"time x FLOP ratio); {len(points)} shapes "
           + (f"loaded from {args.load}" if args.load else f"measured, {time.perf_counter() - started:.0f} s in all"))

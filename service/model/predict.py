@@ -8,15 +8,19 @@ times from the store; none of that is done here.
 Why efficiency and not time: the roofline says how the *work* scales (FLOPs or bytes, whichever roof binds) and
 tells when a change crosses the ridge; what it cannot know is how close the kernel gets to its roof, which
 depends on size (fixed per-call overheads weigh on small shapes, caches help mid-sized ones) far more than on
-anything else. So efficiency, achieved fraction = roofline time / measured time, is interpolated between the
-measured shapes along one axis: the logarithm of the roofline time. That axis is a shape's size in units of
+anything else. So efficiency, achieved fraction = roofline time / measured time, is what is read between the
+measured shapes, along one axis: the roofline time. That axis is a shape's size in units of
 the hardware's own speed: it combines FLOPs and bytes through whichever roof binds, so memory- and
 compute-bound shapes of a family sit on one line, and on it the overhead-dominated small shapes are on the left
-and the near-roof large ones on the right. Between two measured shapes the efficiency follows a straight line in
-that log; outside the measured range it is held at the nearest end's (a large shape is predicted no more efficient than
-the largest measured, a small one no less efficient than the smallest: no extrapolated trend). Efficiencies are
-interpolated in their logarithm (a ratio halfway is the geometric mean) after a running median of three over the
-measured sizes, which bench/model_accuracy.py found steadier than plain interpolation on a loaded CPU host.
+and the near-roof large ones on the right. Between two measured shapes the *time* follows a straight line in the
+roofline time, time = a + b x roofline time: a fixed cost per call (dispatch, each op's set-up) plus a cost per unit
+of work. The efficiency it implies rises toward the larger shape as the fixed cost weighs less. Before 2026-12-06
+the efficiency itself was interpolated, log-linearly in log roofline time; the straight line in time was better or
+equal on every family's median in four measurements (bench/model_accuracy.py: quantized 27.1 / 22.7 / 24.0 / 24.0 ->
+24.6 / 22.1 / 23.7 / 23.6 %), which is what a fixed cost predicts. Past the largest measured shape the efficiency
+is held at the largest's (no extrapolated trend), and below the smallest the first line is followed where it shows
+a fixed cost (below). The line runs through each measured size's efficiency after a running median of three over
+the measured sizes, which bench/model_accuracy.py found steadier than the raw figures on a loaded CPU host.
 
 On a host whose caches are known (``Roofs.caches``: a calibrated CPU), a kernel's efficiency changes across a
 cache cliff far more than any roof says (a fused RMSNorm moves 22 GB/s at 32 MiB of bytes and 3.6 GB/s at 64 MiB
@@ -35,7 +39,17 @@ every call, and a kernel's output that large pays a page fault per 4 KiB (``FRES
 is at a level of its own. And a shape alone at its level in its variant (softmax's largest) is predicted from
 its variant's nearest level, stepped by how the host's other variants' efficiencies step between those two
 levels (``cliff_steps``, the geometric median over the variants measured on both sides: a cliff is the host's,
-and every streaming kernel falls off it by a similar factor).
+and every streaming kernel falls off it by a similar factor). The step is the kernel's own family's where another
+variant of that family was measured across the same cliff, the host's otherwise (``family_cliff_steps``): a norm
+and a top-k fall off one cliff by different factors (on this host's sweeps, the norms' L2 -> L3 steps were 0.55-0.83
+while softmax's and the samplers' were 0.9-1.0), and a family's variants share their access pattern.
+
+Below a variant's smallest measured shape, at the cache level of its two smallest shapes, the efficiency is not held
+but follows a fixed cost per call (``_fixed_cost``): time = a + b x roofline time through those two shapes, where
+that line has a positive intercept (a call's dispatch and its ops' fixed costs, which the smallest shapes pay in a
+larger share). Holding the smallest shape's efficiency predicted every sweep's smallest shape 25-45 % fast on this
+host (top-k at a 4k vocabulary, 128^3 matmuls). At the large end the efficiency is still held: what lies past the
+largest measured shape is a cliff more often than a trend.
 """
 
 from __future__ import annotations
@@ -50,7 +64,7 @@ from kernelwatch.memory_hierarchy import DRAM, BandwidthPoint, CacheLevel, bandw
 from service.model.roofline import Bound, ridge_point
 
 ParamValue = str | int | float | bool
-EfficiencyBasis = Literal["measured", "interpolated", "nearest", "across a cliff", "default"]
+EfficiencyBasis = Literal["measured", "interpolated", "nearest", "fixed cost", "across a cliff", "default"]
 
 # What a kernel reaches of its roofline when nothing of its family was measured on the hardware: a round,
 # stated guess (well-tuned kernels reach 60-80 %, naive ones 10-30 %), so the prediction is the roofline's
@@ -215,6 +229,16 @@ def cliff_steps(variants: Sequence[tuple[Sequence[Measured], Roofs]]) -> dict[tu
     return {key: math.exp(_median([math.log(v) for v in values])) for key, values in found.items()}
 
 
+def family_cliff_steps(family: Sequence[tuple[Sequence[Measured], Roofs]],
+                       host: Sequence[tuple[Sequence[Measured], Roofs]]) -> dict[tuple[str, str], float]:
+    """The steps across the host's cliffs (:func:`cliff_steps` over every variant measured on it, ``host``), each
+    replaced by the step of the kernel's own ``family`` (its benchmark suite's other variants) where they were
+    measured across that cliff: a family's variants share their access pattern and fall off a cliff alike, other
+    kernels less so (bench/model_accuracy.py, four measurements: the norms' p90 error 30.6 / 32.3 / 35.1 / 30.5 ->
+    30.6 / 25.8 / 26.4 / 17.9 %)."""
+    return {**cliff_steps(host), **cliff_steps(family)}
+
+
 def alone_at_its_level(bytes_accessed: float, points: Sequence[Measured], roofs: Roofs) -> bool:
     """Whether a shape's cache level (``Roofs.level``) has none of the measured ``points`` at it: where
     :func:`interpolate_efficiency` steps across a cliff, given steps (False without caches or points)."""
@@ -250,9 +274,10 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
                            steps: CliffSteps | None = None) -> EfficiencyEstimate:
     """The family's efficiency at a shape, from its measured shapes (see the module docstring): the shape's own
     where it was measured (several measurements at one size: their median); else between the two measured sizes
-    around it, log-linear in log roofline time over their smoothed efficiencies; the nearest end's outside them;
-    ``default`` with none. With the host's caches known, only the measured shapes at the shape's cache level
-    where there are any (the module's note).
+    around it, on the straight line in time (against roofline time) through their smoothed efficiencies; the
+    nearest end's outside them, except below the variant's smallest shape where the two smallest (at the shape's
+    level) show a fixed cost per call (:func:`_fixed_cost`); ``default`` with none. With the host's caches known,
+    only the measured shapes at the shape's cache level where there are any (the module's note).
 
     Smoothed: each measured size's efficiency is replaced by the median of it and its two neighbours' (a running
     median of three, the ends kept), so one measurement taken while the machine was busy does not bend the curve
@@ -266,7 +291,7 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
             return stepped
     level = roofs.level(bytes_accessed)
     same_level = [p for p in points if level is not None and roofs.level(p.shape.bytes_accessed) == level]
-    points = same_level or points
+    everything, points = points, same_level or points
     x = math.log(roofs.roofline_s(flops, bytes_accessed))
     by_x: dict[float, list[Measured]] = {}
     for p in points:
@@ -280,12 +305,36 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
             return EfficiencyEstimate(value, "measured", tuple(by_x[key]))
     smoothed = [raw[i] if i in (0, len(raw) - 1) else _median(raw[i - 1:i + 2]) for i in range(len(raw))]
     i = bisect.bisect_left(xs, x)
+
+    def timed(j: int) -> tuple[float, float]:  # a measured size's (roofline time, smoothed time)
+        return math.exp(xs[j]), math.exp(xs[j]) / smoothed[j]
+
+    # Below the variant's smallest shape (not only its level's), at the level of the two smallest: a fixed cost.
+    below_all = x < min(math.log(roofs.roofline_s(p.shape.flops, p.shape.bytes_accessed)) for p in everything)
+    if i == 0 and below_all and (level is None or same_level) and len(xs) >= 2:
+        fixed = _fixed_cost(math.exp(x), [timed(0), timed(1)])
+        if fixed is not None:
+            return EfficiencyEstimate(fixed, "fixed cost", tuple(by_x[xs[0]] + by_x[xs[1]]))
     if i == 0 or i == len(xs):
         end = 0 if i == 0 else len(xs) - 1
         return EfficiencyEstimate(smoothed[end], "nearest", tuple(by_x[xs[end]]))
-    t = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
-    value = math.exp(math.log(smoothed[i - 1]) + t * (math.log(smoothed[i]) - math.log(smoothed[i - 1])))
+    # Time, not efficiency, is interpolated, linearly in roofline time: a fixed cost per call plus a cost per unit of
+    # work, the same law as below the smallest shape (the module's note).
+    (r1, t1), (r2, t2), r = timed(i - 1), timed(i), math.exp(x)
+    value = r / (t1 + (r - r1) * (t2 - t1) / (r2 - r1))
     return EfficiencyEstimate(value, "interpolated", tuple(by_x[xs[i - 1]] + by_x[xs[i]]))
+
+
+def _fixed_cost(roofline_s: float, smallest: Sequence[tuple[float, float]]) -> float | None:
+    """The efficiency at ``roofline_s``, below the two smallest measured shapes ((roofline time, measured time),
+    smallest first), on the line time = a + b x roofline time through them; None where that line has no positive
+    fixed cost a or no positive slope b (the efficiency then does not fall toward small shapes: it is held)."""
+    (r1, t1), (r2, t2) = smallest
+    slope = (t2 - t1) / (r2 - r1)
+    fixed = t1 - slope * r1
+    if not (fixed > 0 and slope > 0):
+        return None
+    return roofline_s / (fixed + slope * roofline_s)
 
 
 def _median(values: Sequence[float]) -> float:

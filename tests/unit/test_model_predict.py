@@ -60,19 +60,28 @@ def test_a_change_across_the_ridge_is_reported_in_its_direction() -> None:
     assert same.ratio == pytest.approx(same.target.predicted_s / same.source.predicted_s)
 
 
-def test_efficiency_is_log_linear_in_log_roofline_time_between_neighbours() -> None:
+def test_time_is_a_straight_line_in_roofline_time_between_neighbours() -> None:
     small, large = Shape({"n": 1}, 1e6, 1e9), Shape({"n": 100}, 1e8, 1e11)  # memory-bound, 100x the bytes
-    points = [on_roof(small, 0.2), on_roof(large, 0.8)]
-    middle = Shape({"n": 10}, 1e7, 1e10)  # 10x: halfway in log roofline time, so the geometric mean
+    points = [on_roof(small, 0.2), on_roof(large, 0.8)]  # 0.5 s at 0.1 s of roofline, 12.5 s at 10 s
+    middle = Shape({"n": 10}, 1e7, 1e10)  # 1 s of roofline: 0.5 + 0.9 / 9.9 x 12 s
     estimate = interpolate_efficiency(middle.flops, middle.bytes_accessed, points, ROOFS)
-    assert estimate.basis == "interpolated" and estimate.value == pytest.approx(0.4)
+    assert estimate.basis == "interpolated" and estimate.value == pytest.approx(1.0 / (0.5 + 0.9 / 9.9 * 12.0))
     assert list(estimate.neighbours) == points
-    # A family whose efficiency follows that law exactly is predicted exactly between its measured sizes.
-    family = [on_roof(Shape({"n": n}, 1e6 * n, 1e9 * n), 0.2 * n ** (math.log(4) / math.log(100)))
-              for n in (1, 10, 100, 1000)]
-    for n in (3, 30, 300):
-        truth = 0.2 * n ** (math.log(4) / math.log(100))
-        assert interpolate_efficiency(1e6 * n, 1e9 * n, family, ROOFS).value == pytest.approx(truth)
+    # A kernel with a fixed cost per call and a constant cost per unit of work is predicted exactly between its
+    # measured sizes and below the smallest (its efficiency falling there as the fixed cost weighs more); past the
+    # largest its efficiency is held.
+    def fixed_plus_work(n: float) -> Measured:
+        shape = Shape({"n": n}, 1e6 * n, 1e9 * n)
+        return Measured(shape, 2e-3 + ROOFS.roofline_s(shape.flops, shape.bytes_accessed) / 0.8)
+
+    family = [fixed_plus_work(n) for n in (1, 10, 100, 1000)]
+    for n in (0.1, 0.5, 3, 30, 300):
+        truth = fixed_plus_work(n)
+        estimate = interpolate_efficiency(1e6 * n, 1e9 * n, family, ROOFS)
+        assert estimate.basis == ("fixed cost" if n < 1 else "interpolated")
+        assert ROOFS.roofline_s(1e6 * n, 1e9 * n) / estimate.value == pytest.approx(truth.seconds, rel=1e-12)
+    beyond = interpolate_efficiency(1e6 * 5000, 1e9 * 5000, family, ROOFS)
+    assert (beyond.basis, beyond.value) == ("nearest", pytest.approx(100 / (2e-3 + 100 / 0.8)))  # n=1000's
 
 
 def test_one_outlying_measurement_is_smoothed_away_for_its_neighbours() -> None:
@@ -85,12 +94,21 @@ def test_one_outlying_measurement_is_smoothed_away_for_its_neighbours() -> None:
     assert (itself.basis, itself.value) == ("measured", pytest.approx(0.1))
 
 
-def test_outside_the_measured_range_the_nearest_end_holds() -> None:
+def test_outside_the_measured_range_the_nearest_end_holds_unless_the_smallest_show_a_fixed_cost() -> None:
     small, large = Shape({"n": 1}, 1e6, 1e9), Shape({"n": 100}, 1e8, 1e11)
-    points = [on_roof(small, 0.2), on_roof(large, 0.6)]
+    # The efficiency falls toward the larger shape: no fixed cost to extrapolate, so both ends hold.
+    points = [on_roof(small, 0.6), on_roof(large, 0.2)]
     below = interpolate_efficiency(1e5, 1e8, points, ROOFS)
     above = interpolate_efficiency(1e10, 1e13, points, ROOFS)
-    assert (below.basis, below.value) == ("nearest", pytest.approx(0.2))
+    assert (below.basis, below.value) == ("nearest", pytest.approx(0.6))
+    assert (above.basis, above.value) == ("nearest", pytest.approx(0.2))
+    # It rises toward the larger one: 0.5 s at 0.1 s of roofline, 16.7 s at 10 s, a fixed cost of 0.337 s, so a
+    # shape of 0.01 s of roofline takes 0.337 + 0.01 x 1.633 s; past the largest, held.
+    points = [on_roof(small, 0.2), on_roof(large, 0.6)]
+    slope = (10 / 0.6 - 0.5) / 9.9
+    below = interpolate_efficiency(1e5, 1e8, points, ROOFS)
+    assert (below.basis, below.value) == ("fixed cost", pytest.approx(0.01 / (0.5 - 0.1 * slope + 0.01 * slope)))
+    above = interpolate_efficiency(1e10, 1e13, points, ROOFS)
     assert (above.basis, above.value) == ("nearest", pytest.approx(0.6))
 
 
@@ -151,9 +169,10 @@ def test_a_shape_without_flops_is_pure_data_movement_predicted_from_its_bytes() 
     assert prediction.source.predicted_s == pytest.approx(points[0].seconds)
     assert prediction.target.predicted_s == pytest.approx(points[1].seconds)
     assert prediction.ratio == pytest.approx(points[1].seconds / points[0].seconds)
-    # Halfway in log size (512 KiB, 8x each way): the geometric mean of 20 % and 80 %, 40 %.
+    # 512 KiB: on the straight line in time between them, 448 / 4032 of the way from 5x to 1.25x the roofline time
+    # of each (5 x 64 and 1.25 x 4096 KiB-worths): 853.3 KiB-worths for 512, an efficiency of 60 %.
     middle = predict(gather(64), gather(512), points, ROOFS).target
-    assert middle.efficiency.basis == "interpolated" and middle.efficiency.value == pytest.approx(0.4)
+    assert middle.efficiency.basis == "interpolated" and middle.efficiency.value == pytest.approx(0.6)
     # Past the largest measured: its efficiency, held.
     beyond = predict(gather(64), gather(65536), points, ROOFS).target
     assert beyond.efficiency.basis == "nearest" and beyond.efficiency.value == pytest.approx(0.8)
@@ -227,7 +246,7 @@ def test_a_shape_alone_past_a_cliff_is_stepped_across_it_as_other_variants_step(
     learn from, so it takes the last shape before the cliff times the step other kernels of the host take across
     the same cliff (two norms here, 5x and 4x slower per roofline byte past it: the geometric median, 4.5x)."""
     from kernelwatch.memory_hierarchy import CacheLevel
-    from service.model.predict import cliff_steps
+    from service.model.predict import cliff_steps, family_cliff_steps
 
     mib = 2.0 ** 20
     caches = (CacheLevel("L1", 32 * 1024), CacheLevel("L2", 2 * int(mib)), CacheLevel("L3", 32 * int(mib)))
@@ -251,6 +270,13 @@ def test_a_shape_alone_past_a_cliff_is_stepped_across_it_as_other_variants_step(
     assert cliff_steps([(norm_a, cached), (norm_b, cached), (matmul, cached)]) == steps
     # One variant's steps between the levels it has: the norm with an L2 shape steps L2 -> L3 too.
     assert cliff_steps([([at(1, 0.8), at(16, 0.4)], cached)]) == {("L2", "L3"): pytest.approx(0.5)}
+    # The kernel's own family's step where one of its other variants was measured across the cliff; the host's
+    # for the cliffs it was not.
+    fused, small = [at(16, 0.5), at(128, 0.4)], [at(1, 0.8), at(16, 0.4)]
+    host = [(norm_a, cached), (norm_b, cached), (fused, cached), (small, cached)]
+    assert cliff_steps(host)[("L3", "DRAM, fresh pages")] == pytest.approx(0.25)  # of 0.2, 0.25 and 0.8
+    assert family_cliff_steps([(fused, cached)], host) == {("L3", "DRAM, fresh pages"): pytest.approx(0.8),
+                                                           ("L2", "L3"): pytest.approx(0.5)}
     softmax = [at(4, 0.6), at(16, 0.6), at(32, 0.6)]
     past = at(128, 0.6).shape
     stepped = interpolate_efficiency(past.flops, past.bytes_accessed, softmax, cached, steps=steps)

@@ -149,34 +149,41 @@ def test_the_table_across_the_ridge() -> None:
 def test_a_shape_alone_past_a_cliff_takes_the_step_the_host_s_other_benchmarks_take() -> None:
     """On a calibrated CPU host (caches known), rows=4096 of the toy kernel has a 64 MiB output (fresh pages on
     every call: service/model/predict.py, FRESH_PAGES_BYTES) and nothing of its own measured there; another
-    benchmark measured on both sides of that cliff falls to a quarter of its efficiency across it, so the
-    prediction steps the toy kernel's last efficiency before the cliff (50 %) down by the same factor."""
+    benchmark of its suite measured on both sides of that cliff falls to a quarter of its efficiency across it, so
+    the prediction steps the toy kernel's last efficiency before the cliff (50 %) down by the same factor. A
+    benchmark of another suite that steps by 0.9 there is the host's step, taken only where the suite has none."""
     mib = 2 ** 20
     calibration = {"flops_per_s": 50e9, "bytes_per_s": 10e9, "dtype": "float32",
                    "caches": [{"name": "L2", "size_bytes": 2 * mib}, {"name": "L3", "size_bytes": 480 * mib}]}
     norm = BenchmarkSpec(suite="toy", name="norm", grid=ROWS.grid, factory=_never_built, cost=_rows_cost)
+    other = BenchmarkSpec(suite="elsewhere", name="other", grid=ROWS.grid, factory=_never_built, cost=_rows_cost)
 
     def at(rows: int, efficiency: float) -> StoredPoint:
         roofline_s = 8.0 * rows * 4096 / 10e9  # memory-bound at every shape: 0.625 FLOP/B against a ridge of 5
         return StoredPoint(params={"rows": rows, "cols": 4096, "fused": True}, seconds=roofline_s / efficiency,
                            runs=3, backend="cpu", device_kind="cpu", calibration=calibration)
 
-    stored = {"rows": [at(256, 0.5), at(512, 0.5), at(1024, 0.5)],
-              "norm": [at(256, 0.8), at(1024, 0.8), at(2048, 0.2), at(4096, 0.2)]}
+    stored = {("toy", "rows"): [at(256, 0.5), at(512, 0.5), at(1024, 0.5)],
+              ("toy", "norm"): [at(256, 0.8), at(1024, 0.8), at(2048, 0.2), at(4096, 0.2)],
+              ("elsewhere", "other"): [at(1024, 0.5), at(2048, 0.45)]}
 
     reads: list[str] = []
 
     def load(suite: str, name: str) -> list[StoredPoint]:
         reads.append(name)
-        return stored.get(name, []) if suite == "toy" else []
+        return stored.get((suite, name), [])
 
-    [report] = predict_reports([ROWS, norm], "toy/rows", "rows=1024", "rows=4096", load, None)
+    [report] = predict_reports([ROWS, norm, other], "toy/rows", "rows=1024", "rows=4096", load, None)
     target = report.prediction.target.efficiency
     assert target.basis == "across a cliff" and target.value == pytest.approx(0.5 * 0.25)
-    assert sorted(reads) == ["norm", "rows"]  # the predicted benchmark's points are read once, steps included
+    assert sorted(reads) == ["norm", "other", "rows"]  # the predicted benchmark's points read once, steps included
     assert report.prediction.source.efficiency.value == pytest.approx(0.5)
+    # With no other benchmark of its suite measured across the cliff, the host's step.
+    stored["toy", "norm"] = []
+    [host] = predict_reports([ROWS, norm, other], "toy/rows", "rows=1024", "rows=4096", load, None)
+    assert host.prediction.target.efficiency.value == pytest.approx(0.5 * 0.9)
     # Without a benchmark measured across the cliff, the nearest end holds, as before.
-    stored["norm"] = []
-    [alone] = predict_reports([ROWS, norm], "toy/rows", "rows=1024", "rows=4096", load, None)
+    stored["elsewhere", "other"] = []
+    [alone] = predict_reports([ROWS, norm, other], "toy/rows", "rows=1024", "rows=4096", load, None)
     assert alone.prediction.target.efficiency.basis == "nearest"
     assert alone.prediction.target.efficiency.value == pytest.approx(0.5)
