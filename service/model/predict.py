@@ -326,8 +326,8 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
 
 
 def _fixed_cost(roofline_s: float, smallest: Sequence[tuple[float, float]]) -> float | None:
-    """The efficiency at ``roofline_s``, below the two smallest measured shapes ((roofline time, measured time),
-    smallest first), on the line time = a + b x roofline time through them; None where that line has no positive
+    """The efficiency at ``roofline_s``, below the two smallest measured sizes ((roofline time, time), smallest
+    first), on the line time = a + b x roofline time through them; None where that line has no positive
     fixed cost a or no positive slope b (the efficiency then does not fall toward small shapes: it is held)."""
     (r1, t1), (r2, t2) = smallest
     slope = (t2 - t1) / (r2 - r1)

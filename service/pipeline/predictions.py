@@ -214,15 +214,13 @@ def _measured(spec: Any, points: Sequence[StoredPoint]) -> list[Measured]:
     return measured
 
 
-def _host_steps(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware,
-                loaded: Mapping[str, Sequence[StoredPoint]], suite: str) -> CliffSteps:
-    """How efficiencies step across the host's cliffs (service/model/predict.py, ``family_cliff_steps``), from
-    every variant of every benchmark measured on it, the ``suite``'s own where its variants were measured across a
-    cliff: a shape alone past a cliff in its own variant is predicted with the step the others take there
-    (bench/model_accuracy.py: softmax's p90 error 39.7 -> 20.3 %). ``loaded``: the points already read, by
-    "suite/name" (not read twice)."""
-    variants: list[tuple[list[Measured], Roofs]] = []
-    family: list[tuple[list[Measured], Roofs]] = []
+def _host_variants(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware,
+                   loaded: Mapping[str, Sequence[StoredPoint]]) -> list[tuple[str, list[Measured], Roofs]]:
+    """Every variant of every benchmark measured on the host, with its suite: what its cliffs' steps are learned
+    from (service/model/predict.py, ``family_cliff_steps``: a shape alone past a cliff in its own variant is
+    predicted with the step its suite's other variants take there, else the host's; bench/model_accuracy.py:
+    softmax's p90 error 39.7 -> 20.3 %). ``loaded``: the points already read, by "suite/name" (not read twice)."""
+    variants: list[tuple[str, list[Measured], Roofs]] = []
     for spec in specs:
         by_variant: dict[str, list[StoredPoint]] = {}
         label = f"{spec.suite}/{spec.name}"
@@ -233,10 +231,8 @@ def _host_steps(specs: Sequence[Any], load_points: Any, chosen: str, hardware: H
                                       []).append(point)
         for points in by_variant.values():
             roofs = roofs_for(hardware, params_dtype(points[0].params), declared_dtype(points[0].params) is not None)[0]
-            variants.append((_measured(spec, points), roofs))
-            if spec.suite == suite:
-                family.append(variants[-1])
-    return family_cliff_steps(family, variants)
+            variants.append((spec.suite, _measured(spec, points), roofs))
+    return variants
 
 
 def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_text: str,
@@ -257,7 +253,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             raise InvalidInput(f"unknown parameter(s) {', '.join(unknown)} for {kernel} (parameters: {known})")
         raise InvalidInput(f"no benchmark of {kernel} takes all of {', '.join(sorted(wanted))} (parameters: {known})")
     reports = []
-    steps_on: dict[tuple[str, str], CliffSteps] = {}
+    host_variants: dict[str, list[tuple[str, list[Measured], Roofs]]] = {}
     for spec in fitting:
         label = f"{spec.suite}/{spec.name}"
         shapes = resolve_shapes(spec.grid, source_given, target_given, label)
@@ -303,10 +299,14 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         # The host's steps are read from every benchmark's stored points: only where a shape's level has none of
         # its own variant's measured shapes (the page and the command stay one query per benchmark otherwise).
         alone = any(alone_at_its_level(s.bytes_accessed, measured, roofs) for s in (source, target))
-        if alone and (chosen, spec.suite) not in steps_on:
-            steps_on[chosen, spec.suite] = _host_steps(specs, load_points, chosen, hardware, {label: stored},
-                                                       spec.suite)
-        prediction = predict(source, target, measured, roofs, steps=steps_on.get((chosen, spec.suite)))
+        steps: CliffSteps | None = None
+        if alone:
+            if chosen not in host_variants:
+                host_variants[chosen] = _host_variants(specs, load_points, chosen, hardware, {label: stored})
+            on_host = host_variants[chosen]
+            steps = family_cliff_steps([(m, r) for suite, m, r in on_host if suite == spec.suite],
+                                       [(m, r) for _, m, r in on_host])
+        prediction = predict(source, target, measured, roofs, steps=steps)
         reports.append(PredictionReport(benchmark=label, hardware=described, dtype=used_dtype, prediction=prediction,
                                         measured_shapes=len({json.dumps(m.shape.params, sort_keys=True, default=str)
                                                              for m in measured}),
