@@ -383,6 +383,13 @@ def _chi2_quantile(q: float, df: float) -> float:
     return float(stats.chi2.ppf(q, df))
 
 
+@lru_cache(maxsize=256)
+def _f_quantile(q: float, df_num: float, df_den: float) -> float:
+    from scipy import stats
+
+    return float(stats.f.ppf(q, df_num, df_den))
+
+
 def _no_more_spread(ss: float, df: float, median_var: float, alpha: float) -> bool:
     """The preliminary test of the module's note: runs whose log medians' sum of squares ``ss`` (``df`` degrees
     of freedom) a chi-square at ``alpha`` does not set apart from their medians' variance from the samples."""
@@ -422,8 +429,8 @@ class QuietSide:
     def __post_init__(self) -> None:
         if (not (self.sample_var > 0 and math.isfinite(self.sample_var)) or not self.mean_df > 0
                 or not self.means.size or not self.inverse_kept > 0):
-            raise ValueError(f"a quiet side needs runs, a variance > 0 and df > 0, not {self.sample_var}, "
-                             f"{self.mean_df}")
+            raise ValueError(f"a quiet side needs runs, a variance > 0, df > 0 and kept samples, not "
+                             f"{self.sample_var}, {self.mean_df}, {self.inverse_kept}")
 
     @property
     def mean_var(self) -> float:
@@ -462,11 +469,11 @@ def quiet_side(runs: Sequence[Sequence[float]]) -> QuietSide | None:
 
 @dataclass(frozen=True)
 class TrimmedSpread:
-    """A history read as the quiet test reads a side: how far a run's trimmed mean lands from its commit's mean
-    (the spread between runs and the samples' share at once: the variance one run's figure has), known to
-    ``run_df``; and its samples' ``sample_var``
-    (:class:`QuietSide`), known to ``sample_df``, with the runs' ``inverse_kept``: what a side's samples are
-    checked against, and what moves ``run_var`` to a side whose runs keep another number of samples."""
+    """A history read as the quiet test reads a side. ``run_var``: how far a run's trimmed mean lands from its
+    commit's mean (the spread between runs and the samples' share at once: the variance one run's figure has),
+    known to ``run_df``. ``sample_var``: its samples' variance as :class:`QuietSide` reads it, known to
+    ``sample_df``, with the runs' ``inverse_kept``: what a side's samples are checked against, and what moves
+    ``run_var`` to a side whose runs keep another number of samples."""
 
     run_var: float
     run_df: int
@@ -536,13 +543,6 @@ def runs_are_quiet(noise: RunNoise | None, sides: Sequence[QuietSide | None]) ->
                        > _f_quantile(1 - QUIET_SIDE_ALPHA, k - 1, history.run_df)):
             return False
     return True
-
-
-@lru_cache(maxsize=256)
-def _f_quantile(q: float, df_num: float, df_den: float) -> float:
-    from scipy import stats
-
-    return float(stats.f.ppf(q, df_num, df_den))
 
 
 def _quiet_test(base: QuietSide, head: QuietSide, history: TrimmedSpread) -> tuple[float, float]:
