@@ -28,13 +28,20 @@ from tests.private_servers import free_port
 _WORKER_READY = re.compile(r"@\S+ ready\.")
 
 
+# Settings of this test run rather than of one service (tests/conftest.py, the Makefile): whether a runner calibrates
+# its host (off, but where a test turns it on: the demo's and the quick suite's results are held under their roofs),
+# where a calibration is kept and how long it waits for a quiet host. Every process a test starts keeps them; without
+# them each Celery worker and command a test started calibrated its host (a minute of both cores, beside the other
+# tests), into the developer's own ~/.cache for some, after waiting 20 s for a quiet spell the parallel tests never
+# give.
+RUN_SETTINGS = ("KERNELWATCH_CALIBRATE", "KERNELWATCH_CALIBRATION_CACHE", "KERNELWATCH_CALIBRATION_QUIET_S")
+
+
 def clean_env(home: Path, **settings: str) -> dict[str, str]:
-    """This process's environment without any KERNELWATCH_ variable of the caller's shell, plus ``settings``:
-    each service process sees exactly the configuration its test gives it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    # Except where the host's calibration is kept (tests/conftest.py): a fact of the host, not of one service.
-    if "KERNELWATCH_CALIBRATION_CACHE" in os.environ:
-        env["KERNELWATCH_CALIBRATION_CACHE"] = os.environ["KERNELWATCH_CALIBRATION_CACHE"]
+    """This process's environment without any KERNELWATCH_ variable of the caller's shell but ``RUN_SETTINGS``,
+    plus its own ``KERNELWATCH_HOME`` and ``settings``: each process a test starts sees exactly the configuration
+    its test gives it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_") or k in RUN_SETTINGS}
     env["KERNELWATCH_HOME"] = str(home)
     env.update(settings)
     return env

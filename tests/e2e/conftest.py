@@ -51,7 +51,7 @@ def browser():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     base = tmp_path_factory.mktemp("demo")
-    env = clean_env(base / "home")
+    env = clean_env(base / "home", KERNELWATCH_CALIBRATE="1")  # as a user has it: its results are held under roofs
     workdir = base / "work"
     proc = subprocess.run(
         [sys.executable, "-m", "service.cli", "demo", "--no-serve", "--workdir", str(workdir),

@@ -16,6 +16,7 @@ from service.model.result_roofline import ABOVE_ROOF_TOLERANCE
 from service.store.db import make_engine, make_session_factory
 from service.store.models import Result, Run, Series
 from service.store.queries import all_findings
+from tests.cli_inprocess import run_cli
 from tests.e2e.conftest import SCREENSHOTS, open_page
 
 # timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
@@ -89,8 +90,8 @@ def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: d
 
     commits, planted = demo["commits"], demo["planted"]
     before = commits[commits.index(planted) - 1]
-    argv = [sys.executable, "-m", "service.cli", "compare", before[:10], planted[:10], "--fail-on", "regression"]
-    text = subprocess.run(argv, env=demo["env"], capture_output=True, text=True, timeout=300)
+    argv = ["compare", before[:10], planted[:10], "--fail-on", "regression"]
+    text = run_cli(argv, demo["env"])
     assert text.returncode == 1, text.stderr[-2000:]
     # The verdict column (an "of roofline" column may follow it: the demo's host calibrates).
     regressions = [line for line in text.stdout.splitlines() if re.search(r"\bregression\b", line)]
@@ -100,8 +101,7 @@ def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: d
     # spread), but never by more than the planted change.
     changes = {line.split()[0]: float(re.findall(r"([+-]\d+\.\d)% \(p=", line)[0]) for line in regressions}
     assert max(changes, key=lambda name: changes[name]).startswith("softmax/"), text.stdout
-    as_json = subprocess.run([*argv, "--format", "json"], env=demo["env"], capture_output=True, text=True,
-                             timeout=300)
+    as_json = run_cli([*argv, "--format", "json"], demo["env"])
     assert as_json.returncode == 1
     schema = json.loads((REPO_ROOT / "service" / "contract" / "compare.schema.json").read_text())
     document = json.loads(as_json.stdout)
@@ -127,9 +127,8 @@ def test_compare_of_adjacent_commits_flags_the_planted_one_and_no_unchanged_kern
     commits, planted = demo["commits"], demo["planted"]
     false_verdicts, planted_rows = [], []
     for before, after in zip(commits, commits[1:], strict=False):
-        argv = [sys.executable, "-m", "service.cli", "compare", before[:10], after[:10], "--format", "json",
-                "--fail-on", "none"]
-        proc = subprocess.run(argv, env=demo["env"], capture_output=True, text=True, timeout=300)
+        # In this process (tests/cli_inprocess.py): nine read-only compares need not import the service nine times.
+        proc = run_cli(["compare", before[:10], after[:10], "--format", "json", "--fail-on", "none"], demo["env"])
         assert proc.returncode == 0, proc.stderr[-2000:]
         timed = [b for b in json.loads(proc.stdout)["benchmarks"] if b["metric"] == "wall_time"]
         if after == planted:

@@ -4,7 +4,6 @@ kernel passes its correctness check, collectives run over 8 simulated devices in
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from service.store.db import make_engine, make_session_factory
 from service.store.models import Artifact, HloModuleRecord, KernelCode, OpStat, Result, ResultArtifact, Run, Series
 from tests.conftest import REPO_ROOT
 from tests.gitrepo import git
+from tests.processes import clean_env
 
 # timing: it holds every result under the host's calibrated roofs, and a calibration or a benchmark measured beside
 # the parallel tier's other tests measures them, not the host (Makefile runs this tier alone).
@@ -36,11 +36,10 @@ def test_quick_suite_runs_clean(tmp_path: Path) -> None:
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "suite")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env["KERNELWATCH_HOME"] = str(tmp_path / "home")
     # Calibration on, as a user has it, kept in this test's own file: the host is measured here, once per
     # environment (the 8-device run's XLA flags make it another), and every result is placed under its roofs.
-    env["KERNELWATCH_CALIBRATION_CACHE"] = str(tmp_path / "calibrations.json")
+    env = clean_env(tmp_path / "home", KERNELWATCH_CALIBRATE="1",
+                    KERNELWATCH_CALIBRATION_CACHE=str(tmp_path / "calibrations.json"))
     out = tmp_path / "manifests"
     proc = subprocess.run([sys.executable, "-m", "service.cli", "run", "--repo", str(repo), "--quick",
                            "--samples", "3", "--warmup", "1", "--output", str(out)],

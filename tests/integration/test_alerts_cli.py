@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from service.store.db import make_engine, make_session_factory, unit_of_work, up
 from service.store.models import Series
 from tests import builders
 from tests.cli_inprocess import run_cli
+from tests.processes import clean_env
 
 
 def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -42,8 +42,7 @@ def stored_step(database_url: str) -> None:
 
 def test_list_and_triage_from_the_command_line(tmp_path: Path, database_url: str) -> None:
     stored_step(database_url)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(tmp_path / "home"), KERNELWATCH_DATABASE_URL=database_url, USER="ci")
+    env = clean_env(tmp_path / "home", KERNELWATCH_DATABASE_URL=database_url, USER="ci")
 
     listed = kernelwatch(["alerts", "list", "--format", "json"], env)
     assert listed.returncode == 0, listed.stderr

@@ -24,7 +24,7 @@ from service.task_names import RUN_TRACKED_TASK
 from service.tracked import scheduled_task_id
 from tests.conftest import fresh_redis
 from tests.gitrepo import commit_all, git, suite_repo
-from tests.processes import clean_env, start_kernelwatch
+from tests.processes import RUN_SETTINGS, clean_env, start_kernelwatch
 
 TICK_REDIS_URL = "redis://127.0.0.1:6379/12"
 BEAT_REDIS_URL = "redis://127.0.0.1:6379/13"
@@ -70,7 +70,7 @@ def worker_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, repo: Path, pg_d
     """This process configured as a detect worker would be, with main tracked on cpu and dev (by a file:// URL,
     so through ls-remote) on h200."""
     upgrade(pg_database)
-    for name in [k for k in os.environ if k.startswith("KERNELWATCH_")]:
+    for name in [k for k in os.environ if k.startswith("KERNELWATCH_") and k not in RUN_SETTINGS]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("KERNELWATCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("KERNELWATCH_DATABASE_URL", pg_database)

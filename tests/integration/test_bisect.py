@@ -29,9 +29,6 @@ from service.store.queries import all_findings
 from tests import builders
 from tests.gitrepo import commit_all, suite_repo
 
-# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile).
-pytestmark = pytest.mark.timing
-
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
 # machine does to a run (up to ~2.5x here), so the test checks the bisection, not the weather.
 KERNEL = '''
@@ -72,6 +69,9 @@ def make_repository(root: Path) -> tuple[Path, list[str]]:
     return repo, shas
 
 
+# timing: its verdicts come from real runs, so it runs alone, not beside the parallel tests (Makefile). The tests
+# below it play the runner with seeded samples: they run with the parallel ones.
+@pytest.mark.timing
 def test_bisection_isolates_the_planted_commit_and_confirmation_agrees(tmp_path: Path) -> None:
     repo, shas = make_repository(tmp_path)
     settings = dataclasses.replace(load_settings({"KERNELWATCH_HOME": str(tmp_path / "home")}),

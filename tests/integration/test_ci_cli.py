@@ -6,7 +6,6 @@ same code land up to 60 % apart on this machine, and four rounds must find it ev
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -52,8 +51,7 @@ def planted(tmp_path: Path) -> Path:
 
 
 def env_for(tmp_path: Path, summary: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_") and k != "GITHUB_STEP_SUMMARY"}
-    return env | {"KERNELWATCH_HOME": str(tmp_path / "home"), "GITHUB_STEP_SUMMARY": str(summary)}
+    return clean_env(tmp_path / "home", GITHUB_STEP_SUMMARY=str(summary))  # the caller's summary file replaced
 
 
 # timing: its verdict comes from real runs, so it runs alone, not beside the parallel tests (Makefile).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from service.store.models import Artifact, Commit, Result, ResultArtifact, Run, 
 from tests import builders
 from tests.conftest import REPO_ROOT
 from tests.gitrepo import git
+from tests.processes import clean_env
 
 KERNELWATCH = [sys.executable, "-m", "service.cli"]
 
@@ -46,8 +46,7 @@ def suite_repo(tmp_path: Path) -> Path:
 
 
 def env_for(tmp_path: Path, database_url: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env["KERNELWATCH_HOME"] = str(tmp_path / "home")
+    env = clean_env(tmp_path / "home")
     if database_url:
         env["KERNELWATCH_DATABASE_URL"] = database_url
     return env

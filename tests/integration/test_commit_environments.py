@@ -8,7 +8,6 @@ anything of it runs."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from runners.envs import Declaration, environment_key, prune_environments, pyproject_dependencies
 from tests.gitrepo import commit_all, git
+from tests.processes import clean_env
 
 OLD_JAX = "0.4.38"  # older than any JAX KernelWatch itself runs (pyproject.toml: jax>=0.10)
 
@@ -67,7 +67,7 @@ def test_each_commit_runs_in_the_environment_its_own_pins_declare(tmp_path: Path
     bench.mkdir()
     (bench / "scale.py").write_text(BENCHMARK)
     (repo / "kernelwatch.toml").write_text('benchmarks = "../benchmarks"\nenvironment = "commit"\n')
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")} | {"KERNELWATCH_HOME": str(home)}
+    env = clean_env(home)
 
     out = tmp_path / "manifests"
     ran = kernelwatch(env, "run", "--repo", str(repo), "--commit", shas[0], "--samples", "3", "--no-capture",
@@ -122,7 +122,7 @@ def test_a_declaration_that_would_build_repository_code_is_refused(tmp_path: Pat
     commit_all(repo, "lib")
     bench.mkdir()
     (bench / "scale.py").write_text(BENCHMARK)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")} | {"KERNELWATCH_HOME": str(home)}
+    env = clean_env(home)
     ran = kernelwatch(env, "run", "--repo", str(repo), "--benchmarks", str(bench), "--environment", "commit",
                       "--samples", "2", "--no-capture")
     assert ran.returncode == 2, ran.stderr[-3000:]

@@ -4,7 +4,6 @@ on the real PostgreSQL."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from service.settings import load_settings
 from service.store.models import Environment
 from tests import builders
 from tests.cli_inprocess import run_cli
+from tests.processes import clean_env
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,7 @@ def kernelwatch(args: list[str], env: dict[str, str]) -> subprocess.CompletedPro
 
 @pytest.fixture
 def stored(tmp_path: Path, database_url: str, sessions: sessionmaker[Session]) -> Stored:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env |= {"KERNELWATCH_HOME": str(tmp_path / "home"), "KERNELWATCH_DATABASE_URL": database_url}
+    env = clean_env(tmp_path / "home", KERNELWATCH_DATABASE_URL=database_url)
     softmax: dict[str, Any] = {"suite": "softmax", "name": "softmax_rows"}
     matmul: dict[str, Any] = {"suite": "matmul", "name": "mm", "params": {"m": 8}}
     # The base commit ran twice on one machine: two runs, the replicates its side counts; head ran three times.

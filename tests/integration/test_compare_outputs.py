@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -25,8 +24,8 @@ from tests import builders
 from tests.cli_inprocess import run_cli
 from tests.gitrepo import git
 from tests.integration.test_compare_cli import timings
+from tests.processes import clean_env, start_web
 from tests.processes import kernelwatch as kernelwatch_ok
-from tests.processes import start_web
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "service/contract/compare.schema.json").read_text())
 
@@ -61,8 +60,7 @@ def stored(tmp_path: Path, sqlite_database: str) -> Stored:
     git(repo, "checkout", "-q", "main")
     base_sha, head_sha = git(repo, "rev-parse", "v1^{commit}"), git(repo, "rev-parse", "feature")
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env |= {"KERNELWATCH_HOME": str(tmp_path / "home"), "KERNELWATCH_DATABASE_URL": sqlite_database}
+    env = clean_env(tmp_path / "home", KERNELWATCH_DATABASE_URL=sqlite_database)
     repository = {"name": "kernels", "url": repo.as_uri(), "default_branch": "main"}
     softmax: dict[str, Any] = {"suite": "softmax", "name": "softmax_rows"}
     matmul: dict[str, Any] = {"suite": "matmul", "name": "mm", "params": {"m": 8}}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -12,11 +11,11 @@ from service.settings import load_settings
 from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
 from tests import builders
 from tests.cli_inprocess import run_cli
+from tests.processes import clean_env
 
 
 def kernelwatch(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(home), JAX_PLATFORMS="cpu")
+    env = clean_env(home, JAX_PLATFORMS="cpu")
     return run_cli(args, env)  # in this process, whose directory is the repository's (tests/cli_inprocess.py)
 
 

@@ -3,7 +3,6 @@ alert, thread replies and in-place edits on triage and verdicts, 429s waited out
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -42,6 +41,7 @@ from service.store.models import Alert, AlertNotification, BisectJob, Commit, Fi
 from tests import builders
 from tests.api_client import make_api
 from tests.fake_slack import CHANNEL_ID, TOKEN, FakeSlack, running_fake_slack
+from tests.processes import clean_env
 from tests.scratch_database import at_head
 
 CHANNEL = "#perf-alerts"
@@ -210,9 +210,8 @@ def test_triage_from_the_command_line_replies_in_the_thread(sessions: sessionmak
     alert_id = stored_alert(sessions, n)
     n.send([alert_id])
     [parent] = fake.top_level()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWATCH_")}
-    env.update(KERNELWATCH_HOME=str(tmp_path / "home"), KERNELWATCH_DATABASE_URL=database_url, USER="ci",
-               KERNELWATCH_SLACK_TOKEN=TOKEN, KERNELWATCH_SLACK_CHANNEL=CHANNEL, KERNELWATCH_SLACK_API_URL=fake.url)
+    env = clean_env(tmp_path / "home", KERNELWATCH_DATABASE_URL=database_url, USER="ci", KERNELWATCH_SLACK_TOKEN=TOKEN,
+                    KERNELWATCH_SLACK_CHANNEL=CHANNEL, KERNELWATCH_SLACK_API_URL=fake.url)
     done = subprocess.run([sys.executable, "-m", "service.cli", "alerts", "triage", str(alert_id), "fixed"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -371,7 +370,7 @@ def test_in_the_distributed_form_a_notify_worker_announces_and_replies(tmp_path:
     from service.pipeline.queue import CeleryQueue
     from service.settings import load_settings
     from tests.conftest import fresh_redis
-    from tests.processes import clean_env, start_worker
+    from tests.processes import start_worker
 
     at_head(pg_database)
     env = clean_env(tmp_path, KERNELWATCH_DATABASE_URL=pg_database,
