@@ -1,10 +1,11 @@
 """How well does `kernelwatch predict` predict? Leave-one-out over parameter sweeps measured on this CPU.
 
-For the matmul, norms and softmax families: each benchmark's suite grid plus a denser sweep of its size axes
-(same factories, same Case counts; the suite's grids have 2-5 points per variant, too few to predict a shape from
-its neighbours), each point timed in-process by the harness the runner uses (`runners.harness.measure`: compile
-apart, warm-up, block_until_ready). The roofs are this host's calibration (`runners.calibrate`). Then every
-point is predicted from the others of its variant (same benchmark, same dtype/fused flags) two ways:
+For every family with a sweep: each benchmark's suite grid plus a denser sweep of its size axes (same factories,
+same Case counts; the suite's grids have 2-5 points per variant, too few to predict a shape from its neighbours),
+each point timed by the harness the runner uses (`runners.harness.measure`: compile apart, warm-up,
+block_until_ready) once per round, in-process (``--separate``: a process per round; measure_points). The roofs are
+this host's calibration (`runners.calibrate`). Then every point is predicted from the others of its variant (same
+benchmark, same dtype/fused flags) two ways:
 
 - model: service.model.predict, the roofline at the shape over the efficiency read between the nearest measured
   shapes (time on a straight line in roofline time; held at the largest's efficiency past it, the first line
@@ -17,6 +18,7 @@ Prints per family the median and 90th-percentile absolute percentage error of ea
 Target (issue 9): model median under 25 % for matmul, norms and softmax.
 
     python bench/model_accuracy.py [--samples 9] [--rounds 3] [--threads 1] [--quick] [--save F | --load F]
+        [--separate [--keep-pages]]  # each round in a process of its own [glibc keeping its pages]
         [--repeat F2]  # F2: another --save of the same sweeps; prints how far two measurements of a shape disagree
 
 XLA's CPU thread pool is limited to --threads (default 1): steadier on a shared machine, and the calibration
@@ -108,15 +110,9 @@ def _variant_now(saved: str, params: Params) -> str:
     return _variant(label, _specs()[label], params) if label in _specs() else saved
 
 
-def measure_points(samples: int, quick: bool, rounds: int) -> list[Point]:
-    """Every shape measured once per round, rounds one after the other; a shape keeps the lowest of its rounds'
-    medians (and of their fastest samples): a load that comes and goes over the minutes of a sweep slows some
-    rounds of a shape, rarely all of them."""
-    from runners.harness import TimingPlan, measure
-    from runners.suite import BenchmarkInstance, analytic_cost, discover
-
-    specs = {f"{s.suite}/{s.name}": s for s in discover(ROOT)}
-    plan = TimingPlan(samples=samples, warmup=2, max_seconds=5.0, trace=False)
+def _planned(quick: bool) -> list[tuple[str, Params]]:
+    """Every (benchmark, shape) of the sweeps, each benchmark's suite grid first."""
+    specs = _specs()
     planned: list[tuple[str, Params]] = []
     for label, sweep in SWEEPS.items():
         shapes: list[Params] = []
@@ -126,28 +122,70 @@ def measure_points(samples: int, quick: bool, rounds: int) -> list[Point]:
         if quick:
             shapes = shapes[::max(1, len(shapes) // QUICK_KEEP)]
         planned += [(label, params) for params in shapes]
-    medians: dict[int, list[float]] = {}
-    bests: dict[int, list[float]] = {}
-    for round_number in range(rounds):
-        started = time.perf_counter()
-        for i, (label, params) in enumerate(planned):
-            [timed, *_] = measure(BenchmarkInstance(spec=specs[label], params=dict(params)), plan)
-            if timed.status != "ok":
-                print(f"  FAILED {label} {params}: {timed.message}", file=sys.stderr)
-                continue
-            medians.setdefault(i, []).append(statistics.median(timed.samples))
-            bests.setdefault(i, []).append(min(timed.samples))
-        print(f"  round {round_number + 1}/{rounds}: {len(planned)} shapes in {time.perf_counter() - started:.0f} s",
-              file=sys.stderr)
+    return planned
+
+
+def measure_round(planned: Sequence[tuple[str, Params]], samples: int) -> list[tuple[float, float] | None]:
+    """Every planned shape timed once in this process: (median sample, fastest sample), None where it failed."""
+    from runners.harness import TimingPlan, measure
+    from runners.suite import BenchmarkInstance
+
+    plan = TimingPlan(samples=samples, warmup=2, max_seconds=5.0, trace=False)
+    found: list[tuple[float, float] | None] = []
+    for label, params in planned:
+        [timed, *_] = measure(BenchmarkInstance(spec=_specs()[label], params=dict(params)), plan)
+        if timed.status != "ok":
+            print(f"  FAILED {label} {params}: {timed.message}", file=sys.stderr)
+            found.append(None)
+            continue
+        found.append((statistics.median(timed.samples), min(timed.samples)))
+    return found
+
+
+def measure_points(samples: int, quick: bool, rounds: int, separate: bool = False,
+                   keep_pages: bool = False) -> list[Point]:
+    """Every shape measured once per round, rounds one after the other.
+
+    In this process (the default), a shape keeps the lowest of its rounds' medians (and of their fastest samples):
+    a load that comes and goes over the minutes of a sweep slows some rounds of a shape, rarely all of them.
+    ``separate``: each round in a process of its own, a shape's time the median over the rounds, as
+    `kernelwatch predict` reads a series' median over its runs (each run a process). ``keep_pages``: those
+    processes with glibc told to keep the pages it frees (runners/local.py KEEP_PAGES_ENV, `kernelwatch run
+    --keep-pages`). Why the three can disagree by 3x on one shape: bench/README.md, "2026-12-06, third"."""
+    import subprocess
+    import tempfile
+
+    from runners.local import KEEP_PAGES_ENV
+    from runners.suite import analytic_cost
+
+    planned = _planned(quick)
+    per_round: list[list[tuple[float, float] | None]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        request, answer = Path(scratch) / "planned.json", Path(scratch) / "measured.json"
+        request.write_text(json.dumps({"planned": planned, "samples": samples}))
+        for round_number in range(rounds):
+            started = time.perf_counter()
+            if separate:
+                # --threads 0: the child keeps the thread limit this process put in the environment it inherits.
+                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--threads", "0", "--one-round",
+                                str(request), str(answer)], check=True,
+                               env={**os.environ, **(KEEP_PAGES_ENV if keep_pages else {})})
+                per_round.append([None if m is None else (m[0], m[1]) for m in json.loads(answer.read_text())])
+            else:
+                per_round.append(measure_round(planned, samples))
+            print(f"  round {round_number + 1}/{rounds}: {len(planned)} shapes in "
+                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     points = []
     for i, (label, params) in enumerate(planned):
-        if i not in medians:
+        found = [m for r in per_round if (m := r[i]) is not None]
+        if not found:
             continue
-        spec = specs[label]
+        spec = _specs()[label]
         counts = analytic_cost(spec, params)
         assert counts is not None
-        points.append(Point(spec.suite, _variant(label, spec, params), params, counts[0], counts[1], min(medians[i]),
-                            min(bests[i])))
+        seconds = statistics.median(m for m, _ in found) if separate else min(m for m, _ in found)
+        points.append(Point(spec.suite, _variant(label, spec, params), params, counts[0], counts[1], seconds,
+                            min(b for _, b in found)))
     return points
 
 
@@ -233,7 +271,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="every prediction, not only the summary")
     parser.add_argument("--hierarchy", action="store_true",
                         help="--verbose's predictions against the cache-aware roofs (both are summarised always)")
+    parser.add_argument("--separate", action="store_true",
+                        help="each round in a process of its own, a shape's time the median over them (measure_points)")
+    parser.add_argument("--keep-pages", action="store_true",
+                        help="with --separate: glibc keeps the pages it frees in those processes (kernelwatch run "
+                             "--keep-pages)")
+    parser.add_argument("--one-round", nargs=2, type=Path, default=None, help=argparse.SUPPRESS)  # a round's child
     args = parser.parse_args(argv)
+    if args.keep_pages and not args.separate:
+        parser.error("--keep-pages needs --separate: glibc reads its settings when a process starts")
     if args.threads > 0:
         # PJRT_NPROC sizes XLA:CPU's pool on the jaxlib this project pins (runners/local.py says why the
         # flags alone no longer do); the flags stay for older jaxlibs.
@@ -241,6 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false "
                                    f"intra_op_parallelism_threads={args.threads}").strip()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if args.one_round is not None:  # a round of measure_points, in a process of its own
+        request = json.loads(args.one_round[0].read_text())
+        measured = measure_round([(label, params) for label, params in request["planned"]], request["samples"])
+        args.one_round[1].write_text(json.dumps(measured))
+        return 0
 
     from kernelwatch.hardware import calibration_from_manifest, host_hardware
     from kernelwatch.memory_hierarchy import format_bytes
@@ -264,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{lv.bytes_per_s / 1e9:.0f}" for lv in host.memory_levels())
     print(f"calibration: matmul GFLOP/s {rates}; memory GB/s {levels}; XLA threads: {args.threads or 'default'}")
     if args.load is None:
-        points = measure_points(args.samples, args.quick, args.rounds)
+        points = measure_points(args.samples, args.quick, args.rounds, args.separate, args.keep_pages)
     if args.save is not None:
         args.save.write_text(json.dumps({"calibration": calibration.as_manifest(),
                                          "points": [dataclasses.asdict(p) for p in points]}, indent=1))
