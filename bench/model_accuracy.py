@@ -189,17 +189,26 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
     return points
 
 
-def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
-                  hierarchy: bool = False, cliffs: bool = False) -> dict[str, tuple[list[float], list[float]]]:
+def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, hierarchy: bool = False,
+                  cliffs: bool = False,
+                  mmap_threshold: int | None = None) -> dict[str, tuple[list[float], list[float]]]:
     """Per family: (model errors, peer errors), each |predicted - measured| / measured, over every point whose
     variant has at least one other measured point. Each variant against the roofs `kernelwatch predict` would
     give it on ``host`` (its dtype's compute roof, the memory roof of each shape's working set). ``cliffs``: a
     shape at a cache level none of its variant's other shapes are at is stepped across the cliff by the steps the
     *other* variants take there, its own family's where they were measured across it (service/model/predict.py,
-    ``family_cliff_steps``)."""
+    ``family_cliff_steps``). ``mmap_threshold``: glibc's in the processes that measured (``--keep-pages``), where
+    the fresh-pages regime starts (predict.fresh_pages_bytes)."""
     from kernelwatch.hardware import Hardware
     from service.model.compute_roof import declared_dtype, params_dtype
-    from service.model.predict import Measured, Shape, family_cliff_steps, interpolate_efficiency, scale_by_flops
+    from service.model.predict import (
+        Measured,
+        Shape,
+        family_cliff_steps,
+        fresh_pages_bytes,
+        interpolate_efficiency,
+        scale_by_flops,
+    )
     from service.pipeline.predictions import roofs_for
 
     assert isinstance(host, Hardware)
@@ -208,7 +217,7 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False,
     for p in points:
         by_variant.setdefault(p.variant, []).append(p)
     roofs_of = {v: roofs_for(host, params_dtype(vp[0].params), declared_dtype(vp[0].params) is not None,
-                             hierarchy)[0] for v, vp in by_variant.items()}
+                             hierarchy, fresh_pages_bytes(mmap_threshold))[0] for v, vp in by_variant.items()}
     measured_of = {v: [Measured(Shape(o.params, o.flops, o.bytes_accessed), o.seconds) for o in vp]
                    for v, vp in by_variant.items()}
     for variant, variant_points in by_variant.items():
@@ -296,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kernelwatch.hardware import calibration_from_manifest, host_hardware
     from kernelwatch.memory_hierarchy import format_bytes
     from runners.calibrate import calibrate
+    from runners.local import KEEP_PAGES_ENV
 
     started = time.perf_counter()
     if args.load is not None:
@@ -304,10 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert loaded is not None, "the --load file holds no calibration"
         calibration = loaded
         points = [Point(**p) for p in saved["points"]]
+        mmap_threshold = saved.get("malloc_mmap_threshold")  # absent from files saved before --keep-pages
         # Grouped again as the suite declares its variants now (a saved file keeps the grouping it was measured with).
         points = [dataclasses.replace(p, variant=_variant_now(p.variant, p.params)) for p in points]
     else:
         calibration = calibrate()  # the runner's calibration, in this process: the same thread limit as the sweep
+        mmap_threshold = int(KEEP_PAGES_ENV["MALLOC_MMAP_THRESHOLD_"]) if args.keep_pages else None
     host = host_hardware(calibration)
     rates = ", ".join(f"{k} {v / 1e9:.0f}" for k, v in calibration.flops_by_dtype) or \
         f"{calibration.dtype} {calibration.flops_per_s / 1e9:.0f}"
@@ -318,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         points = measure_points(args.samples, args.quick, args.rounds, args.separate, args.keep_pages)
     if args.save is not None:
         args.save.write_text(json.dumps({"calibration": calibration.as_manifest(),
+                                         "malloc_mmap_threshold": mmap_threshold,
                                          "points": [dataclasses.asdict(p) for p in points]}, indent=1))
     chosen = points if args.statistic == "median" else [dataclasses.replace(p, seconds=p.best) for p in points]
     models = ((False, True, "one memory roof (DRAM), a shape alone past a cliff stepped across it as the other "
@@ -326,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               (True, False, "the cache-aware roofs (a memory roof per working set's level)"))
     for hierarchy, cliffs, title in models:
         errors = leave_one_out(chosen, host, args.verbose and hierarchy == args.hierarchy and cliffs != hierarchy,
-                               hierarchy, cliffs)
+                               hierarchy, cliffs, mmap_threshold)
         print("\nmodel: " + title)
         print(f"{'family':<9} {'points':>6}  {'model median':>12} {'model p90':>9}  {'peer median':>11} "
               f"{'peer p90':>8}  {'peer/model median':>17} {'p90':>5}  target (p90 <= peer's / 2, median <= peer's)")

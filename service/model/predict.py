@@ -33,16 +33,17 @@ bench/model_accuracy.py, two measurements: p90 error on matmul 29.5 -> 21.4 % an
 26.2 -> 19.6 % and 34.5 -> 25.2 %, quantized 55.8 -> 45.9 % and 63.8 -> 44.0 %, sampling and softmax unchanged
 (softmax's largest shape is alone past the cliff: nothing of its level to learn from).
 
-The steepest of those cliffs was no cache's: glibc serves an allocation of 32 MiB or more from fresh pages on
-every call, and a kernel's output that large pays a page fault per 4 KiB (``FRESH_PAGES_BYTES``; softmax of
-2048x4096 f32 ran about 3x slower with it than without, bench/fresh_pages.py). A shape whose output is that large
-is at a level of its own. And a shape alone at its level in its variant (softmax's largest) is predicted from
-its variant's nearest level, stepped by how the host's other variants' efficiencies step between those two
-levels (``cliff_steps``, the geometric median over the variants measured on both sides: a cliff is the host's,
-and every streaming kernel falls off it by a similar factor). The step is the kernel's own family's where another
-variant of that family was measured across the same cliff, the host's otherwise (``family_cliff_steps``): a norm
-and a top-k fall off one cliff by different factors (on this host's sweeps, the norms' L2 -> L3 steps were 0.55-0.83
-while softmax's and the samplers' were 0.9-1.0), and a family's variants share their access pattern.
+The steepest of those cliffs was no cache's: glibc serves an allocation of 32 MiB or more from fresh pages on every
+call, and a kernel's output that large pays a page fault per 4 KiB (``FRESH_PAGES_BYTES``; softmax of 2048x4096 f32
+ran about 3x slower with it than without, bench/fresh_pages.py). A shape whose output is that large is at a level of
+its own; where the runs kept their pages (`--keep-pages`), from ``ARENA_MAX_BYTES`` (64 MiB), the largest request a
+thread's arena serves (``fresh_pages_bytes``). And a shape alone at its level in its variant (softmax's largest) is
+predicted from its variant's nearest level, stepped by how the host's other variants' efficiencies step between
+those two levels (``cliff_steps``, the geometric median over the variants measured on both sides: a cliff is the
+host's, and every streaming kernel falls off it by a similar factor). The step is the kernel's own family's where
+another variant of that family was measured across the same cliff, the host's otherwise (``family_cliff_steps``): a
+norm and a top-k fall off one cliff by different factors (on this host's sweeps, the norms' L2 -> L3 steps were
+0.55-0.83 while softmax's and the samplers' were 0.9-1.0), and a family's variants share their access pattern.
 
 Below a variant's smallest measured shape, at the cache level of its two smallest shapes, the efficiency is not held
 but follows a fixed cost per call (``_fixed_cost``): time = a + b x roofline time through those two shapes, where
@@ -82,6 +83,20 @@ RESIDENT_SHARE = 0.5
 # efficiency learned from such shapes.
 FRESH_PAGES_BYTES = 32 * 2**20
 FRESH_PAGES = "fresh pages"
+# A thread's malloc arena is at most this large (glibc's HEAP_MAX_SIZE on 64-bit), so a request this large is mapped
+# afresh whatever the mmap threshold says: with glibc told to keep its pages (`kernelwatch run --keep-pages`), the
+# fresh-pages regime starts here (bench/fresh_pages.py: a 64 MiB output ran at the same third of its speed both
+# ways, a 32-48 MiB one 2.9-3.0x faster with the pages kept).
+ARENA_MAX_BYTES = 64 * 2**20
+
+
+def fresh_pages_bytes(mmap_threshold: int | None) -> float:
+    """The output size from which every call's output is mapped afresh, given the benchmark process's glibc mmap
+    threshold (the manifest's environment.malloc_mmap_threshold; None where the runner left glibc's dynamic one,
+    which rises to at most FRESH_PAGES_BYTES)."""
+    if mmap_threshold is None:
+        return FRESH_PAGES_BYTES
+    return float(min(mmap_threshold, ARENA_MAX_BYTES))
 
 
 def _positive(name: str, value: float) -> None:
@@ -108,10 +123,13 @@ class Roofs:
     memory_curve: tuple[BandwidthPoint, ...] = ()
     # The host's caches, where known: efficiency is interpolated among shapes at one cache level (module note).
     caches: tuple[CacheLevel, ...] = ()
+    # From what output size each call's output comes from fresh pages (:func:`fresh_pages_bytes`: the runs' allocator).
+    fresh_pages_bytes: float = FRESH_PAGES_BYTES
 
     def __post_init__(self) -> None:
         _positive("peak FLOP/s", self.peak_flops_per_s)
         _positive("peak bytes/s", self.peak_bytes_per_s)
+        _positive("fresh-pages output size", self.fresh_pages_bytes)
 
     def bytes_per_s(self, bytes_accessed: float) -> float:
         """The memory roof of a shape that streams ``bytes_accessed`` (its working set)."""
@@ -127,21 +145,21 @@ class Roofs:
 
     def level(self, bytes_accessed: float) -> str | None:
         """The cache level that holds a shape's working set (``RESIDENT_SHARE`` of its bytes), marked where its
-        output comes from fresh pages (``FRESH_PAGES_BYTES``); None where the caches are unknown."""
+        output comes from fresh pages (``fresh_pages_bytes``); None where the caches are unknown."""
         if not self.caches:
             return None
         working_set = RESIDENT_SHARE * bytes_accessed
         name = level_of(self.caches, working_set)
-        return f"{name}, {FRESH_PAGES}" if working_set >= FRESH_PAGES_BYTES else name
+        return f"{name}, {FRESH_PAGES}" if working_set >= self.fresh_pages_bytes else name
 
     def level_order(self) -> list[str]:
         """Every label ``level`` can give, smallest working sets first."""
         labels, below = [], 0.0
         for name, size in [(c.name, float(c.size_bytes)) for c in sorted(self.caches, key=lambda c: c.size_bytes)
                            ] + [(DRAM, math.inf)]:
-            if below < FRESH_PAGES_BYTES:
+            if below < self.fresh_pages_bytes:
                 labels.append(name)
-            if size >= FRESH_PAGES_BYTES:
+            if size >= self.fresh_pages_bytes:
                 labels.append(f"{name}, {FRESH_PAGES}")
             below = size
         return labels

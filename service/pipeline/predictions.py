@@ -41,12 +41,14 @@ from runners.suite import variant_of
 from service.model.compute_roof import compute_roof, declared_dtype, params_dtype
 from service.model.predict import (
     DEFAULT_EFFICIENCY,
+    FRESH_PAGES_BYTES,
     CliffSteps,
     Measured,
     Roofs,
     Shape,
     alone_at_its_level,
     family_cliff_steps,
+    fresh_pages_bytes,
     predict,
 )
 from service.report.predict_text import PredictionReport
@@ -145,8 +147,8 @@ def stored_calibration(point: StoredPoint) -> Calibration | None:
     return calibration_from_manifest(point.calibration)
 
 
-def roofs_for(hardware: Hardware, dtype: str, declared: bool = True,
-              hierarchy: bool = False) -> tuple[Roofs, str, list[str]]:
+def roofs_for(hardware: Hardware, dtype: str, declared: bool = True, hierarchy: bool = False,
+              fresh_pages: float = FRESH_PAGES_BYTES) -> tuple[Roofs, str, list[str]]:
     """The roofs for a dtype, the dtype whose compute peak was used, and what was substituted: the same rule
     as ingest's stored figures (service/model/compute_roof.py), so /model's roof and this table agree.
 
@@ -157,14 +159,33 @@ def roofs_for(hardware: Hardware, dtype: str, declared: bool = True,
     one level's efficiency into another's. The bound a result is held to is
     the hierarchy's (service/model/result_roofline.py); the shape-scaling of a prediction is not. The host's
     caches always travel with the roofs: a prediction learns only from shapes at its cache level where any were
-    measured (service/model/predict.py)."""
+    measured (service/model/predict.py). ``fresh_pages``: from what output size the runs' allocator maps every
+    call's output afresh (predict.fresh_pages_bytes)."""
     roof = compute_roof(hardware, dtype, declared)
     if roof is None:
         raise InvalidInput(f"{hardware.name} has no published compute peak")
     notes = [f"{hardware.name}: {roof.note}"] if roof.note else []
     curve = hardware.memory_curve if hierarchy else ()
-    return (Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s, curve, hardware.caches),
-            roof.used, notes)
+    return (Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s, curve, hardware.caches,
+                  fresh_pages), roof.used, notes)
+
+
+def allocator_regime(points: Sequence[StoredPoint]) -> tuple[float, list[StoredPoint], list[str]]:
+    """The fresh-pages output size of the points' runs (predict.fresh_pages_bytes), the points measured under it,
+    and a note where some were measured under another: runs that kept glibc's pages (`--keep-pages`) and runs that
+    did not time a large output 3x apart (bench/fresh_pages.py), so a family is read from one of the two, the one
+    with the most shapes."""
+    by_regime: dict[float, list[StoredPoint]] = {}
+    for point in points:
+        by_regime.setdefault(fresh_pages_bytes(point.malloc_mmap_threshold), []).append(point)
+    if not by_regime:
+        return FRESH_PAGES_BYTES, [], []
+    chosen = max(by_regime, key=lambda k: (len(by_regime[k]), k == FRESH_PAGES_BYTES))
+    notes = []
+    if len(by_regime) > 1:
+        notes.append(f"measured under {len(by_regime)} allocator settings (--keep-pages or not); predicted from the "
+                     f"{len(by_regime[chosen])} points whose runs map an output afresh from {chosen / 2**20:.0f} MiB")
+    return chosen, by_regime[chosen], notes
 
 
 def _host(points: Sequence[StoredPoint]) -> tuple[Hardware, list[str]]:
@@ -214,23 +235,26 @@ def _measured(spec: Any, points: Sequence[StoredPoint]) -> list[Measured]:
     return measured
 
 
-def _host_variants(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware,
+def _host_variants(specs: Sequence[Any], load_points: Any, chosen: str, hardware: Hardware, fresh_pages: float,
                    loaded: Mapping[str, Sequence[StoredPoint]]) -> list[tuple[str, list[Measured], Roofs]]:
     """Every variant of every benchmark measured on the host, with its suite: what its cliffs' steps are learned
     from (service/model/predict.py, ``family_cliff_steps``: a shape alone past a cliff in its own variant is
     predicted with the step its suite's other variants take there, else the host's; bench/model_accuracy.py:
-    softmax's p90 error 39.7 -> 20.3 %). ``loaded``: the points already read, by "suite/name" (not read twice)."""
+    softmax's p90 error 39.7 -> 20.3 %), the points of the allocator regime ``fresh_pages`` (allocator_regime).
+    ``loaded``: the points already read, by "suite/name" (not read twice)."""
     variants: list[tuple[str, list[Measured], Roofs]] = []
     for spec in specs:
         by_variant: dict[str, list[StoredPoint]] = {}
         label = f"{spec.suite}/{spec.name}"
         stored = loaded[label] if label in loaded else load_points(spec.suite, spec.name)
         for point in stored:
-            if hardware_key(point.backend, point.device_kind) == chosen:
+            if (hardware_key(point.backend, point.device_kind) == chosen
+                    and fresh_pages_bytes(point.malloc_mmap_threshold) == fresh_pages):
                 by_variant.setdefault(json.dumps(variant_of(spec, point.params), sort_keys=True, default=str),
                                       []).append(point)
         for points in by_variant.values():
-            roofs = roofs_for(hardware, params_dtype(points[0].params), declared_dtype(points[0].params) is not None)[0]
+            roofs = roofs_for(hardware, params_dtype(points[0].params), declared_dtype(points[0].params) is not None,
+                              fresh_pages=fresh_pages)[0]
             variants.append((spec.suite, _measured(spec, points), roofs))
     return variants
 
@@ -253,7 +277,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             raise InvalidInput(f"unknown parameter(s) {', '.join(unknown)} for {kernel} (parameters: {known})")
         raise InvalidInput(f"no benchmark of {kernel} takes all of {', '.join(sorted(wanted))} (parameters: {known})")
     reports = []
-    host_variants: dict[str, list[tuple[str, list[Measured], Roofs]]] = {}
+    host_variants: dict[tuple[str, float], list[tuple[str, list[Measured], Roofs]]] = {}
     for spec in fitting:
         label = f"{spec.suite}/{spec.name}"
         shapes = resolve_shapes(spec.grid, source_given, target_given, label)
@@ -276,7 +300,8 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             if len(by_hardware) > 1:
                 notes.append(f"measured on {', '.join(sorted(by_hardware))}; {chosen} has the most shapes "
                              "(choose with --hardware)")
-        on_hardware = by_hardware.get(chosen, [])
+        fresh, on_hardware, regime_notes = allocator_regime(by_hardware.get(chosen, []))
+        notes += regime_notes
         variant = variant_of(spec, shapes.target)
         family = [p for p in on_hardware if variant_of(spec, p.params) == variant]
         if chosen in CHIPS:
@@ -288,7 +313,7 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         else:
             raise InvalidInput(f"{chosen} is not in the hardware table and is no CPU: no roofs to predict against")
         roofs, used_dtype, dtype_notes = roofs_for(hardware, params_dtype(shapes.target),
-                                                   declared_dtype(shapes.target) is not None)
+                                                   declared_dtype(shapes.target) is not None, fresh_pages=fresh)
         notes += dtype_notes
         measured = _measured(spec, family)
         if not measured:
@@ -301,9 +326,10 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         alone = any(alone_at_its_level(s.bytes_accessed, measured, roofs) for s in (source, target))
         steps: CliffSteps | None = None
         if alone:
-            if chosen not in host_variants:
-                host_variants[chosen] = _host_variants(specs, load_points, chosen, hardware, {label: stored})
-            on_host = host_variants[chosen]
+            if (chosen, fresh) not in host_variants:
+                host_variants[chosen, fresh] = _host_variants(specs, load_points, chosen, hardware, fresh,
+                                                              {label: stored})
+            on_host = host_variants[chosen, fresh]
             steps = family_cliff_steps([(m, r) for suite, m, r in on_host if suite == spec.suite],
                                        [(m, r) for _, m, r in on_host])
         prediction = predict(source, target, measured, roofs, steps=steps)

@@ -27,6 +27,9 @@ class StoredPoint:
     backend: str
     device_kind: str
     calibration: Mapping[str, Any] | None  # the newest calibrated run's (Run.calibration), None where none was
+    # glibc's mmap threshold its environment's runs set (`--keep-pages`), None where they left glibc's own: where
+    # the fresh-pages regime starts (service/model/predict.py fresh_pages_bytes).
+    malloc_mmap_threshold: int | None = None
 
 
 def _median(values: list[float]) -> float:
@@ -39,7 +42,7 @@ def stored_points(session: Session, suite: str, name: str, repository: str | Non
     """One point per (params, environment) that has an ok wall-time result of ``suite/name``."""
     query = (
         select(Benchmark.params_key, Benchmark.params, Environment.id, Environment.backend, Environment.device_kind,
-               Run.calibration, Result.median)
+               Environment.details, Run.calibration, Result.median)
         .join(Series, Result.series_id == Series.id)
         .join(Benchmark, Series.benchmark_id == Benchmark.id)
         .join(Environment, Series.environment_id == Environment.id)
@@ -59,7 +62,9 @@ def stored_points(session: Session, suite: str, name: str, repository: str | Non
         newest = rows[0]
         medians = [float(r.median) for r in rows[:NEWEST_MEDIANS]]
         calibration = next((r.calibration for r in rows if r.calibration), None)
+        threshold = (newest.details or {}).get("malloc_mmap_threshold")
         points.append(StoredPoint(params=dict(newest.params), seconds=_median(medians), runs=len(rows),
                                   backend=newest.backend, device_kind=newest.device_kind,
-                                  calibration=dict(calibration) if calibration else None))
+                                  calibration=dict(calibration) if calibration else None,
+                                  malloc_mmap_threshold=threshold if isinstance(threshold, int) else None))
     return points

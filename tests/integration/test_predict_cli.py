@@ -81,3 +81,35 @@ def test_predict_refuses_what_it_cannot_answer_with_exit_status_2(tmp_path: Path
     assert param.returncode == 2 and "unknown parameter(s) rowz" in param.stderr
     empty = kernelwatch(["predict", "--kernel", "softmax", "--from", "rows=1", "--to", "rows=2"], home)
     assert empty.returncode == 2 and "no stored measurements" in empty.stderr
+
+
+def test_runs_that_kept_their_pages_are_predicted_with_the_fresh_pages_regime_they_ran_in(tmp_path: Path) -> None:
+    """Runs made with `--keep-pages` record glibc's mmap threshold: their outputs of 32-64 MiB reuse freed pages,
+    so a shape there is at its cache level, not with the shapes whose every output is mapped afresh
+    (service/model/predict.py, fresh_pages_bytes). softmax over 4096 columns holds rows x 16 KiB of working set:
+    3072 rows hold 48 MiB."""
+    home = tmp_path / "home"
+    mib = 2 ** 20
+    calibration = builders.calibration(caches=[{"name": "L2", "size_bytes": 2 * mib},
+                                               {"name": "L3", "size_bytes": 480 * mib}])
+    roofline = {rows: 8.0 * rows * 4096 / 10e9 for rows in (512, 1024, 2048, 4096)}
+    # Measured with the pages kept: 50 % of the roofline up to 2048 rows (32 MiB), 20 % at 4096 (64 MiB: a thread's
+    # arena maps that afresh whatever the threshold).
+    kept = builders.environment(calibration=calibration, malloc_mmap_threshold=2 ** 30)
+    store(home, kept, {rows: roofline[rows] / (0.2 if rows == 4096 else 0.5) for rows in roofline})
+    args = ["predict", "--kernel", "softmax", "--from", "rows=1024,cols=4096", "--to", "rows=3072", "--hardware",
+            "cpu"]
+    done = kernelwatch(args, home)
+    assert done.returncode == 0, done.stderr
+    # At L3 with 512-2048 rows, past the largest of them: its 50 % held. Read as a default run's, 3072 rows would sit
+    # with 2048 and 4096 in the fresh-pages regime and be drawn toward 4096's 20 %.
+    assert "50.0% (nearest)" in done.stdout, done.stdout
+    assert "allocator settings" not in done.stdout
+
+    # The same family measured without --keep-pages too, at fewer shapes: read from the kept runs, and said so.
+    store(home, builders.environment(calibration=calibration), {512: roofline[512] / 0.5, 4096: roofline[4096] / 0.2},
+          position=1)
+    mixed = kernelwatch(args, home)
+    assert mixed.returncode == 0, mixed.stderr
+    assert "50.0% (nearest)" in mixed.stdout and "4 measured shape(s)" in mixed.stdout, mixed.stdout
+    assert "measured under 2 allocator settings" in mixed.stdout and "from 64 MiB" in mixed.stdout, mixed.stdout

@@ -241,6 +241,26 @@ def test_an_output_of_32_mib_or_more_is_a_regime_of_its_own() -> None:
     assert interpolate_efficiency(fresh.flops, fresh.bytes_accessed, points, big_l3).value == pytest.approx(0.1)
 
 
+def test_runs_that_kept_their_pages_map_afresh_only_what_a_thread_s_arena_cannot_hold() -> None:
+    """With glibc's mmap threshold set (`--keep-pages`), an output is mapped afresh from the threshold or from
+    64 MiB, the largest a thread's arena holds, whichever is smaller; unset, from glibc's dynamic maximum, 32 MiB."""
+    from kernelwatch.memory_hierarchy import CacheLevel
+    from service.model.predict import fresh_pages_bytes
+
+    mib = 2 ** 20
+    assert fresh_pages_bytes(None) == 32 * mib
+    assert fresh_pages_bytes(2 ** 30) == 64 * mib and fresh_pages_bytes(16 * mib) == 16 * mib
+    caches = (CacheLevel("L2", 2 * mib), CacheLevel("L3", 480 * mib))
+    kept = Roofs("host", 100e9, 10e9, caches=caches, fresh_pages_bytes=fresh_pages_bytes(2 ** 30))
+    assert kept.level(96 * mib) == "L3" and kept.level(128 * mib) == "L3, fresh pages"
+    assert kept.level_order() == ["L2", "L3", "L3, fresh pages", "DRAM, fresh pages"]
+    between = Roofs("host", 100e9, 10e9, caches=(CacheLevel("L2", 2 * mib), CacheLevel("L3", 48 * mib)),
+                    fresh_pages_bytes=fresh_pages_bytes(2 ** 30))
+    assert between.level_order() == ["L2", "L3", "DRAM", "DRAM, fresh pages"]
+    with pytest.raises(ValueError, match="fresh-pages output size"):
+        Roofs("host", 100e9, 10e9, fresh_pages_bytes=0)
+
+
 def test_a_shape_alone_past_a_cliff_is_stepped_across_it_as_other_variants_step() -> None:
     """Softmax's 2048x4096, the only shape of its sweep past its cliff: its variant has nothing at that level to
     learn from, so it takes the last shape before the cliff times the step other kernels of the host take across
