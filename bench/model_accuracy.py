@@ -151,7 +151,7 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
     ``separate``: each round in a process of its own, a shape's time the median over the rounds, as
     `kernelwatch predict` reads a series' median over its runs (each run a process). ``keep_pages``: those
     processes with glibc told to keep the pages it frees (runners/local.py KEEP_PAGES_ENV, `kernelwatch run
-    --keep-pages`). Why the three can disagree by 3x on one shape: bench/README.md, "2026-12-06, third"."""
+    --keep-pages`). How far the three disagree: bench/README.md, "2026-12-06, third"."""
     import subprocess
     import tempfile
 
