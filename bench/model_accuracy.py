@@ -15,7 +15,7 @@ benchmark, same dtype/fused flags) two ways:
   writes without a model).
 
 Prints per family the median and 90th-percentile absolute percentage error of each, and peer/model ratios.
-Target (issue 9): model median under 25 % for matmul, norms and softmax.
+Target (issue 20), on every family: model p90 at most half the peer's, and model median no worse than the peer's.
 
     python bench/model_accuracy.py [--samples 9] [--rounds 3] [--threads 1] [--quick] [--save F | --load F]
         [--separate [--keep-pages]]  # each round in a process of its own [glibc keeping its pages]
