@@ -142,6 +142,25 @@ def measure_round(planned: Sequence[tuple[str, Params]], samples: int) -> list[t
     return found
 
 
+def _round_apart(planned: Sequence[tuple[str, Params]], samples: int,
+                 keep_pages: bool) -> list[tuple[float, float] | None]:
+    """:func:`measure_round` in a process of its own (this script with ``--one-round``), glibc keeping its pages
+    there where ``keep_pages``."""
+    import subprocess
+    import tempfile
+
+    from runners.local import KEEP_PAGES_ENV
+
+    with tempfile.TemporaryDirectory() as scratch:
+        request, answer = Path(scratch) / "planned.json", Path(scratch) / "measured.json"
+        request.write_text(json.dumps({"planned": planned, "samples": samples}))
+        # --threads 0: the child keeps the thread limit this process put in the environment it inherits.
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--threads", "0", "--one-round",
+                        str(request), str(answer)], check=True,
+                       env={**os.environ, **(KEEP_PAGES_ENV if keep_pages else {})})
+        return [None if m is None else (m[0], m[1]) for m in json.loads(answer.read_text())]
+
+
 def measure_points(samples: int, quick: bool, rounds: int, separate: bool = False,
                    keep_pages: bool = False) -> list[Point]:
     """Every shape measured once per round, rounds one after the other.
@@ -152,29 +171,15 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
     `kernelwatch predict` reads a series' median over its runs (each run a process). ``keep_pages``: those
     processes with glibc told to keep the pages it frees (runners/local.py KEEP_PAGES_ENV, `kernelwatch run
     --keep-pages`). How far the three disagree: bench/README.md, "2026-12-06, third"."""
-    import subprocess
-    import tempfile
-
-    from runners.local import KEEP_PAGES_ENV
     from runners.suite import analytic_cost
 
     planned = _planned(quick)
     per_round: list[list[tuple[float, float] | None]] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        request, answer = Path(scratch) / "planned.json", Path(scratch) / "measured.json"
-        request.write_text(json.dumps({"planned": planned, "samples": samples}))
-        for round_number in range(rounds):
-            started = time.perf_counter()
-            if separate:
-                # --threads 0: the child keeps the thread limit this process put in the environment it inherits.
-                subprocess.run([sys.executable, str(Path(__file__).resolve()), "--threads", "0", "--one-round",
-                                str(request), str(answer)], check=True,
-                               env={**os.environ, **(KEEP_PAGES_ENV if keep_pages else {})})
-                per_round.append([None if m is None else (m[0], m[1]) for m in json.loads(answer.read_text())])
-            else:
-                per_round.append(measure_round(planned, samples))
-            print(f"  round {round_number + 1}/{rounds}: {len(planned)} shapes in "
-                  f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+    for round_number in range(rounds):
+        started = time.perf_counter()
+        per_round.append(_round_apart(planned, samples, keep_pages) if separate else measure_round(planned, samples))
+        print(f"  round {round_number + 1}/{rounds}: {len(planned)} shapes in "
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     points = []
     for i, (label, params) in enumerate(planned):
         found = [m for r in per_round if (m := r[i]) is not None]

@@ -338,18 +338,23 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
         return EfficiencyEstimate(smoothed[end], "nearest", tuple(by_x[xs[end]]))
     # Time, not efficiency, is interpolated, linearly in roofline time: a fixed cost per call plus a cost per unit of
     # work, the same law as below the smallest shape (the module's note).
-    (r1, t1), (r2, t2), r = timed(i - 1), timed(i), math.exp(x)
-    value = r / (t1 + (r - r1) * (t2 - t1) / (r2 - r1))
-    return EfficiencyEstimate(value, "interpolated", tuple(by_x[xs[i - 1]] + by_x[xs[i]]))
+    fixed, slope = _line(timed(i - 1), timed(i))
+    r = math.exp(x)
+    return EfficiencyEstimate(r / (fixed + slope * r), "interpolated", tuple(by_x[xs[i - 1]] + by_x[xs[i]]))
+
+
+def _line(first: tuple[float, float], second: tuple[float, float]) -> tuple[float, float]:
+    """The line time = a + b x roofline time through two measured sizes ((roofline time, time) each): (a, b)."""
+    (r1, t1), (r2, t2) = first, second
+    slope = (t2 - t1) / (r2 - r1)
+    return t1 - slope * r1, slope
 
 
 def _fixed_cost(roofline_s: float, smallest: Sequence[tuple[float, float]]) -> float | None:
     """The efficiency at ``roofline_s``, below the two smallest measured sizes ((roofline time, time), smallest
-    first), on the line time = a + b x roofline time through them; None where that line has no positive
-    fixed cost a or no positive slope b (the efficiency then does not fall toward small shapes: it is held)."""
-    (r1, t1), (r2, t2) = smallest
-    slope = (t2 - t1) / (r2 - r1)
-    fixed = t1 - slope * r1
+    first), on their :func:`_line`; None where that line has no positive fixed cost a or no positive slope b (the
+    efficiency then does not fall toward small shapes: it is held)."""
+    fixed, slope = _line(smallest[0], smallest[1])
     if not (fixed > 0 and slope > 0):
         return None
     return roofline_s / (fixed + slope * roofline_s)

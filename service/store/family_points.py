@@ -42,7 +42,8 @@ def stored_points(session: Session, suite: str, name: str, repository: str | Non
     """One point per (params, environment) that has an ok wall-time result of ``suite/name``."""
     query = (
         select(Benchmark.params_key, Benchmark.params, Environment.id, Environment.backend, Environment.device_kind,
-               Environment.details, Run.calibration, Result.median)
+               Environment.details["malloc_mmap_threshold"].as_integer().label("mmap_threshold"), Run.calibration,
+               Result.median)
         .join(Series, Result.series_id == Series.id)
         .join(Benchmark, Series.benchmark_id == Benchmark.id)
         .join(Environment, Series.environment_id == Environment.id)
@@ -62,9 +63,8 @@ def stored_points(session: Session, suite: str, name: str, repository: str | Non
         newest = rows[0]
         medians = [float(r.median) for r in rows[:NEWEST_MEDIANS]]
         calibration = next((r.calibration for r in rows if r.calibration), None)
-        threshold = (newest.details or {}).get("malloc_mmap_threshold")
         points.append(StoredPoint(params=dict(newest.params), seconds=_median(medians), runs=len(rows),
                                   backend=newest.backend, device_kind=newest.device_kind,
                                   calibration=dict(calibration) if calibration else None,
-                                  malloc_mmap_threshold=threshold if isinstance(threshold, int) else None))
+                                  malloc_mmap_threshold=newest.mmap_threshold))
     return points
