@@ -111,21 +111,27 @@ def test_compare_before_and_culprit_fails_on_the_regression_and_names_it(demo: d
 
 def test_compare_of_adjacent_commits_flags_the_planted_one_and_no_unchanged_kernel(demo: dict) -> None:  # type: ignore[type-arg]
     """The A/A check on the demo's own history: every pair of adjacent commits but the planted one changes
-    comments or docs only, so `kernelwatch compare` must give none of their benchmarks a time verdict (a
-    regression or an improvement; undecided is honest), and must still flag the planted one. Pooling the samples
-    of each side's runs flagged 15 of 34 such comparisons.
+    comments or docs only, so `kernelwatch compare` must give their benchmarks no time verdict (a regression or an
+    improvement; undecided is honest), and must still flag the planted one. Pooling the samples of each side's
+    runs flagged 15 of 34 such comparisons.
 
-    This machine's processes are bimodal (fast or slow, up to 1.7x apart), and with three runs a commit, three
-    slow against three fast once passed Welch's test here (p = 0.003, two benchmarks of one run at once: they
-    share the process). The series' stored spread between runs is now a floor under each side's own, and the
-    unchanged pairs come out inconclusive (their ratios ran 0.7-1.4 in one demo here): the honest answer. Even so,
-    three runs a side all in opposite states once read an unchanged softmax 1.85x slower here (p = 0.005); a
-    difference no larger than two runs of one commit have landed apart is now inconclusive at 2-3 runs a side
-    (run_stats.within_spread: 1.2-1.4 % -> 0.0-0.1 % of such comparisons on generated runs of that shape)."""
+    The bound is family-wise, and states its own chance of failing. This machine's processes are bimodal (fast or
+    slow, up to 2x apart), and three runs a side all in opposite states is a real, if rare, draw: measured on real
+    runs, 0.0-0.4 % of A/A comparisons at 2-5 runs a side get a verdict (bench/verdict_calibration.py,
+    bench/README.md). The demo makes 32 such comparisons (4 benchmarks in each of 8 unchanged pairs), so "none of
+    32" fails by chance in 6-12 % of CI runs at that rate. It did three times, each three slow runs against three
+    fast (p = 0.003, 0.005 and 0.002; an unchanged softmax 1.8x "slower"); the last pair, run again in fresh
+    interleaved processes, showed no difference. The benchmarks of one pair share their processes (a slow process
+    slows every benchmark in it), so the pair is the unit: one unchanged pair with a verdict is within the rate the
+    product states; two happen by chance in 0.2-0.7 % of demos at the measured rate (binomial over 8 pairs), while
+    the pooled test's 17-26 % per comparison gives 4-6 such pairs, failing 97-99.9 % of demos. The one allowed is
+    reported as a warning, not hidden."""
     import json
+    import warnings
 
     commits, planted = demo["commits"], demo["planted"]
-    false_verdicts, planted_rows = [], []
+    false_pairs: dict[str, list[str]] = {}
+    unchanged_pairs, planted_rows = 0, []
     for before, after in zip(commits, commits[1:], strict=False):
         # In this process (tests/cli_inprocess.py): nine read-only compares need not import the service nine times.
         proc = run_cli(["compare", before[:10], after[:10], "--format", "json", "--fail-on", "none"], demo["env"])
@@ -134,10 +140,18 @@ def test_compare_of_adjacent_commits_flags_the_planted_one_and_no_unchanged_kern
         if after == planted:
             planted_rows = timed
             continue
-        false_verdicts += [f"{after[:10]} {b['suite']}/{b['name']} {b['params']} {b['verdict']} "
-                           f"ratio={b['ratio']:.3f} p={b['p_value']}" for b in timed
-                           if b["verdict"] in ("regression", "improvement")]
-    assert not false_verdicts, "unchanged kernels given a time verdict:\n" + "\n".join(false_verdicts)
+        unchanged_pairs += 1
+        flagged = [f"{after[:10]} {b['suite']}/{b['name']} {b['params']} {b['verdict']} ratio={b['ratio']:.3f} "
+                   f"p={b['p_value']} runs={b['base']['runs']}+{b['head']['runs']}" for b in timed
+                   if b["verdict"] in ("regression", "improvement")]
+        if flagged:
+            false_pairs[after[:10]] = flagged
+    report = "\n".join(line for lines in false_pairs.values() for line in lines)
+    assert unchanged_pairs >= 6 and len(false_pairs) <= 1, (
+        f"{len(false_pairs)} of {unchanged_pairs} unchanged commit pairs given a time verdict:\n{report}")
+    if false_pairs:
+        warnings.warn(f"one of {unchanged_pairs} unchanged commit pairs given a time verdict (the measured "
+                      f"A/A rate allows it):\n{report}", stacklevel=1)
     softmax = [b for b in planted_rows if b["suite"] == "softmax"]
     assert softmax and any(b["verdict"] == "regression" for b in softmax), planted_rows
     assert all(b["head"]["runs"] >= 2 for b in planted_rows)  # the demo's rounds are the replicates
