@@ -26,7 +26,7 @@ On a host whose caches are known (``Roofs.caches``: a calibrated CPU), a kernel'
 cache cliff far more than any roof says (a fused RMSNorm moves 22 GB/s at 32 MiB of bytes and 3.6 GB/s at 64 MiB
 on the host this was measured on, where the calibrated roofs fall 1.5x), so a line drawn across the cliff predicts
 neither side. Where measured shapes share the cache level of the predicted shape's working set, only they are
-interpolated (the nearest end's held past them): a shape past the cliff is predicted from the shapes past it. The
+interpolated: a shape past the cliff is predicted from the shapes past it. The
 working set a level must hold is half the shape's bytes (``RESIDENT_SHARE``: what a repeated call re-reads of a
 streaming kernel that reads as much as it writes; all of the bytes and a quarter were worse).
 bench/model_accuracy.py, two measurements: p90 error on matmul 29.5 -> 21.4 % and 34.9 -> 24.1 %, norms
@@ -51,6 +51,17 @@ that line has a positive intercept (a call's dispatch and its ops' fixed costs, 
 larger share). Holding the smallest shape's efficiency predicted every sweep's smallest shape 25-45 % fast on this
 host (top-k at a 4k vocabulary, 128^3 matmuls). At the large end the efficiency is still held: what lies past the
 largest measured shape is a cliff more often than a trend.
+
+Past either end of its level's measured shapes but inside its variant's range (measured shapes of the variant lie
+beyond, at another level), a shape follows its level's line, time = a + b x roofline time through the level's two
+measured sizes nearest it (``_extrapolated``), where that line gives a positive time and an efficiency no higher
+than the roof's; it was held at the end's efficiency before (2026-12-06). The level's own law is known there and
+the cliff is known to lie between it and the shapes beyond. Most such shapes are the quantized matmuls at the end
+of a cache level, where the work per byte changes with m: bench/model_accuracy.py on two sets, quantized p90
+45.6 -> 26.3 % and 41.1 -> 27.1 %, median 9.3 -> 7.6 % and 11.0 -> 10.0 %, matmul's p90 19.6 -> 19.6 % and 23.0 ->
+22.6 %, the other families unchanged. Without the cap at the roof, matmul's median went 3.6 -> 3.8 % (large matmuls'
+lines climb past the roof); extending the line past the variant's largest shape as well took it to 5.5 % for
+nothing elsewhere.
 """
 
 from __future__ import annotations
@@ -65,7 +76,8 @@ from kernelwatch.memory_hierarchy import DRAM, BandwidthPoint, CacheLevel, bandw
 from service.model.roofline import Bound, ridge_point
 
 ParamValue = str | int | float | bool
-EfficiencyBasis = Literal["measured", "interpolated", "nearest", "fixed cost", "across a cliff", "default"]
+EfficiencyBasis = Literal["measured", "interpolated", "extrapolated", "nearest", "fixed cost", "across a cliff",
+                          "default"]
 
 # What a kernel reaches of its roofline when nothing of its family was measured on the hardware: a round,
 # stated guess (well-tuned kernels reach 60-80 %, naive ones 10-30 %), so the prediction is the roofline's
@@ -295,7 +307,8 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
     around it, on the straight line in time (against roofline time) through their smoothed efficiencies; the
     nearest end's outside them, except below the variant's smallest shape where the two smallest (at the shape's
     level) show a fixed cost per call (:func:`_fixed_cost`); ``default`` with none. With the host's caches known,
-    only the measured shapes at the shape's cache level where there are any (the module's note).
+    only the measured shapes at the shape's cache level where there are any, that level's line followed past its
+    end where the variant has shapes beyond (:func:`_extrapolated`; the module's note).
 
     Smoothed: each measured size's efficiency is replaced by the median of it and its two neighbours' (a running
     median of three, the ends kept), so one measurement taken while the machine was busy does not bend the curve
@@ -311,9 +324,10 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
     same_level = [p for p in points if level is not None and roofs.level(p.shape.bytes_accessed) == level]
     everything, points = points, same_level or points
     x = math.log(roofs.roofline_s(flops, bytes_accessed))
+    variant_range = [_log_roofline(p, roofs) for p in everything]
     by_x: dict[float, list[Measured]] = {}
     for p in points:
-        by_x.setdefault(math.log(roofs.roofline_s(p.shape.flops, p.shape.bytes_accessed)), []).append(p)
+        by_x.setdefault(_log_roofline(p, roofs), []).append(p)
     xs = sorted(by_x)
     raw = [_median([efficiency(p, roofs) for p in by_x[key]]) for key in xs]
 
@@ -328,13 +342,19 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
         return math.exp(xs[j]), math.exp(xs[j]) / smoothed[j]
 
     # Below the variant's smallest shape (not only its level's), at the level of the two smallest: a fixed cost.
-    below_all = x < min(math.log(roofs.roofline_s(p.shape.flops, p.shape.bytes_accessed)) for p in everything)
+    below_all = x < min(variant_range)
     if i == 0 and below_all and (level is None or same_level) and len(xs) >= 2:
         fixed = _fixed_cost(math.exp(x), [timed(0), timed(1)])
         if fixed is not None:
             return EfficiencyEstimate(fixed, "fixed cost", tuple(by_x[xs[0]] + by_x[xs[1]]))
     if i == 0 or i == len(xs):
         end = 0 if i == 0 else len(xs) - 1
+        # Past its level's end but inside its variant's range: the level's line (the module's note).
+        if same_level and len(xs) >= 2 and min(variant_range) < x < max(variant_range):
+            pair = (0, 1) if i == 0 else (len(xs) - 2, len(xs) - 1)
+            extended = _extrapolated(math.exp(x), timed(pair[0]), timed(pair[1]))
+            if extended is not None:
+                return EfficiencyEstimate(extended, "extrapolated", tuple(by_x[xs[pair[0]]] + by_x[xs[pair[1]]]))
         return EfficiencyEstimate(smoothed[end], "nearest", tuple(by_x[xs[end]]))
     # Time, not efficiency, is interpolated, linearly in roofline time: a fixed cost per call plus a cost per unit of
     # work, the same law as below the smallest shape (the module's note).
@@ -348,6 +368,21 @@ def _line(first: tuple[float, float], second: tuple[float, float]) -> tuple[floa
     (r1, t1), (r2, t2) = first, second
     slope = (t2 - t1) / (r2 - r1)
     return t1 - slope * r1, slope
+
+
+def _log_roofline(point: Measured, roofs: Roofs) -> float:
+    return math.log(roofs.roofline_s(point.shape.flops, point.shape.bytes_accessed))
+
+
+def _extrapolated(roofline_s: float, first: tuple[float, float], second: tuple[float, float]) -> float | None:
+    """The efficiency at ``roofline_s`` on the :func:`_line` through two measured sizes' (roofline time, time), past
+    them; None where that line has no positive slope, gives no positive time there, or would put the shape above
+    its roof (efficiency over 1: a roof bounds)."""
+    fixed, slope = _line(first, second)
+    time = fixed + slope * roofline_s
+    if slope <= 0 or time <= 0 or roofline_s / time > 1:
+        return None
+    return roofline_s / time
 
 
 def _fixed_cost(roofline_s: float, smallest: Sequence[tuple[float, float]]) -> float | None:

@@ -205,7 +205,7 @@ def test_on_a_host_with_caches_a_shape_is_predicted_from_the_shapes_at_its_cache
     assert cached.level(1 * mib) == "L2" and ROOFS.level(1 * mib) is None
     inside = interpolate_efficiency(stream(30).flops, stream(30).bytes_accessed, points, cached)
     past = interpolate_efficiency(stream(48).flops, stream(48).bytes_accessed, points, cached)
-    assert inside.value == pytest.approx(0.5) and inside.basis == "nearest"
+    assert inside.value == pytest.approx(0.5) and inside.basis == "extrapolated"  # L3's own line, past 24 MiB
     assert past.value == pytest.approx(0.1) and {n.shape.params["bytes"] for n in past.neighbours} == {40, 56}
     # Without the caches, one line across the cliff: neither side's efficiency.
     plain = interpolate_efficiency(stream(36).flops, stream(36).bytes_accessed, points, ROOFS)
@@ -213,6 +213,49 @@ def test_on_a_host_with_caches_a_shape_is_predicted_from_the_shapes_at_its_cache
     # A level with no measured shape of its own falls back to every shape.
     small = interpolate_efficiency(stream(0.5).flops, stream(0.5).bytes_accessed, points, cached)
     assert small.value == pytest.approx(0.5) and small.basis == "nearest"
+
+
+def test_past_its_level_s_end_a_shape_follows_the_level_s_line_where_the_variant_goes_on_beyond() -> None:
+    """A kernel with a fixed cost per call at one level (L3: 1 ms plus its work at 80 % of the roof) and shapes past
+    the cliff (DRAM, 10 %): a shape past L3's largest measured one, still at L3, is on L3's line, not held at the
+    largest's efficiency; past the variant's largest shape the efficiency is still held; a line that would put a
+    shape above its roof is not followed."""
+    from kernelwatch.memory_hierarchy import CacheLevel
+
+    mib = 2.0 ** 20
+    caches = (CacheLevel("L1", 32 * 1024), CacheLevel("L2", 2 * int(mib)), CacheLevel("L3", 64 * int(mib)))
+    cached = Roofs("host", 100e9, 10e9, caches=caches)
+
+    def stream(size_mib: float) -> Shape:
+        return Shape({"bytes": size_mib}, size_mib * mib / 8, size_mib * mib)
+
+    def l3(size_mib: float) -> float:  # the kernel's time at L3: a fixed cost plus its work
+        shape = stream(size_mib)
+        return 1e-3 + cached.roofline_s(shape.flops, shape.bytes_accessed) / 0.8
+
+    def at(size_mib: float, seconds: float) -> Measured:
+        return Measured(stream(size_mib), seconds)
+
+    dram = [at(size, cached.roofline_s(stream(size).flops, stream(size).bytes_accessed) / 0.1) for size in (160, 200)]
+    points = [at(8, l3(8)), at(16, l3(16)), *dram]
+    assert cached.level(48 * mib) == "L3" and cached.level(160 * mib) != "L3"  # past the cliff
+    past_end = interpolate_efficiency(stream(48).flops, stream(48).bytes_accessed, points, cached)
+    assert past_end.basis == "extrapolated" and {n.shape.params["bytes"] for n in past_end.neighbours} == {8, 16}
+    roofline = cached.roofline_s(stream(48).flops, stream(48).bytes_accessed)
+    assert roofline / past_end.value == pytest.approx(l3(48), rel=1e-12)
+    # Held as before, the largest L3 shape's efficiency would predict it 1.27x too slow.
+    held = roofline / (cached.roofline_s(stream(16).flops, stream(16).bytes_accessed) / l3(16))
+    assert held > 1.25 * l3(48)
+    # Past the variant's largest shape: held (what lies beyond is a cliff more often than a trend).
+    beyond = interpolate_efficiency(stream(400).flops, stream(400).bytes_accessed, points, cached)
+    assert beyond.basis == "nearest" and beyond.value == pytest.approx(0.1)
+    # A level whose line climbs past the roof (efficiency 0.5 then 0.95 a doubling later): held, not followed above.
+    def efficient(size_mib: float, eff: float) -> Measured:
+        return at(size_mib, cached.roofline_s(stream(size_mib).flops, stream(size_mib).bytes_accessed) / eff)
+
+    steep = [efficient(8, 0.5), efficient(16, 0.95), *dram]
+    over = interpolate_efficiency(stream(48).flops, stream(48).bytes_accessed, steep, cached)
+    assert over.basis == "nearest" and over.value == pytest.approx(0.95)
 
 
 def test_an_output_of_32_mib_or_more_is_a_regime_of_its_own() -> None:
