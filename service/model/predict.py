@@ -57,11 +57,11 @@ beyond, at another level), a shape follows its level's line, time = a + b x roof
 measured sizes nearest it (``_extrapolated``), where that line gives a positive time and an efficiency no higher
 than the roof's; it was held at the end's efficiency before (2026-12-06). The level's own law is known there and
 the cliff is known to lie between it and the shapes beyond. Most such shapes are the quantized matmuls at the end
-of a cache level, where the work per byte changes with m: bench/model_accuracy.py on two sets, quantized p90
-45.6 -> 26.3 % and 41.1 -> 27.1 %, median 9.3 -> 7.6 % and 11.0 -> 10.0 %, matmul's p90 19.6 -> 19.6 % and 23.0 ->
-22.6 %, the other families unchanged. Without the cap at the roof, matmul's median went 3.6 -> 3.8 % (large matmuls'
-lines climb past the roof); extending the line past the variant's largest shape as well took it to 5.5 % for
-nothing elsewhere.
+of a cache level, where the work per byte changes with m. bench/model_accuracy.py on three sets (bench/README.md,
+2026-12-06, fourth): quantized p90 45.6 -> 26.3, 41.1 -> 27.1 and 30.8 -> 22.8 %, its median no worse; softmax's
+p90 20.5 -> 15.6 % on one; matmul's median 5.6 -> 6.5 % on one (the peer's 11.1 %), the rest within 0.4 points.
+Without the cap at the roof, matmul's median went 3.6 -> 3.8 % on another (large matmuls' lines climb past the
+roof); extending the line past the variant's largest shape as well took it to 5.5 % for nothing elsewhere.
 """
 
 from __future__ import annotations
