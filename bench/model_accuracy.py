@@ -364,12 +364,13 @@ def main(argv: Sequence[str] | None = None) -> int:
               (False, False, "one memory roof, no steps across cliffs (a shape alone past one: the nearest end)"),
               (True, False, "the cache-aware roofs (a memory roof per working set's level)"))
     for hierarchy, cliffs, title in models:
-        errors = leave_one_out(chosen, host, args.verbose and hierarchy == args.hierarchy and cliffs != hierarchy,
-                               hierarchy, cliffs, mmap_threshold)
+        listed = args.verbose and hierarchy == args.hierarchy and cliffs != hierarchy
+        errors = leave_one_out(chosen, host, verbose=listed, hierarchy=hierarchy, cliffs=cliffs,
+                               mmap_threshold=mmap_threshold)
         _print_table("model: " + title, errors)
     _print_table("the model `kernelwatch predict` uses, on the shapes the peer scales across a cache cliff (its "
                  "nearest shape in FLOPs at another level)",
-                 leave_one_out(chosen, host, False, False, True, mmap_threshold, across=True))
+                 leave_one_out(chosen, host, cliffs=True, mmap_threshold=mmap_threshold, across=True))
     if args.repeat is not None:
         again = [Point(**p) for p in json.loads(args.repeat.read_text())["points"]]
         print(f"\nthe same shapes measured again ({args.repeat}): |t / t' - 1|, each way")
