@@ -177,5 +177,15 @@ def main(argv: list[str] | None = None) -> int:
     return serve(args, sys.stdin, outbox, lambda: project_imports.origin_problem(names, args.root.resolve()))
 
 
+def exit_now(code: int) -> None:
+    """End the process without the interpreter's finalization: in a process that imported jax it tears down XLA's
+    backends and the profiler, 0.14-0.26 s measured here, which the runner waits out at the end of every run,
+    round and bisection step. Nothing here needs it: every message is flushed when sent, every artifact closed
+    when written, and the parent asked for the exit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())
