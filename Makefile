@@ -5,17 +5,22 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test lint browser clean
 
+# uv (a dependency already: it builds measured commits' environments) installs what pyproject.toml declares, the same
+# versions as pip here, in 9 s where pip takes 40; every CI run starts from a clean clone. Without uv, pip does it.
+INSTALL := $(BIN)/python -m uv pip install -q --python $(BIN)/python
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q uv || true
 
 # Stamps make a changed pyproject.toml reinstall, and an unchanged one cost nothing.
 $(VENV)/.runtime-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(INSTALL) -e . || $(BIN)/python -m pip install -q -e .
 	touch $@
 
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(INSTALL) -e '.[dev]' || $(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.runtime-installed
 
 # The browser tests drive Debian's chromium (never a downloaded browser); install it when it is missing.
