@@ -5,8 +5,9 @@ BIN    := $(VENV)/bin
 
 .PHONY: demo test lint browser clean
 
-# uv (a dependency already: it builds measured commits' environments) installs what pyproject.toml declares, the same
-# versions as pip here, in 9 s where pip takes 40; every CI run starts from a clean clone. Without uv, pip does it.
+# uv (a dependency already: it builds measured commits' environments) installs what pyproject.toml declares, the
+# same versions as pip, in 8 s where pip takes 42 (bench/install_time.py); CI starts from a clean clone. Without uv,
+# pip does it.
 INSTALL := $(BIN)/python -m uv pip install -q --python $(BIN)/python
 
 $(BIN)/python:
