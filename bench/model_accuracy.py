@@ -19,6 +19,7 @@ Target (issue 20), on every family: model p90 at most half the peer's, and model
 
     python bench/model_accuracy.py [--samples 9] [--rounds 3] [--threads 1] [--quick] [--save F | --load F]
         [--separate [--keep-pages]]  # each round in a process of its own [glibc keeping its pages]
+        [--shuffle]  # each round in an order of its own (seeded): what ran before a shape differs per round
         [--repeat F2]  # F2: another --save of the same sweeps; prints how far two measurements of a shape disagree
 
 XLA's CPU thread pool is limited to --threads (default 1): steadier on a shared machine, and the calibration
@@ -32,6 +33,7 @@ import dataclasses
 import functools
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -162,12 +164,16 @@ def _round_apart(planned: Sequence[tuple[str, Params]], samples: int,
 
 
 def measure_points(samples: int, quick: bool, rounds: int, separate: bool = False,
-                   keep_pages: bool = False) -> list[Point]:
+                   keep_pages: bool = False, shuffle: bool = False) -> list[Point]:
     """Every shape measured once per round, rounds one after the other.
 
     In this process (the default), a shape keeps the lowest of its rounds' medians (and of their fastest samples):
     a load that comes and goes over the minutes of a sweep slows some rounds of a shape, rarely all of them.
-    ``separate``: each round in a process of its own, a shape's time the median over the rounds, as
+    ``shuffle``: each round in an order of its own (seeded by the round's number), so that no shape is always
+    measured after the same one: in one process the allocator's state a shape meets is what ran before it
+    (bench/README.md, "2026-12-06, fifth": unfused LayerNorm at 1024x4096 took 9.8 ms after its fixed predecessor
+    and 28.2 ms shuffled, its byte twin 26.6 and 28.3 ms). ``separate``: each round in a process of its own, a
+    shape's time the median over the rounds, as
     `kernelwatch predict` reads a series' median over its runs (each run a process). ``keep_pages``: those
     processes with glibc told to keep the pages it frees (runners/local.py KEEP_PAGES_ENV, `kernelwatch run
     --keep-pages`). How far the three disagree: bench/README.md, "2026-12-06, third"."""
@@ -177,7 +183,15 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
     per_round: list[list[tuple[float, float] | None]] = []
     for round_number in range(rounds):
         started = time.perf_counter()
-        per_round.append(_round_apart(planned, samples, keep_pages) if separate else measure_round(planned, samples))
+        order = list(range(len(planned)))
+        if shuffle:
+            random.Random(round_number).shuffle(order)
+        ordered = [planned[i] for i in order]
+        measured = _round_apart(ordered, samples, keep_pages) if separate else measure_round(ordered, samples)
+        in_plan: list[tuple[float, float] | None] = [None] * len(planned)
+        for i, m in zip(order, measured, strict=True):
+            in_plan[i] = m
+        per_round.append(in_plan)
         print(f"  round {round_number + 1}/{rounds}: {len(planned)} shapes in "
               f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
     points = []
@@ -311,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep-pages", action="store_true",
                         help="with --separate: glibc keeps the pages it frees in those processes (kernelwatch run "
                              "--keep-pages)")
+    parser.add_argument("--shuffle", action="store_true", help="each round in an order of its own (seeded)")
     parser.add_argument("--one-round", nargs=2, type=Path, default=None, help=argparse.SUPPRESS)  # a round's child
     args = parser.parse_args(argv)
     if args.keep_pages and not args.separate:
@@ -353,7 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{lv.bytes_per_s / 1e9:.0f}" for lv in host.memory_levels())
     print(f"calibration: matmul GFLOP/s {rates}; memory GB/s {levels}; XLA threads: {args.threads or 'default'}")
     if args.load is None:
-        points = measure_points(args.samples, args.quick, args.rounds, args.separate, args.keep_pages)
+        points = measure_points(args.samples, args.quick, args.rounds, args.separate, args.keep_pages,
+                                args.shuffle)
     if args.save is not None:
         args.save.write_text(json.dumps({"calibration": calibration.as_manifest(),
                                          "malloc_mmap_threshold": mmap_threshold,

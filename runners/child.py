@@ -180,8 +180,9 @@ def main(argv: list[str] | None = None) -> int:
 def exit_now(code: int) -> None:
     """End the process without the interpreter's finalization: in a process that imported jax it tears down XLA's
     backends and the profiler (0.16-0.26 s against 0.02 s, bench/process_end.py), which the runner waits out at the
-    end of every run, round and bisection step. Nothing here needs it: every message is flushed when sent, every
-    artifact closed when written, and the parent asked for the exit."""
+    end of every run, round and bisection step. Nothing here needs it: ``main`` returns once the parent asked for
+    the exit (or closed the pipe, or the calibration was sent), every message is flushed when sent and every
+    artifact closed when written. An exception still ends the process the usual way, its traceback on stderr."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
