@@ -170,9 +170,9 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
     In this process (the default), a shape keeps the lowest of its rounds' medians (and of their fastest samples):
     a load that comes and goes over the minutes of a sweep slows some rounds of a shape, rarely all of them.
     ``shuffle``: each round in an order of its own (seeded by the round's number), so that no shape is always
-    measured after the same one: in one process the allocator's state a shape meets is what ran before it
-    (bench/README.md, "2026-12-06, fifth": unfused LayerNorm at 1024x4096 took 9.8 ms after its fixed predecessor
-    and 28.2 ms shuffled, its byte twin 26.6 and 28.3 ms). ``separate``: each round in a process of its own, a
+    measured after the same ones: in one process a shape meets the allocator in the state the shapes before it left
+    (bench/README.md, "2026-12-06, fifth": unfused LayerNorm at 1024x4096 took 9.8 ms in the fixed order and
+    28.2 ms shuffled, its byte twin 26.6 and 28.3 ms). ``separate``: each round in a process of its own, a
     shape's time the median over the rounds, as
     `kernelwatch predict` reads a series' median over its runs (each run a process). ``keep_pages``: those
     processes with glibc told to keep the pages it frees (runners/local.py KEEP_PAGES_ENV, `kernelwatch run
