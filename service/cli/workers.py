@@ -43,7 +43,12 @@ def cmd_worker(settings: Settings, queues: str, concurrency: int, pool: str | No
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
     pool = pool or ("solo" if all(q.startswith("runner.") for q in names) else "prefork")
-    argv = ["worker", "--queues", ",".join(names), "--pool", pool, "--loglevel", "INFO"]
+    # Without mingle and gossip: mingle asks the other workers for their revoked tasks and clocks at every start and
+    # waits a full second for replies (celery/worker/consumer/mingle.py, an inspect with timeout=1.0); gossip keeps
+    # each worker listening to every other's events. KernelWatch revokes no task and reads no worker event, so both
+    # only delayed every worker's start: a restart, a runner scaled out, each test's worker.
+    argv = ["worker", "--queues", ",".join(names), "--pool", pool, "--loglevel", "INFO",
+            "--without-mingle", "--without-gossip"]
     if pool != "solo":
         argv += ["--concurrency", str(concurrency)]
     if hostname:
