@@ -173,10 +173,10 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
     measured after the same ones: in one process a shape meets the allocator in the state the shapes before it left
     (bench/README.md, "2026-12-06, fifth": unfused LayerNorm at 1024x4096 took 9.8 ms in the fixed order and
     28.2 ms shuffled, its byte twin 26.6 and 28.3 ms). ``separate``: each round in a process of its own, a
-    shape's time the median over the rounds, as
-    `kernelwatch predict` reads a series' median over its runs (each run a process). ``keep_pages``: those
-    processes with glibc told to keep the pages it frees (runners/local.py KEEP_PAGES_ENV, `kernelwatch run
-    --keep-pages`). How far the three disagree: bench/README.md, "2026-12-06, third"."""
+    shape's time the median over the rounds, as `kernelwatch predict` reads a series' median over its runs (each
+    run a process). ``keep_pages``: those processes with glibc told to keep the pages it frees (runners/local.py
+    KEEP_PAGES_ENV, `kernelwatch run --keep-pages`). How far the three disagree: bench/README.md, "2026-12-06,
+    third"."""
     from runners.suite import analytic_cost
 
     planned = _planned(quick)
