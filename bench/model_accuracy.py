@@ -209,8 +209,8 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
 
 
 def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, hierarchy: bool = False,
-                  cliffs: bool = False, mmap_threshold: int | None = None,
-                  across: bool = False) -> dict[str, tuple[list[float], list[float]]]:
+                  cliffs: bool = False, mmap_threshold: int | None = None, across: bool = False,
+                  way: str = "chosen") -> dict[str, tuple[list[float], list[float]]]:
     """Per family: (model errors, peer errors), each |predicted - measured| / measured, over every point whose
     variant has at least one other measured point. Each variant against the roofs `kernelwatch predict` would
     give it on ``host`` (its dtype's compute roof, the memory roof of each shape's working set). ``cliffs``: a
@@ -219,12 +219,16 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, 
     ``family_cliff_steps``). ``mmap_threshold``: glibc's in the processes that measured (``--keep-pages``), where
     the fresh-pages regime starts (predict.fresh_pages_bytes). ``across``: only the shapes the peer scales across a
     cache cliff (its anchor, the nearest measured shape in FLOPs, at another level of the host's hierarchy), where
-    the issue says a model must beat scaling from a neighbour."""
+    the issue says a model must beat scaling from a neighbour. ``way``: "chosen", what `kernelwatch predict` does
+    (predict.estimate_efficiency: the interpolation or the fitted cost, whichever predicts the variant's other shapes
+    better, each left out in turn); "interpolated" or "fitted", one of the two alone."""
     from kernelwatch.hardware import Hardware
     from service.model.compute_roof import declared_dtype, params_dtype
+    from service.model.cost_fit import fit_cost
     from service.model.predict import (
         Measured,
         Shape,
+        estimate_efficiency,
         family_cliff_steps,
         fresh_pages_bytes,
         interpolate_efficiency,
@@ -256,14 +260,21 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, 
             if across and roofs.level(nearest_by_flops(shape.flops, others).shape.bytes_accessed) == roofs.level(
                     shape.bytes_accessed):
                 continue
-            eff = interpolate_efficiency(shape.flops, shape.bytes_accessed, others, roofs, steps=steps)
-            model = roofs.roofline_s(shape.flops, shape.bytes_accessed) / eff.value
+            estimator = {"chosen": estimate_efficiency, "interpolated": interpolate_efficiency}.get(way)
+            if estimator is None:  # the fitted cost alone
+                fitted = fit_cost([(o.shape.flops, o.shape.bytes_accessed, o.seconds) for o in others])
+                if fitted is None:
+                    continue
+                model, basis = fitted.seconds(shape.flops, shape.bytes_accessed), "fitted"
+            else:
+                eff = estimator(shape.flops, shape.bytes_accessed, others, roofs, steps=steps)
+                model, basis = roofs.roofline_s(shape.flops, shape.bytes_accessed) / eff.value, eff.basis
             peer = scale_by_flops(shape, others)
             model_errors, peer_errors = errors.setdefault(left_out.family, ([], []))
             model_errors.append(abs(model - left_out.seconds) / left_out.seconds)
             if verbose:
                 print(f"  {left_out.variant} {left_out.params}: measured {left_out.seconds * 1e3:.3f} ms, model "
-                      f"{model * 1e3:.3f} ms ({eff.basis}, {roofs.bound(shape.flops, shape.bytes_accessed)}), "
+                      f"{model * 1e3:.3f} ms ({basis}, {roofs.bound(shape.flops, shape.bytes_accessed)}), "
                       f"peer {peer * 1e3:.3f} ms")
             peer_errors.append(abs(peer - left_out.seconds) / left_out.seconds)
     return errors
@@ -375,14 +386,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          "malloc_mmap_threshold": mmap_threshold,
                                          "points": [dataclasses.asdict(p) for p in points]}, indent=1))
     chosen = points if args.statistic == "median" else [dataclasses.replace(p, seconds=p.best) for p in points]
-    models = ((False, True, "one memory roof (DRAM), a shape alone past a cliff stepped across it as the other "
-                            "variants step: what `kernelwatch predict` uses"),
-              (False, False, "one memory roof, no steps across cliffs (a shape alone past one: the nearest end)"),
-              (True, False, "the cache-aware roofs (a memory roof per working set's level)"))
-    for hierarchy, cliffs, title in models:
-        listed = args.verbose and hierarchy == args.hierarchy and cliffs != hierarchy
+    models = ((False, True, "chosen", "what `kernelwatch predict` uses: per variant, the interpolation below or the "
+                                      "fitted cost (a + b x bytes + c x FLOPs), whichever predicts the variant's "
+                                      "other shapes better"),
+              (False, True, "interpolated", "the interpolation alone: one memory roof (DRAM), a shape alone past a "
+                                            "cliff stepped across it as the other variants step"),
+              (False, True, "fitted", "the fitted cost alone (service/model/cost_fit.py)"),
+              (False, False, "interpolated", "the interpolation, no steps across cliffs (a shape alone past one: "
+                                             "the nearest end)"),
+              (True, False, "interpolated", "the interpolation against the cache-aware roofs (a memory roof per "
+                                            "working set's level)"))
+    for hierarchy, cliffs, way, title in models:
+        listed = args.verbose and (hierarchy if args.hierarchy else way == "chosen")
         errors = leave_one_out(chosen, host, verbose=listed, hierarchy=hierarchy, cliffs=cliffs,
-                               mmap_threshold=mmap_threshold)
+                               mmap_threshold=mmap_threshold, way=way)
         _print_table("model: " + title, errors)
     _print_table("the model `kernelwatch predict` uses, on the shapes the peer scales across a cache cliff (its "
                  "nearest shape in FLOPs at another level)",
