@@ -10,7 +10,8 @@ benchmark, same dtype/fused flags) two ways:
 - model: service.model.predict, the roofline at the shape over the efficiency read between the nearest measured
   shapes (time on a straight line in roofline time; held at the largest's efficiency past it, the first line
   followed below the smallest where it shows a fixed cost), among the shapes at the shape's cache level where any
-  were measured;
+  were measured; or, where it predicts the variant's other shapes better (each left out in turn), the fitted cost
+  a + b x bytes + c x FLOPs (service/model/cost_fit.py). Both ways are also reported alone;
 - peer, "flops-scaling": the time of the measured shape nearest in FLOPs, scaled by the FLOP ratio (what one
   writes without a model).
 
@@ -224,12 +225,12 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, 
     better, each left out in turn); "interpolated" or "fitted", one of the two alone."""
     from kernelwatch.hardware import Hardware
     from service.model.compute_roof import declared_dtype, params_dtype
-    from service.model.cost_fit import fit_cost
     from service.model.predict import (
         Measured,
         Shape,
         estimate_efficiency,
         family_cliff_steps,
+        fitted_seconds,
         fresh_pages_bytes,
         interpolate_efficiency,
         nearest_by_flops,
@@ -261,11 +262,11 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, 
                     shape.bytes_accessed):
                 continue
             estimator = {"chosen": estimate_efficiency, "interpolated": interpolate_efficiency}.get(way)
-            if estimator is None:  # the fitted cost alone
-                fitted = fit_cost([(o.shape.flops, o.shape.bytes_accessed, o.seconds) for o in others])
+            if estimator is None:  # the fitted cost alone, over the shapes at the shape's cache level
+                fitted = fitted_seconds(shape.flops, shape.bytes_accessed, others, roofs)
                 if fitted is None:
                     continue
-                model, basis = fitted.seconds(shape.flops, shape.bytes_accessed), "fitted"
+                model, basis = fitted, "fitted"
             else:
                 eff = estimator(shape.flops, shape.bytes_accessed, others, roofs, steps=steps)
                 model, basis = roofs.roofline_s(shape.flops, shape.bytes_accessed) / eff.value, eff.basis
@@ -391,7 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       "other shapes better"),
               (False, True, "interpolated", "the interpolation alone: one memory roof (DRAM), a shape alone past a "
                                             "cliff stepped across it as the other variants step"),
-              (False, True, "fitted", "the fitted cost alone (service/model/cost_fit.py)"),
+              (False, True, "fitted", "the fitted cost alone (service/model/cost_fit.py), over the shapes at the "
+                                      "shape's cache level (a shape with fewer than three there is not counted)"),
               (False, False, "interpolated", "the interpolation, no steps across cliffs (a shape alone past one: "
                                              "the nearest end)"),
               (True, False, "interpolated", "the interpolation against the cache-aware roofs (a memory roof per "

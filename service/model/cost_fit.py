@@ -12,10 +12,10 @@ separates the two where the roofline's one axis adds them. It is the additive fo
 memory and compute: the sum bounds the time from above as the max bounds it from below), with the family's own
 effective bandwidth (1 / b) and FLOP rate (1 / c) in place of the host's peaks, and a's dispatch cost beside them.
 
-What it cannot see is a cache cliff (one line through shapes on both sides of one predicts neither) or shapes of
-equal bytes and FLOPs that differ (a norm's byte twins); the interpolation handles the first.
-:func:`service.model.predict.estimate_efficiency` chooses between the two per family by leave-one-out over its
-measured shapes.
+What one line cannot cross is a cache cliff, so service.model.predict fits it to the shapes at a shape's own cache
+level (``fitted_seconds``), as the interpolation reads only those; and no count separates shapes of equal bytes and
+FLOPs that differ (a norm's byte twins). :func:`service.model.predict.estimate_efficiency` chooses between the fit
+and the interpolation per family, by leave-one-out over its measured shapes.
 
 Fitted in relative error (each measured shape weighs alike, a 0.05 ms shape as much as a 30 ms one), by non-negative
 least squares: a negative cost per byte or per FLOP would be a fit of the noise, not of the hardware.

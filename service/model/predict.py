@@ -64,11 +64,12 @@ Without the cap at the roof, matmul's median went 3.6 -> 3.8 % on another (large
 roof); extending the line past the variant's largest shape as well took it to 5.5 % for nothing elsewhere.
 
 A variant with more than ``COEFFICIENTS`` measured shapes also gets a fitted cost (service/model/cost_fit.py: a fixed
-cost plus a cost per byte plus a cost per FLOP, fitted to its shapes), and :func:`estimate_efficiency`, what
-`kernelwatch predict` uses, takes whichever of the fit and the interpolation above predicts the variant's own
-measured shapes better, each left out in turn. The interpolation's one axis cannot tell apart two shapes of one
-roofline time (a 16x1024x1024 matmul on AMX tiles took 1.8x a 256^3 one of equal FLOPs); the fit's one line cannot
-cross a cache cliff. bench/model_accuracy.py, bench/README.md "2026-12-06, sixth".
+cost plus a cost per byte plus a cost per FLOP, fitted to its shapes at the shape's cache level, since one line cannot
+cross a cliff), and :func:`estimate_efficiency`, what `kernelwatch predict` uses, takes whichever of the fit and the
+interpolation above predicts the variant's own measured shapes better, each left out in turn. The interpolation's one
+axis cannot tell apart two shapes of one roofline time (a 16x1024x1024 matmul on AMX tiles took 1.8x a 256^3 one of
+equal FLOPs). bench/model_accuracy.py, bench/README.md "2026-12-06, sixth": matmul's p90 met in three sets of four
+where the interpolation alone met it in none.
 """
 
 from __future__ import annotations
@@ -372,10 +373,22 @@ def interpolate_efficiency(flops: float, bytes_accessed: float, points: Sequence
     return EfficiencyEstimate(r / (fixed + slope * r), "interpolated", tuple(by_x[xs[i - 1]] + by_x[xs[i]]))
 
 
-def _fitted_s(flops: float, bytes_accessed: float, points: Sequence[Measured]) -> float | None:
-    """The time service.model.cost_fit's fit to ``points`` gives a shape; None where there is no fit or no positive
-    time."""
-    fit = fit_cost([(p.shape.flops, p.shape.bytes_accessed, p.seconds) for p in points])
+def _fit_basis(bytes_accessed: float, points: Sequence[Measured], roofs: Roofs) -> list[Measured]:
+    """The measured shapes a fit for a shape is made from: those at its cache level, all without known caches."""
+    if not roofs.caches:
+        return list(points)
+    level = roofs.level(bytes_accessed)
+    return [p for p in points if roofs.level(p.shape.bytes_accessed) == level]
+
+
+def fitted_seconds(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs) -> float | None:
+    """The time service.model.cost_fit's fit gives a shape, fitted to the ``points`` at the shape's cache level where
+    the host's caches are known (as the interpolation reads only those: one line through shapes on both sides of a
+    cliff predicts neither side); None where there is no fit (too few shapes there) or no positive time.
+    bench/model_accuracy.py, four sets: fitted across levels, a fused RMSNorm past the fresh-pages cliff was
+    predicted at 8.8 ms from the shapes below it and took 32.9 ms (bench/README.md, "2026-12-06, sixth")."""
+    fit = fit_cost([(p.shape.flops, p.shape.bytes_accessed, p.seconds)
+                    for p in _fit_basis(bytes_accessed, points, roofs)])
     seconds = fit.seconds(flops, bytes_accessed) if fit is not None else 0.0
     return seconds if seconds > 0 else None
 
@@ -387,10 +400,10 @@ def _shape_key(point: Measured) -> str:
 def held_out_errors(points: Sequence[Measured], roofs: Roofs,
                     steps: CliffSteps | None = None) -> tuple[float, float] | None:
     """How well each way predicts this family: each measured shape (all its measurements) left out in turn and
-    predicted from the rest by :func:`interpolate_efficiency` and by the fitted cost (service/model/cost_fit.py),
-    the trimmed mean |predicted - measured| / measured of each (measured: the shape's median; :func:`_trimmed_mean`).
-    None where the family has too few shapes to fit without the one left out, or the fit gives some shape no
-    time."""
+    predicted from the rest by :func:`interpolate_efficiency` and by the fitted cost (service/model/cost_fit.py;
+    where the rest has no fit at the shape's level, by the interpolation, as :func:`estimate_efficiency` would), the
+    trimmed mean |predicted - measured| / measured of each (measured: the shape's median; :func:`_trimmed_mean`).
+    None where the family has too few shapes to fit without the one left out."""
     by_shape: dict[str, list[Measured]] = {}
     for p in points:
         by_shape.setdefault(_shape_key(p), []).append(p)
@@ -401,11 +414,9 @@ def held_out_errors(points: Sequence[Measured], roofs: Roofs,
         rest = [p for p in points if _shape_key(p) != key]
         shape, seconds = held[0].shape, _median([p.seconds for p in held])
         roofline = roofs.roofline_s(shape.flops, shape.bytes_accessed)
-        by_fit = _fitted_s(shape.flops, shape.bytes_accessed, rest)
-        if by_fit is None:
-            return None
         by_line = roofline / interpolate_efficiency(shape.flops, shape.bytes_accessed, rest, roofs,
                                                     steps=steps).value
+        by_fit = fitted_seconds(shape.flops, shape.bytes_accessed, rest, roofs) or by_line
         interpolated.append(abs(by_line - seconds) / seconds)
         fitted.append(abs(by_fit - seconds) / seconds)
     return _trimmed_mean(interpolated), _trimmed_mean(fitted)
@@ -414,8 +425,8 @@ def held_out_errors(points: Sequence[Measured], roofs: Roofs,
 def _trimmed_mean(errors: Sequence[float]) -> float:
     """The mean without the largest tenth (at least the largest one): a shape that neither way predicts, a kernel of
     its own (bf16 matmul at m = 1 ran XLA's matrix-vector kernel, 2.4x the time of m = 4), would otherwise decide
-    the choice by itself. bench/model_accuracy.py, three sets: with the plain mean the choice flipped for matmul's
-    shapes as that one was left out or kept, matmul's p90 48.8 % against 35.3 % with the trim."""
+    the choice by itself. bench/model_accuracy.py, set r: with the plain mean the choice flipped for matmul's shapes
+    as that one was left out or kept, matmul's p90 48.8 % against 35.3 % with the trim (fits across levels, both)."""
     kept = sorted(errors)[:len(errors) - max(1, len(errors) // 10)]
     return sum(kept) / len(kept)
 
@@ -424,27 +435,27 @@ def estimate_efficiency(flops: float, bytes_accessed: float, points: Sequence[Me
                         default: float = DEFAULT_EFFICIENCY,
                         steps: CliffSteps | None = None) -> EfficiencyEstimate:
     """The efficiency `kernelwatch predict` uses: :func:`interpolate_efficiency`'s, or the fitted cost's
-    (service/model/cost_fit.py; basis "fitted") where that predicts the family's own measured shapes better, each
-    left out in turn (:func:`held_out_errors`, trimmed mean relative error). A shape whose counts were measured
-    keeps that shape's efficiency; one that only shares its roofline time with a measured shape (equal FLOPs, other
-    bytes, both compute-bound) does not.
+    (:func:`fitted_seconds`: service/model/cost_fit.py over the shapes at the shape's cache level; basis "fitted")
+    where that predicts the family's own measured shapes better, each left out in turn (:func:`held_out_errors`,
+    trimmed mean relative error). A shape whose counts were measured keeps that shape's efficiency; one that only
+    shares its roofline time with a measured shape (equal FLOPs, other bytes, both compute-bound) does not.
 
     Why choose per family rather than keep one way: each fails where the other holds. On this host's sweeps
     (bench/model_accuracy.py, bench/README.md "2026-12-06, sixth") the fit predicts matmuls on AMX tiles and the
     quantized matmuls far better than the interpolation (whose one axis cannot tell a skinny matmul from a square one
-    of equal FLOPs), and predicts the norms and softmax far worse (a straight line across their cache cliffs). Which
-    case a family is in, its own measured shapes say: the choice is made from them alone, never from the shape being
-    predicted."""
+    of equal FLOPs), and the norms worse (their efficiency is not one line even within a level). Which case a family
+    is in, its own measured shapes say: the choice is made from them alone, never from the shape being predicted."""
     interpolated = interpolate_efficiency(flops, bytes_accessed, points, roofs, default, steps)
     if interpolated.basis == "default" or any(
             math.isclose(p.shape.flops, flops) and math.isclose(p.shape.bytes_accessed, bytes_accessed)
             for p in points):
         return interpolated  # nothing to fit, or a shape of these very counts was measured
     errors = held_out_errors(points, roofs, steps)
-    seconds = _fitted_s(flops, bytes_accessed, points)
+    seconds = fitted_seconds(flops, bytes_accessed, points, roofs)
     if errors is None or errors[1] >= errors[0] or seconds is None:
         return interpolated
-    return EfficiencyEstimate(roofs.roofline_s(flops, bytes_accessed) / seconds, "fitted", tuple(points))
+    return EfficiencyEstimate(roofs.roofline_s(flops, bytes_accessed) / seconds, "fitted",
+                              tuple(_fit_basis(bytes_accessed, points, roofs)))
 
 
 def _line(first: tuple[float, float], second: tuple[float, float]) -> tuple[float, float]:

@@ -75,25 +75,31 @@ def test_where_the_family_s_time_is_additive_the_fit_is_chosen_and_predicts_it()
     assert estimate_efficiency(SHAPES[1].flops, SHAPES[1].bytes_accessed, points, ROOFS).basis == "measured"
 
 
-def test_across_a_cache_cliff_the_interpolation_is_kept() -> None:
-    """A streaming kernel at 60 % of its roof while its working set fits in L3 and 15 % past it: a straight line
-    through both sides predicts neither, the interpolation within each level predicts both, and the family's
-    held-out errors choose it."""
+def test_the_fit_is_made_from_the_shape_s_own_cache_level() -> None:
+    """Past L2 the same matmuls pay 4x per byte: one line through both levels predicts neither, a fit per level
+    predicts each exactly (as the interpolation reads each level's shapes only)."""
     mib = 2 ** 20
     cached = Roofs("host", 100e9, 10e9, caches=(CacheLevel("L2", 2 * mib), CacheLevel("L3", 32 * mib)))
-
-    def stream(size_mib: float) -> Measured:
-        shape = Shape({"mib": size_mib}, size_mib * mib / 4, size_mib * mib)
-        efficiency = 0.6 if cached.level(shape.bytes_accessed) == "L3" else 0.15
-        return Measured(shape, cached.roofline_s(shape.flops, shape.bytes_accessed) / efficiency)
-
-    points = [stream(s) for s in (8, 16, 24, 32, 48, 96, 128, 192)]
-    errors = held_out_errors(points, cached)
-    assert errors is not None and errors[0] < errors[1]
-    target = stream(40)
-    kept = estimate_efficiency(target.shape.flops, target.shape.bytes_accessed, points, cached)
-    assert kept.basis != "fitted"
-    assert kept.value == pytest.approx(0.6)
+    past_l2 = CostFit(fixed_s=AMX.fixed_s, per_byte_s=4 * AMX.per_byte_s, per_flop_s=AMX.per_flop_s)
+    l3_shapes = [matmul(1024, 1024, 1024), matmul(1536, 1536, 1536), matmul(2048, 1024, 1024)] + [
+        matmul(m, 4096, 4096) for m in (4, 64, 256)]
+    l2_shapes = [s for s in SHAPES if s.params["m"] != 1024]  # 1024^3's working set is past L2
+    assert {cached.level(s.bytes_accessed) for s in l2_shapes} == {"L2"}
+    assert {cached.level(s.bytes_accessed) for s in l3_shapes} == {"L3"}
+    points = [timed(s) for s in l2_shapes] + [timed(s, past_l2) for s in l3_shapes]
+    for target, cost in ((matmul(16, 1024, 1024), AMX), (matmul(16, 4096, 4096), past_l2)):
+        chosen = estimate_efficiency(target.flops, target.bytes_accessed, points, cached)
+        assert chosen.basis == "fitted"
+        assert {cached.level(n.shape.bytes_accessed) for n in chosen.neighbours} == {
+            cached.level(target.bytes_accessed)}
+        truth = cost.seconds(target.flops, target.bytes_accessed)
+        assert cached.roofline_s(target.flops, target.bytes_accessed) / chosen.value == pytest.approx(truth, rel=1e-6)
+    # One fit through both levels is far off past L2.
+    across = fit_cost([(p.shape.flops, p.shape.bytes_accessed, p.seconds) for p in points])
+    target = matmul(16, 4096, 4096)
+    assert across is not None
+    truth = past_l2.seconds(target.flops, target.bytes_accessed)
+    assert abs(across.seconds(target.flops, target.bytes_accessed) - truth) / truth > 0.1
 
 
 def test_a_family_of_too_few_shapes_is_only_interpolated() -> None:
