@@ -384,13 +384,14 @@ def _fit_basis(bytes_accessed: float, points: Sequence[Measured], roofs: Roofs) 
 def fitted_seconds(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs) -> float | None:
     """The time service.model.cost_fit's fit gives a shape, fitted to the ``points`` at the shape's cache level where
     the host's caches are known (as the interpolation reads only those: one line through shapes on both sides of a
-    cliff predicts neither side); None where there is no fit (too few shapes there) or no positive time.
-    bench/model_accuracy.py, four sets: fitted across levels, a fused RMSNorm past the fresh-pages cliff was
-    predicted at 8.8 ms from the shapes below it and took 32.9 ms (bench/README.md, "2026-12-06, sixth")."""
+    cliff predicts neither side); None where there is no fit (too few shapes there), or it gives no positive time or
+    one faster than the roof (a roof bounds, as in :func:`_extrapolated`). bench/model_accuracy.py, four sets: fitted
+    across levels, a fused RMSNorm past the fresh-pages cliff was predicted at 8.8 ms from the shapes below it and
+    took 32.9 ms (bench/README.md, "2026-12-06, sixth")."""
     fit = fit_cost([(p.shape.flops, p.shape.bytes_accessed, p.seconds)
                     for p in _fit_basis(bytes_accessed, points, roofs)])
     seconds = fit.seconds(flops, bytes_accessed) if fit is not None else 0.0
-    return seconds if seconds > 0 else None
+    return seconds if seconds > 0 and seconds >= roofs.roofline_s(flops, bytes_accessed) else None
 
 
 def _shape_key(point: Measured) -> str:

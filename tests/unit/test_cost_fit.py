@@ -12,14 +12,16 @@ from service.model.predict import (
     Roofs,
     Shape,
     estimate_efficiency,
+    fitted_seconds,
     held_out_errors,
     interpolate_efficiency,
     predict,
 )
 
 ROOFS = Roofs("synthetic", 100e9, 10e9)
-# An AMX-like matmul: 20 µs per call, a weight byte costs 0.1 ns (it is packed on every call), a FLOP 1 ps.
-AMX = CostFit(fixed_s=20e-6, per_byte_s=1e-10, per_flop_s=1e-12)
+# An AMX-like matmul: 20 µs per call, a byte 0.1 ns (the weight is packed on every call), a FLOP 10 ps: the sum of
+# the two roofs' times plus a fixed cost, so never faster than the roof.
+AMX = CostFit(fixed_s=20e-6, per_byte_s=1e-10, per_flop_s=1e-11)
 
 
 def matmul(m: int, n: int, k: int) -> Shape:
@@ -70,6 +72,10 @@ def test_where_the_family_s_time_is_additive_the_fit_is_chosen_and_predicts_it()
     assert ROOFS.roofline_s(target.flops, target.bytes_accessed) / chosen.value == pytest.approx(truth, rel=1e-6)
     alone = interpolate_efficiency(target.flops, target.bytes_accessed, points, ROOFS)
     assert abs(ROOFS.roofline_s(target.flops, target.bytes_accessed) / alone.value - truth) / truth > 0.05
+    # A fit faster than the roof is not used: against roofs ten times lower the same points give no fitted time.
+    slow = Roofs("slow", 10e9, 1e9)
+    assert fitted_seconds(target.flops, target.bytes_accessed, points, slow) is None
+    assert estimate_efficiency(target.flops, target.bytes_accessed, points, slow).basis != "fitted"
     # predict() goes through the same choice; a shape that was measured keeps its own efficiency.
     assert predict(SHAPES[0], target, points, ROOFS).target.efficiency.basis == "fitted"
     assert estimate_efficiency(SHAPES[1].flops, SHAPES[1].bytes_accessed, points, ROOFS).basis == "measured"
