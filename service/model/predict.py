@@ -78,7 +78,7 @@ import bisect
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from kernelwatch.memory_hierarchy import DRAM, BandwidthPoint, CacheLevel, bandwidth_bound, level_of
@@ -233,6 +233,9 @@ class EfficiencyEstimate:
     value: float
     basis: EfficiencyBasis
     neighbours: tuple[Measured, ...]  # the measured shapes it came from (none for the default)
+    # What the choice between the interpolation and the fitted cost was made on (estimate_efficiency): each one's
+    # held-out error over the family's measured shapes, in that order; None where no choice was made.
+    held_out: tuple[float, float] | None = None
 
 
 # How a kernel's efficiency changes from one cache level to another on one host, learned from other variants
@@ -452,11 +455,13 @@ def estimate_efficiency(flops: float, bytes_accessed: float, points: Sequence[Me
             for p in points):
         return interpolated  # nothing to fit, or a shape of these very counts was measured
     errors = held_out_errors(points, roofs, steps)
-    seconds = fitted_seconds(flops, bytes_accessed, points, roofs)
-    if errors is None or errors[1] >= errors[0] or seconds is None:
+    if errors is None:
         return interpolated
+    seconds = fitted_seconds(flops, bytes_accessed, points, roofs)
+    if errors[1] >= errors[0] or seconds is None:
+        return replace(interpolated, held_out=errors)
     return EfficiencyEstimate(roofs.roofline_s(flops, bytes_accessed) / seconds, "fitted",
-                              tuple(_fit_basis(bytes_accessed, points, roofs)))
+                              tuple(_fit_basis(bytes_accessed, points, roofs)), errors)
 
 
 def _line(first: tuple[float, float], second: tuple[float, float]) -> tuple[float, float]:

@@ -68,6 +68,12 @@ def prediction_to_text(report: PredictionReport) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for label, a, b in rows:
         lines.append(f"  {label:<{widths[0]}}  {a:<{widths[1]}}  {b}".rstrip())
+    held_out = p.target.efficiency.held_out or p.source.efficiency.held_out
+    if held_out is not None:
+        interpolated, fitted = held_out
+        chosen = "the fitted cost a + b x bytes + c x FLOPs" if fitted < interpolated else "the interpolation"
+        lines.append(f"  efficiency from {chosen}: each measured shape left out in turn, the interpolation erred "
+                     f"{interpolated:.1%} and the fitted cost {fitted:.1%}")
     lines.append(f"  predicted change: x{p.ratio:.3g}")
     if p.crossing is not None:
         lines.append(f"  crosses the ridge: {p.crossing}")

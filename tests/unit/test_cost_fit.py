@@ -17,6 +17,7 @@ from service.model.predict import (
     interpolate_efficiency,
     predict,
 )
+from service.report.predict_text import PredictionReport, prediction_to_text
 
 ROOFS = Roofs("synthetic", 100e9, 10e9)
 # An AMX-like matmul: 20 µs per call, a byte 0.1 ns (the weight is packed on every call), a FLOP 10 ps: the sum of
@@ -77,7 +78,12 @@ def test_where_the_family_s_time_is_additive_the_fit_is_chosen_and_predicts_it()
     assert fitted_seconds(target.flops, target.bytes_accessed, points, slow) is None
     assert estimate_efficiency(target.flops, target.bytes_accessed, points, slow).basis != "fitted"
     # predict() goes through the same choice; a shape that was measured keeps its own efficiency.
-    assert predict(SHAPES[0], target, points, ROOFS).target.efficiency.basis == "fitted"
+    prediction = predict(SHAPES[0], target, points, ROOFS)
+    assert prediction.target.efficiency.basis == "fitted"
+    # The report says which way was taken, and on what figures.
+    text = prediction_to_text(PredictionReport("matmul/amx", "host", "bfloat16", prediction, len(points)))
+    assert "efficiency from the fitted cost a + b x bytes + c x FLOPs: each measured shape left out in turn, " \
+           f"the interpolation erred {interpolated:.1%} and the fitted cost 0.0%" in text
     assert estimate_efficiency(SHAPES[1].flops, SHAPES[1].bytes_accessed, points, ROOFS).basis == "measured"
 
 
