@@ -66,7 +66,7 @@ def test_where_the_family_s_time_is_additive_the_fit_is_chosen_and_predicts_it()
     assert errors is not None
     interpolated, fitted = errors
     assert fitted == pytest.approx(0.0, abs=1e-6) and interpolated > 0.05
-    target = matmul(16, 1024, 1024)  # never measured
+    target = matmul(16, 1024, 1024)  # never measured; 256^3's FLOPs, so its roofline time too (both compute-bound)
     chosen = estimate_efficiency(target.flops, target.bytes_accessed, points, ROOFS)
     assert chosen.basis == "fitted" and len(chosen.neighbours) == len(points)
     truth = AMX.seconds(target.flops, target.bytes_accessed)
@@ -77,13 +77,14 @@ def test_where_the_family_s_time_is_additive_the_fit_is_chosen_and_predicts_it()
     slow = Roofs("slow", 10e9, 1e9)
     assert fitted_seconds(target.flops, target.bytes_accessed, points, slow) is None
     assert estimate_efficiency(target.flops, target.bytes_accessed, points, slow).basis != "fitted"
-    # predict() goes through the same choice; a shape that was measured keeps its own efficiency.
+    # predict() goes through the same choice.
     prediction = predict(SHAPES[0], target, points, ROOFS)
     assert prediction.target.efficiency.basis == "fitted"
     # The report says which way was taken, and on what figures.
     text = prediction_to_text(PredictionReport("matmul/amx", "host", "bfloat16", prediction, len(points)))
     assert "efficiency from the fitted cost a + b x bytes + c x FLOPs: each measured shape left out in turn, " \
            f"the interpolation erred {interpolated:.1%} and the fitted cost 0.0%" in text
+    # A shape that was measured keeps its own efficiency.
     assert estimate_efficiency(SHAPES[1].flops, SHAPES[1].bytes_accessed, points, ROOFS).basis == "measured"
 
 
