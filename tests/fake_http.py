@@ -8,6 +8,10 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+# How often a test's HTTP server checks for shutdown() (serve_forever's poll_interval, 0.5 s by default): the most a
+# stop waits, and every test with such a server stopped it in its teardown.
+SHUTDOWN_POLL_S = 0.02
+
 
 class JsonHandler(BaseHTTPRequestHandler):
     def send_json(self, status: int, answer: Any, headers: Mapping[str, str],

@@ -17,6 +17,7 @@ from service.settings import load_settings
 from service.store.models import Result, Series
 from tests.drilldown_data import HOSTILE, captured_run, drilldown_manifest
 from tests.e2e.conftest import SCREENSHOTS, open_page
+from tests.fake_http import SHUTDOWN_POLL_S
 from tests.scratch_database import at_head
 
 pytestmark = pytest.mark.browser
@@ -39,7 +40,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     with ctx.sessions() as s:
         result_id = s.scalars(select(Result.id).join(Series).where(Series.metric == "wall_time")).one()
     server = make_server("127.0.0.1", 0, create_app(settings, context=ctx), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", result_id

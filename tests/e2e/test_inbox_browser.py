@@ -18,6 +18,7 @@ from service.settings import load_settings
 from service.store.db import unit_of_work
 from tests import builders
 from tests.e2e.conftest import SCREENSHOTS, open_page
+from tests.fake_http import SHUTDOWN_POLL_S
 from tests.scratch_database import at_head
 
 pytestmark = pytest.mark.browser
@@ -40,7 +41,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with unit_of_work(ctx.sessions) as s:
         _, token = create_token(s, "ada.park", ["triage"])
     server = make_server("127.0.0.1", 0, create_app(settings, context=ctx), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
     thread.start()
     try:
         yield {"base": f"http://127.0.0.1:{server.server_port}", "token": token, "ctx": ctx}

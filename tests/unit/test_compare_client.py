@@ -15,6 +15,7 @@ import pytest
 
 from kernelwatch.errors import InvalidInput, NotFound, Transient, Unauthorized
 from service.integrations.compare_api import CompareClient
+from tests.fake_http import SHUTDOWN_POLL_S
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -51,7 +52,7 @@ def server() -> Iterator[tuple[str, Script]]:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", script
