@@ -42,11 +42,11 @@ def compare(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
     return run_cli(["compare", *args], env)  # in this process (tests/cli_inprocess.py says why)
 
 
-@pytest.fixture
-def stored(tmp_path: Path, sqlite_database: str) -> Stored:
+def store(tmp_path: Path) -> Stored:
     """Two commits of a real git repository (tag v1 on the first, branch feature on the second) with three runs
     each stored under their real shas: softmax 20 % slower, matmul unchanged, a benchmark new in head, one broken
     in head, and a relative error that doubled."""
+    sqlite_database = f"sqlite:///{tmp_path / 'kernelwatch.db'}"
     repo = tmp_path / "kernels"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
@@ -97,6 +97,19 @@ def stored(tmp_path: Path, sqlite_database: str) -> Stored:
     finally:
         ctx.close()
     return Stored(env, repo, base_sha, head_sha)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Stored:
+    """:func:`store`'s, shared by the module's tests, which only read it (1.5-2 s to make: 40 s of set-up when each
+    test made its own)."""
+    return store(tmp_path_factory.mktemp("stored"))
+
+
+@pytest.fixture
+def stored_own(tmp_path: Path) -> Stored:
+    """:func:`store`'s, for a test that adds to the repository."""
+    return store(tmp_path)
 
 
 @pytest.mark.parametrize(("args", "code"), [
@@ -156,7 +169,8 @@ def test_formats(stored: Stored) -> None:
     assert document["base"]["subject"] == "commit number 0"  # the manifest's subject, as stored
 
 
-def test_branch_and_tag_names_resolve_in_the_repository(stored: Stored) -> None:
+def test_branch_and_tag_names_resolve_in_the_repository(stored_own: Stored) -> None:
+    stored = stored_own  # it commits to the repository
     proc = compare(["v1", "feature", "--repo", "kernels"], stored.env)
     assert proc.returncode == 0, proc.stderr
     assert f"base: kernels@{stored.base_sha[:12]}" in proc.stdout
@@ -175,12 +189,12 @@ def test_branch_and_tag_names_resolve_in_the_repository(stored: Stored) -> None:
     assert unmeasured.returncode == 2 and "which has no stored runs" in unmeasured.stderr
 
 
-@pytest.fixture
-def web(stored: Stored, tmp_path: Path) -> Iterator[tuple[str, str]]:
+@pytest.fixture(scope="module")
+def web(stored: Stored, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The service over the same database, with reads gated by tokens; yields its URL and a token."""
     env = stored.env | {"KERNELWATCH_READ_TOKEN_REQUIRED": "1"}
     token = kernelwatch_ok("token", "create", "reader", "--scope", "submit", env=env).strip()
-    with start_web(env, tmp_path / "logs") as server:
+    with start_web(env, tmp_path_factory.mktemp("logs")) as server:
         yield server.url, token
 
 
