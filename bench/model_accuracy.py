@@ -40,7 +40,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -77,6 +77,8 @@ SWEEPS: dict[str, list[Params]] = {
     "sampling/topp_sampling": [_p(algorithm="bisect", batch=8, vocab=v, top_p=0.9, temperature=0.7)
                                for v in (4096, 8192, 16384, 65536)],
 }
+# How leave_one_out predicts: as `kernelwatch predict` does, or one of its two ways alone.
+Way = Literal["chosen", "interpolated", "fitted"]
 FAMILIES = ("matmul", "norms", "softmax", "quantized", "sampling")
 QUICK_KEEP = 6  # --quick: this many points per benchmark (spread over its sweep)
 
@@ -211,7 +213,7 @@ def measure_points(samples: int, quick: bool, rounds: int, separate: bool = Fals
 
 def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, hierarchy: bool = False,
                   cliffs: bool = False, mmap_threshold: int | None = None, across: bool = False,
-                  way: str = "chosen") -> dict[str, tuple[list[float], list[float]]]:
+                  way: Way = "chosen") -> dict[str, tuple[list[float], list[float]]]:
     """Per family: (model errors, peer errors), each |predicted - measured| / measured, over every point whose
     variant has at least one other measured point. Each variant against the roofs `kernelwatch predict` would
     give it on ``host`` (its dtype's compute roof, the memory roof of each shape's working set). ``cliffs``: a
@@ -261,13 +263,13 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, 
             if across and roofs.level(nearest_by_flops(shape.flops, others).shape.bytes_accessed) == roofs.level(
                     shape.bytes_accessed):
                 continue
-            estimator = {"chosen": estimate_efficiency, "interpolated": interpolate_efficiency}.get(way)
-            if estimator is None:  # the fitted cost alone, over the shapes at the shape's cache level
+            if way == "fitted":  # the fitted cost alone, over the shapes at the shape's cache level
                 fitted = fitted_seconds(shape.flops, shape.bytes_accessed, others, roofs)
                 if fitted is None:
                     continue
                 model, basis = fitted, "fitted"
             else:
+                estimator = estimate_efficiency if way == "chosen" else interpolate_efficiency
                 eff = estimator(shape.flops, shape.bytes_accessed, others, roofs, steps=steps)
                 model, basis = roofs.roofline_s(shape.flops, shape.bytes_accessed) / eff.value, eff.basis
             peer = scale_by_flops(shape, others)
@@ -387,17 +389,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          "malloc_mmap_threshold": mmap_threshold,
                                          "points": [dataclasses.asdict(p) for p in points]}, indent=1))
     chosen = points if args.statistic == "median" else [dataclasses.replace(p, seconds=p.best) for p in points]
-    models = ((False, True, "chosen", "what `kernelwatch predict` uses: per variant, the interpolation below or the "
-                                      "fitted cost (a + b x bytes + c x FLOPs), whichever predicts the variant's "
-                                      "other shapes better"),
-              (False, True, "interpolated", "the interpolation alone: one memory roof (DRAM), a shape alone past a "
-                                            "cliff stepped across it as the other variants step"),
-              (False, True, "fitted", "the fitted cost alone (service/model/cost_fit.py), over the shapes at the "
-                                      "shape's cache level (a shape with fewer than three there is not counted)"),
-              (False, False, "interpolated", "the interpolation, no steps across cliffs (a shape alone past one: "
-                                             "the nearest end)"),
-              (True, False, "interpolated", "the interpolation against the cache-aware roofs (a memory roof per "
-                                            "working set's level)"))
+    models: tuple[tuple[bool, bool, Way, str], ...] = (
+        (False, True, "chosen", "what `kernelwatch predict` uses: per variant, the interpolation below or the fitted "
+                                "cost (a + b x bytes + c x FLOPs), whichever predicts the variant's other shapes "
+                                "better"),
+        (False, True, "interpolated", "the interpolation alone: one memory roof (DRAM), a shape alone past a cliff "
+                                      "stepped across it as the other variants step"),
+        (False, True, "fitted", "the fitted cost alone (service/model/cost_fit.py), over the shapes at the shape's "
+                                "cache level (a shape with fewer than three there is not counted)"),
+        (False, False, "interpolated", "the interpolation, no steps across cliffs (a shape alone past one: the "
+                                       "nearest end)"),
+        (True, False, "interpolated", "the interpolation against the cache-aware roofs (a memory roof per working "
+                                      "set's level)"))
     for hierarchy, cliffs, way, title in models:
         listed = args.verbose and (hierarchy if args.hierarchy else way == "chosen")
         errors = leave_one_out(chosen, host, verbose=listed, hierarchy=hierarchy, cliffs=cliffs,

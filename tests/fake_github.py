@@ -22,7 +22,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.fake_http import SHUTDOWN_POLL_S, JsonHandler
+from tests.fake_http import JsonHandler, serve_in_thread
 
 APP_ID = "4242"
 PLAIN_TOKEN = "ghp_plain_test_token"
@@ -219,8 +219,7 @@ def serve_fake_github(fake: FakeGitHub) -> Iterator[FakeGitHub]:
     handler = type("Handler", (_Handler,), {"fake": fake})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield fake
     finally:

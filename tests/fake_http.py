@@ -4,13 +4,25 @@ keeps quiet."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Protocol
 
 # How often a test's HTTP server checks for shutdown() (serve_forever's poll_interval, 0.5 s by default): the most a
 # stop waits, and every test with such a server stopped it in its teardown.
 SHUTDOWN_POLL_S = 0.02
+
+
+class _Serving(Protocol):
+    def serve_forever(self, poll_interval: float = ...) -> None: ...
+
+
+def serve_in_thread(server: _Serving) -> threading.Thread:
+    """``server.serve_forever()`` in a daemon thread, started, checking for shutdown() every SHUTDOWN_POLL_S."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
+    thread.start()
+    return thread
 
 
 class JsonHandler(BaseHTTPRequestHandler):

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.fake_http import SHUTDOWN_POLL_S, JsonHandler
+from tests.fake_http import JsonHandler, serve_in_thread
 
 TOKEN = "xoxb-test-token"
 CHANNEL_ID = "C0FAKECHAN"
@@ -120,9 +120,7 @@ class FakeSlack:
         server.daemon_threads = True
         self.port = server.server_address[1]
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S},
-                                        daemon=True)
-        self._thread.start()
+        self._thread = serve_in_thread(server)
 
     def stop(self) -> None:
         """Stop listening: every connection is refused until ``start`` again (same port, same messages)."""

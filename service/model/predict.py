@@ -75,9 +75,10 @@ where the interpolation alone met it in none.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -228,6 +229,10 @@ def efficiency(point: Measured, roofs: Roofs) -> float:
     return roofs.roofline_s(point.shape.flops, point.shape.bytes_accessed) / point.seconds
 
 
+# held_out_errors: the interpolation's and the fitted cost's error over a family's measured shapes, in that order.
+HeldOut = tuple[float, float]
+
+
 @dataclass(frozen=True)
 class EfficiencyEstimate:
     value: float
@@ -235,7 +240,7 @@ class EfficiencyEstimate:
     neighbours: tuple[Measured, ...]  # the measured shapes it came from (none for the default)
     # What the choice between the interpolation and the fitted cost was made on (estimate_efficiency): each one's
     # held-out error over the family's measured shapes, in that order; None where no choice was made.
-    held_out: tuple[float, float] | None = None
+    held_out: HeldOut | None = None
 
 
 # How a kernel's efficiency changes from one cache level to another on one host, learned from other variants
@@ -401,8 +406,7 @@ def _shape_key(point: Measured) -> str:
     return json.dumps(dict(point.shape.params), sort_keys=True, default=str)
 
 
-def held_out_errors(points: Sequence[Measured], roofs: Roofs,
-                    steps: CliffSteps | None = None) -> tuple[float, float] | None:
+def held_out_errors(points: Sequence[Measured], roofs: Roofs, steps: CliffSteps | None = None) -> HeldOut | None:
     """How well each way predicts this family: each measured shape (all its measurements) left out in turn and
     predicted from the rest by :func:`interpolate_efficiency` and by the fitted cost (service/model/cost_fit.py;
     where the rest has no fit at the shape's level, by the interpolation, as :func:`estimate_efficiency` would), the
@@ -436,8 +440,8 @@ def _trimmed_mean(errors: Sequence[float]) -> float:
 
 
 def estimate_efficiency(flops: float, bytes_accessed: float, points: Sequence[Measured], roofs: Roofs,
-                        default: float = DEFAULT_EFFICIENCY,
-                        steps: CliffSteps | None = None) -> EfficiencyEstimate:
+                        default: float = DEFAULT_EFFICIENCY, steps: CliffSteps | None = None,
+                        errors: Callable[[], HeldOut | None] | None = None) -> EfficiencyEstimate:
     """The efficiency `kernelwatch predict` uses: :func:`interpolate_efficiency`'s, or the fitted cost's
     (:func:`fitted_seconds`: service/model/cost_fit.py over the shapes at the shape's cache level; basis "fitted")
     where that predicts the family's own measured shapes better, each left out in turn (:func:`held_out_errors`,
@@ -448,20 +452,21 @@ def estimate_efficiency(flops: float, bytes_accessed: float, points: Sequence[Me
     (bench/model_accuracy.py, bench/README.md "2026-12-06, sixth") the fit predicts matmuls on AMX tiles and the
     quantized matmuls far better than the interpolation (whose one axis cannot tell a skinny matmul from a square one
     of equal FLOPs), and the norms worse (their efficiency is not one line even within a level). Which case a family
-    is in, its own measured shapes say: the choice is made from them alone, never from the shape being predicted."""
+    is in, its own measured shapes say: the choice is made from them alone, never from the shape being predicted.
+    ``errors``: :func:`held_out_errors` of these points, where the caller keeps them for several shapes (predict)."""
     interpolated = interpolate_efficiency(flops, bytes_accessed, points, roofs, default, steps)
     if interpolated.basis == "default" or any(
             math.isclose(p.shape.flops, flops) and math.isclose(p.shape.bytes_accessed, bytes_accessed)
             for p in points):
         return interpolated  # nothing to fit, or a shape of these very counts was measured
-    errors = held_out_errors(points, roofs, steps)
-    if errors is None:
+    held_out = errors() if errors is not None else held_out_errors(points, roofs, steps)
+    if held_out is None:
         return interpolated
     seconds = fitted_seconds(flops, bytes_accessed, points, roofs)
-    if errors[1] >= errors[0] or seconds is None:
-        return replace(interpolated, held_out=errors)
+    if held_out[1] >= held_out[0] or seconds is None:
+        return replace(interpolated, held_out=held_out)
     return EfficiencyEstimate(roofs.roofline_s(flops, bytes_accessed) / seconds, "fitted",
-                              tuple(_fit_basis(bytes_accessed, points, roofs)), errors)
+                              tuple(_fit_basis(bytes_accessed, points, roofs)), held_out)
 
 
 def _line(first: tuple[float, float], second: tuple[float, float]) -> tuple[float, float]:
@@ -539,22 +544,25 @@ class Prediction:
 
 
 def estimate(shape: Shape, points: Sequence[Measured], roofs: Roofs,
-             default: float = DEFAULT_EFFICIENCY, steps: CliffSteps | None = None) -> ShapeEstimate:
+             default: float = DEFAULT_EFFICIENCY, steps: CliffSteps | None = None,
+             errors: Callable[[], HeldOut | None] | None = None) -> ShapeEstimate:
     own = [p.seconds for p in points if dict(p.shape.params) == dict(shape.params)]
     measured = sorted(own)[len(own) // 2] if own else None
     return ShapeEstimate(shape=shape, bound=roofs.bound(shape.flops, shape.bytes_accessed),
                          roofline_s=roofs.roofline_s(shape.flops, shape.bytes_accessed),
                          efficiency=estimate_efficiency(shape.flops, shape.bytes_accessed, points, roofs, default,
-                                                        steps),
+                                                        steps, errors),
                          measured_s=measured)
 
 
 def predict(source: Shape, target: Shape, points: Sequence[Measured], roofs: Roofs,
             default: float = DEFAULT_EFFICIENCY, steps: CliffSteps | None = None) -> Prediction:
     """Both shapes' roofline figures and predicted times from the family's measured ``points`` (possibly none:
-    then both are the roofline at ``default`` efficiency); ``steps``: the host's :func:`cliff_steps`."""
-    return Prediction(roofs, estimate(source, points, roofs, default, steps),
-                      estimate(target, points, roofs, default, steps))
+    then both are the roofline at ``default`` efficiency); ``steps``: the host's :func:`cliff_steps`. The family's
+    held-out errors, which both shapes' choice reads, are worked out once, and only where a shape needs them."""
+    errors = functools.cache(lambda: held_out_errors(points, roofs, steps))
+    return Prediction(roofs, estimate(source, points, roofs, default, steps, errors),
+                      estimate(target, points, roofs, default, steps, errors))
 
 
 def nearest_by_flops(flops: float, points: Sequence[Measured]) -> Measured:

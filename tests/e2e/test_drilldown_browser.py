@@ -3,7 +3,6 @@ plotly.js, nothing fetched from elsewhere, and a ``<script>`` line of a dump sho
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from service.settings import load_settings
 from service.store.models import Result, Series
 from tests.drilldown_data import HOSTILE, captured_run, drilldown_manifest
 from tests.e2e.conftest import SCREENSHOTS, open_page
-from tests.fake_http import SHUTDOWN_POLL_S
+from tests.fake_http import serve_in_thread
 from tests.scratch_database import at_head
 
 pytestmark = pytest.mark.browser
@@ -40,8 +39,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     with ctx.sessions() as s:
         result_id = s.scalars(select(Result.id).join(Series).where(Series.metric == "wall_time")).one()
     server = make_server("127.0.0.1", 0, create_app(settings, context=ctx), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield f"http://127.0.0.1:{server.server_port}", result_id
     finally:

@@ -3,7 +3,6 @@ reload and find the state kept; then the commit and compare pages with their cha
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ from service.settings import load_settings
 from service.store.db import unit_of_work
 from tests import builders
 from tests.e2e.conftest import SCREENSHOTS, open_page
-from tests.fake_http import SHUTDOWN_POLL_S
+from tests.fake_http import serve_in_thread
 from tests.scratch_database import at_head
 
 pytestmark = pytest.mark.browser
@@ -41,8 +40,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     with unit_of_work(ctx.sessions) as s:
         _, token = create_token(s, "ada.park", ["triage"])
     server = make_server("127.0.0.1", 0, create_app(settings, context=ctx), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield {"base": f"http://127.0.0.1:{server.server_port}", "token": token, "ctx": ctx}
     finally:

@@ -5,7 +5,6 @@ tests/integration/test_compare_outputs.py; a 503 or a page that runs backwards c
 from __future__ import annotations
 
 import json
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +14,7 @@ import pytest
 
 from kernelwatch.errors import InvalidInput, NotFound, Transient, Unauthorized
 from service.integrations.compare_api import CompareClient
-from tests.fake_http import SHUTDOWN_POLL_S
+from tests.fake_http import serve_in_thread
 
 Answer = tuple[int, dict[str, Any]]
 
@@ -52,8 +51,7 @@ def server() -> Iterator[tuple[str, Script]]:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True)
-    thread.start()
+    serve_in_thread(httpd)
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", script
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from runners.artifacts import ArtifactStore
 from runners.uploader import HttpUploader, UploadConflict, UploadRejected, UploadUnavailable
 from service.settings import load_settings
 from tests import builders
-from tests.fake_http import SHUTDOWN_POLL_S
+from tests.fake_http import serve_in_thread
 
 TOKEN = "kw_abcd1234_" + "s" * 32
 Answer = tuple[int, dict[str, Any] | None]
@@ -73,7 +72,7 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 def start_server(script: Script, port: int = 0) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", port), _handler(script))
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True).start()
+    serve_in_thread(server)
     return server
 
 
