@@ -122,8 +122,9 @@ def find_declaration(checkout: Path) -> Declaration:
 
 @functools.cache
 def _builder_version() -> str:
-    """uv's version, part of every environment's key: asked once a process, not once a commit."""
-    return _uv_run(["--version"], "uv", timeout_s=60).strip()
+    """How environments are built, part of every environment's key: uv's version (asked once a process, not once a
+    commit), and that they hold bytecode (environments built before they did are built again, not kept slow)."""
+    return _uv_run(["--version"], "uv", timeout_s=60).strip() + " compiled"
 
 
 def base_python() -> str:
@@ -157,8 +158,11 @@ def commit_python(checkout: Path, envs_dir: Path) -> Path:
         _uv_run(["venv", "--quiet", "--python", python, str(partial)], what, timeout_s=120)
         requirements = partial / "requirements.txt"
         requirements.write_text(declaration.requirements, encoding="utf-8")
+        # Compiled to bytecode once here: a benchmark process never writes bytecode (PYTHONDONTWRITEBYTECODE, so
+        # that it writes nothing into the checkout), and without it every run would compile jax from source
+        # before its first kernel, 1.4 s against 0.5 (bench/bytecode.py).
         _uv_run(["pip", "install", "--quiet", "--python", str(partial / "bin" / "python"), "--only-binary", ":all:",
-                 "-r", str(requirements)], what)
+                 "--compile-bytecode", "-r", str(requirements)], what)
         (partial / MARKER).write_text(json.dumps({"key": key, "source": declaration.source, "python": python,
                                                   "builder": builder}) + "\n")
         try:
