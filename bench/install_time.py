@@ -2,7 +2,7 @@
 
 CI starts from a clean clone, so the install is paid on every run. The Makefile creates the venv, upgrades pip,
 installs uv with it (uv is a dependency already: it builds measured commits' environments), and has uv install
-the project with its dev extra (own). The peer is pip installing the same (``pip install -e '.[dev]'``), which is
+the project with its dev extra, compiled to bytecode as pip compiles it (own; bench/bytecode.py says why). The peer is pip installing the same (``pip install -e '.[dev]'``), which is
 what the Makefile did before and still does where uv cannot be had. Each side starts from ``python -m venv`` in a
 directory of its own; the sides alternate so that the host's drift lands on both. Both read the same package
 indexes and caches the machine has; this times the install, and checks that the two environments hold the same
@@ -42,7 +42,7 @@ def install(into: Path, with_uv: bool) -> float:
     _run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
     if with_uv:
         _run([python, "-m", "pip", "install", "-q", "uv"])
-        _run([python, "-m", "uv", "pip", "install", "-q", "--python", python, "-e", ".[dev]"])
+        _run([python, "-m", "uv", "pip", "install", "-q", "--compile-bytecode", "--python", python, "-e", ".[dev]"])
     else:
         _run([python, "-m", "pip", "install", "-q", "-e", ".[dev]"])
     return time.perf_counter() - start
