@@ -2,11 +2,11 @@
 
 CI starts from a clean clone, so the install is paid on every run. The Makefile creates the venv, upgrades pip,
 installs uv with it (uv is a dependency already: it builds measured commits' environments), and has uv install
-the project with its dev extra, compiled to bytecode as pip compiles it (own; bench/bytecode.py says why). The peer is pip installing the same (``pip install -e '.[dev]'``), which is
-what the Makefile did before and still does where uv cannot be had. Each side starts from ``python -m venv`` in a
-directory of its own; the sides alternate so that the host's drift lands on both. Both read the same package
-indexes and caches the machine has; this times the install, and checks that the two environments hold the same
-versions (names normalised as PEP 503 says).
+the project with its dev extra, compiled to bytecode as pip compiles it (own; bench/bytecode.py says why). The peer
+is pip installing the same (``pip install -e '.[dev]'``), which is what the Makefile did before and still does where
+uv cannot be had. Each side starts from ``python -m venv`` in a directory of its own; the sides alternate so that
+the host's drift lands on both. Both read the same package indexes and caches the machine has; this times the
+install, and checks that the two environments hold the same versions (names normalised as PEP 503 says).
 
     python bench/install_time.py                # about 2 minutes
     python bench/install_time.py --repeats 3
