@@ -6,10 +6,11 @@ BIN    := $(VENV)/bin
 .PHONY: demo test lint browser clean
 
 # uv (a dependency already: it builds measured commits' environments) installs what pyproject.toml declares, the
-# same versions as pip, in 8 s where pip takes 42 (bench/install_time.py); CI starts from a clean clone. Without uv,
+# same versions as pip, in 26 s where pip takes 50 (bench/install_time.py); CI starts from a clean clone. Without uv,
 # pip does it. Compiled to bytecode at install, as pip does and uv does only when asked: where PYTHONDONTWRITEBYTECODE
 # is set (this project's CI host sets it) no process ever writes it, and every one that imports jax compiles it from
-# source first, 1.4 s where the bytecode takes 0.5 (bench/bytecode.py); the suite starts hundreds.
+# source first, 2.8 s to jax's first operation where the bytecode takes 1.0 (bench/bytecode.py); the suite starts
+# hundreds.
 INSTALL := $(BIN)/python -m uv pip install -q --compile-bytecode --python $(BIN)/python
 
 $(BIN)/python:

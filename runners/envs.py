@@ -160,7 +160,7 @@ def commit_python(checkout: Path, envs_dir: Path) -> Path:
         requirements.write_text(declaration.requirements, encoding="utf-8")
         # Compiled to bytecode once here: a benchmark process never writes bytecode (PYTHONDONTWRITEBYTECODE, so
         # that it writes nothing into the checkout), and without it every run would compile jax from source
-        # before its first kernel, 1.4 s against 0.5 (bench/bytecode.py).
+        # before its first kernel: 2.8 s to jax's first operation against 1.0 (bench/bytecode.py).
         _uv_run(["pip", "install", "--quiet", "--python", str(partial / "bin" / "python"), "--only-binary", ":all:",
                  "--compile-bytecode", "-r", str(requirements)], what)
         (partial / MARKER).write_text(json.dumps({"key": key, "source": declaration.source, "python": python,

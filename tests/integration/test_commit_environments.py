@@ -85,6 +85,11 @@ def test_each_commit_runs_in_the_environment_its_own_pins_declare(tmp_path: Path
     # Two commits with the same pins share one environment: two built for three commits.
     built = [p for p in (home / "envs").iterdir() if (p / "kernelwatch-environment.json").is_file()]
     assert len(built) == 2, sorted(p.name for p in (home / "envs").iterdir())
+    # Each holds its packages' bytecode: a benchmark process writes none (PYTHONDONTWRITEBYTECODE), so without it
+    # every run would compile jax from source (bench/bytecode.py).
+    for environment in built:
+        [jax_dir] = environment.glob("lib/python*/site-packages/jax")
+        assert list((jax_dir / "__pycache__").glob("__init__.*.pyc")), environment
     # A user-named interpreter instead (--python overrides the project file): the old environment's, at the commit
     # that moved on; its run says it ran the old JAX.
     [old] = [p for p in built if OLD_JAX in (p / "requirements.txt").read_text()]
