@@ -43,13 +43,17 @@ demo: $(VENV)/.runtime-installed
 # The parallel part is never a quiet host, so its calibrations measure at once rather than wait 20 s each for a
 # quiet spell that does not come (KERNELWATCH_CALIBRATION_QUIET_S); the timing part's wait as a runner's would.
 TEST_WORKERS ?= 3
+# pytest keeps the test modules it rewrites (its assertion messages) as bytecode only where bytecode may be written;
+# with PYTHONDONTWRITEBYTECODE set (the note at INSTALL) each of the four processes that collect the suite rewrites
+# all of it again, 12 s a collection against 6. Unset for pytest; benchmark processes set it again themselves.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 test: $(VENV)/.dev-installed browser
 	$(BIN)/python -m compileall -q kernelwatch service runners web tests >/dev/null  # the bytecode note at INSTALL
 	status=0; \
-	KERNELWATCH_CALIBRATION_QUIET_S=0 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not timing" \
+	KERNELWATCH_CALIBRATION_QUIET_S=0 $(PYTEST) -q -n $(TEST_WORKERS) --dist loadfile -m "not timing" \
 		--durations=15 || status=1; \
-	$(BIN)/python -m pytest -q -m timing --durations=10 || status=1; \
+	$(PYTEST) -q -m timing --durations=10 || status=1; \
 	exit $$status
 
 lint: $(VENV)/.dev-installed
