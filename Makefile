@@ -45,7 +45,7 @@ demo: $(VENV)/.runtime-installed
 TEST_WORKERS ?= 3
 # pytest keeps the test modules it rewrites (its assertion messages) as bytecode only where bytecode may be written;
 # with PYTHONDONTWRITEBYTECODE set (the note at INSTALL) each of the four processes that collect the suite rewrites
-# all of it again, 12 s a collection against 6. Unset for pytest; benchmark processes set it again themselves.
+# all of it again. Unset for pytest; benchmark processes set it again themselves (runners/session.py).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
 
 test: $(VENV)/.dev-installed browser
