@@ -21,13 +21,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.child_run import run_or_exit  # noqa: E402  (after the path set-up: the bench runs as a script)
+
 STARTS = {
     "jax ready": "import jax, jax.numpy as jnp; jax.devices(); jnp.ones(3).block_until_ready()",
     "kernelwatch CLI import": "import service.cli",
@@ -52,12 +56,9 @@ def start_once(code: str, hide: bool) -> float:
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT))
     env.pop("PYTHONPYCACHEPREFIX", None)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", (HIDE_SITE_BYTECODE if hide else "") + code], env=env,
-                          capture_output=True, text=True, timeout=120)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"the child failed:\n{done.stderr[-2000:]}")
-    return elapsed
+    run_or_exit([sys.executable, "-c", (HIDE_SITE_BYTECODE if hide else "") + code], "the child", env=env,
+                timeout=120)
+    return time.perf_counter() - started
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,13 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.child_run import run_or_exit  # noqa: E402  (after the path set-up: the bench runs as a script)
 
 
 def _run(cmd: list[str]) -> str:
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-2000:]}")
-    return done.stdout
+    return run_or_exit(cmd, " ".join(cmd), cwd=ROOT, timeout=1800).stdout
 
 
 def install(into: Path, with_uv: bool) -> float:

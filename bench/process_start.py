@@ -18,11 +18,16 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.child_run import run_or_exit  # noqa: E402  (after the path set-up: the bench runs as a script)
 
 # Run in each child: the import of ml_dtypes alone, then jax up to its first executed operation.
 CHILD = """
@@ -42,18 +47,14 @@ def start_once(extra_path: Path | None) -> dict[str, float | str]:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     if extra_path is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(extra_path), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
-    if done.returncode != 0:
-        raise SystemExit(f"the child failed:\n{done.stderr[-2000:]}")
+    done = run_or_exit([sys.executable, "-c", CHILD], "the child", env=env, timeout=120)
     measured: dict[str, float | str] = json.loads(done.stdout.strip().splitlines()[-1])
     return measured
 
 
 def install_peer(version: str, into: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(into),
-                           f"ml_dtypes=={version}"], capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise SystemExit(f"pip could not install ml_dtypes=={version}:\n{done.stderr[-2000:]}")
+    run_or_exit([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(into),
+                 f"ml_dtypes=={version}"], f"pip install ml_dtypes=={version}", timeout=600)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
