@@ -36,6 +36,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import math
 import os
 import random
 import statistics
@@ -288,8 +289,9 @@ def leave_one_out(points: Sequence[Point], host: object, verbose: bool = False, 
 
 def repeatability(points: Sequence[Point], again: Sequence[Point]) -> dict[str, list[float]]:
     """Per family, |t / t' - 1| both ways for every shape measured in both sets: how far two measurements of the
-    same shape on this host disagree, which no prediction from neighbours can be expected to beat (it carries the
-    left-out shape's own measurement error)."""
+    same shape on this host disagree. That carries both measurements' noise, about sqrt(2) times one's (where the
+    two are independent), so the error a perfect prediction would show against one measurement is about that over
+    sqrt(2): what ``main`` prints as the floor."""
     first = {(p.variant, json.dumps(p.params, sort_keys=True)): p.seconds for p in points}
     found: dict[str, list[float]] = {}
     for p in again:
@@ -419,8 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                         for p in again])
         for family in FAMILIES:
             if family in floors:
-                print(f"{family:<9} {len(floors[family]) // 2:>6}  median {statistics.median(floors[family]):.1%}  "
-                      f"p90 {p90(floors[family]):.1%}")
+                median, high = statistics.median(floors[family]), p90(floors[family])
+                print(f"{family:<9} {len(floors[family]) // 2:>6}  median {median:.1%}  p90 {high:.1%}  "
+                      f"(a perfect prediction against one measurement: about {median / math.sqrt(2):.1%} / "
+                      f"{high / math.sqrt(2):.1%})")
     print(f"\ntime of a shape: its {args.statistic} sample; peer: flops-scaling (nearest measured shape in FLOPs, "
           f"time x FLOP ratio); {len(points)} shapes "
           + (f"loaded from {args.load}" if args.load else f"measured, {time.perf_counter() - started:.0f} s in all"))
