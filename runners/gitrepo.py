@@ -233,6 +233,26 @@ def checkout(clone: Path, sha: str, cache_dir: Path) -> Path:
     return path
 
 
+def tree_digest(root: Path) -> str:
+    """The sha256 of the files under ``root`` (a copied working tree or a checkout, ``.git`` left out): each file's
+    path relative to it, its kind, and its bytes (a symbolic link's target, not followed), in path order. Two
+    copies with the same files have the same digest wherever they lie."""
+    digest = hashlib.sha256()
+    entries: list[tuple[str, Path]] = []
+    for directory, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        entries += [(os.path.relpath(Path(directory, name), root), Path(directory, name))
+                    for name in [*filenames, *(d for d in dirnames if Path(directory, d).is_symlink())]
+                    if name != ".git"]
+    for relative, path in sorted(entries):
+        digest.update(relative.encode("utf-8", "surrogateescape") + b"\0")
+        if path.is_symlink():
+            digest.update(b"link\0" + os.readlink(path).encode("utf-8", "surrogateescape") + b"\0")
+        elif path.is_file():
+            digest.update(b"file\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def copy_working_tree(repo: Path, dest: Path) -> Path:
     """The working copy of ``repo`` as it is (tracked files with their uncommitted edits, and the untracked files
     git does not ignore) copied to ``dest``, replacing what was there: what `run --working-tree` measures.

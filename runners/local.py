@@ -25,6 +25,7 @@ from runners.gitrepo import (
     is_dirty,
     private_clone,
     resolve,
+    tree_digest,
 )
 from runners.host_health import HostSampler, Snapshot, figures
 from runners.pinning import checked_affinity
@@ -279,6 +280,7 @@ class _Prepared:
     dirty: bool
     python: Path | None = None  # the interpreter of the commit's environment; None: this one
     harness_dir: Path | None = None
+    working_tree: str = ""  # a dirty checkout's files' digest (the manifest's environment.working_tree)
 
 
 def checkout_at(repo: Path, rev: str, cache_dir: Path, repos_dir: Path) -> Path:
@@ -325,6 +327,7 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
         # Checked out from KernelWatch's own clone: nothing is registered in, or run from, the user's repository.
         worktree = checkout(private_clone(repo, repos_dir, facts.sha), facts.sha, cache_dir / repository_name(repo))
         dirty = is_dirty(worktree)
+    working_tree = tree_digest(worktree) if dirty else ""  # before any build: its products are not the code
     name, url = repository_name(repo), repo.as_uri()
     if request.origin is not None and not Path(request.origin).expanduser().is_dir():
         url = request.origin
@@ -336,7 +339,7 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
 
         run_build(request.build, worktree, python)  # after `dirty` was read: its products do not make a run dirty
     return _Prepared(request, facts.as_manifest(), repository, branch, worktree, dirty, python,
-                     envs_dir / "harness" if python is not None else None)
+                     envs_dir / "harness" if python is not None else None, working_tree=working_tree)
 
 
 def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
@@ -345,8 +348,11 @@ def _manifests(prepared: _Prepared, runner: SuiteRunner, run_id: str,
     for group, run in sorted(runner.runs.items()):
         # A stable id per environment: a redelivered task re-running the same commit maps to the same runs.
         rid = run_id if group == 0 else f"{run_id}-d{group}"
-        out.append(build_manifest(prepared.request, run, prepared.commit, prepared.repository, prepared.branch, rid,
-                                  round_of))
+        manifest = build_manifest(prepared.request, run, prepared.commit, prepared.repository, prepared.branch, rid,
+                                  round_of)
+        if prepared.working_tree:
+            manifest["environment"] = {**manifest["environment"], "working_tree": prepared.working_tree}
+        out.append(manifest)
     return out
 
 

@@ -35,7 +35,8 @@ def register(sub: Subparsers) -> None:
     run.add_argument("--every", type=int, default=1, metavar="N",
                      help="with --commits/--commits-file: every Nth commit, counted back from the last (default 1)")
     run.add_argument("--skip-existing", action="store_true",
-                     help="skip commits the local store already holds a run of")
+                     help="skip commits the local store already holds a run of (of the commit itself, not of "
+                          "a working copy; whatever its suite or environment: for resuming a range)")
     run.add_argument("--benchmarks", type=Path, default=None, metavar="DIR|REV:DIR",
                      help="the benchmarks, kept apart from the measured code: a directory of benchmark modules "
                           "(or REV:DIR, that directory as of a commit of the repository, e.g. main:benchmarks) "
@@ -143,19 +144,13 @@ def run_revisions(which: Revisions) -> list[list[str]]:
 
 
 def _already_stored(settings: Settings, repo: Path, rev: str) -> bool:
-    """Whether the local store holds a run of this commit (``--skip-existing``)."""
-    from sqlalchemy import select
-
+    """Whether the local store holds a run of this commit itself, not of a working copy (``--skip-existing``)."""
     from runners.gitrepo import resolve
     from runners.local import repository_name
-    from service.store.models import Commit, Repository, Run
+    from service.store.runs import commit_measured
 
-    sha = resolve(repo, rev)
     with open_context(settings).sessions() as session:
-        return session.scalar(
-            select(Run.id).join(Commit, Commit.id == Run.commit_id)
-            .join(Repository, Repository.id == Commit.repository_id)
-            .where(Repository.name == repository_name(repo), Commit.sha == sha).limit(1)) is not None
+        return commit_measured(session, repository_name(repo), resolve(repo, rev))
 
 
 def cmd_run(settings: Settings, options: RunOptions) -> int:

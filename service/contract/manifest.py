@@ -218,6 +218,11 @@ class EnvironmentInfo(_Strict):
     # reuse freed pages instead of faulting fresh ones in on every call (bench/fresh_pages.py: about 3x on a 32 MiB
     # softmax output), so it is identity too, left out while unset.
     malloc_mmap_threshold: int | None = Field(default=None, ge=0, le=2**62)
+    # A run of a working copy rather than of its commit (`run --working-tree`, or a checkout found edited): the
+    # sha256 of the files measured (runners/gitrepo.py tree_digest). Identity, so such a run is an environment of
+    # its own and never a point of the commit's history (nor of its spread between runs), while the rounds of one
+    # working copy share it; left out of the identity while unset.
+    working_tree: str = Field(default="", pattern=r"^([0-9a-f]{64})?$")
 
     def identity(self) -> dict[str, Any]:
         """What makes two measurements comparable; the environment fingerprint is a hash of this."""
@@ -227,7 +232,7 @@ class EnvironmentInfo(_Strict):
 
 # Identity fields added after the first environments were stored: left out of the identity (and of a run's digest,
 # service/pipeline/ingest.py) while unset, so that everything stored before them keeps its fingerprint.
-UNSET_IDENTITY = ("cpu_affinity", "cpu_threads", "malloc_mmap_threshold")
+UNSET_IDENTITY = ("cpu_affinity", "cpu_threads", "malloc_mmap_threshold", "working_tree")
 
 
 class GpuHealthInfo(_Strict):

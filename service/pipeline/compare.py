@@ -382,7 +382,14 @@ def _co_measured(session: Session, base: ResolvedSide,
     origins = run_origins(session, [*base.run_ids, *head.run_ids])
     kept = co_measured({r: origins[r] for r in base.run_ids}, {r: origins[r] for r in head.run_ids})
     if kept.left_out == (0, 0):
-        return base, head, []
+        sessions = [{origins[r].session for r in side.run_ids} for side in (base, head)]
+        if sessions[0] & sessions[1] - {None}:
+            return base, head, []
+        return base, head, [
+            "base and head were measured apart (no session holds runs of both): on a shared host the runs of one "
+            "session agree more closely than sessions do, so a verdict between them can be the host's drift from "
+            "one session to the other rather than the code; measured together (`kernelwatch run --commit BASE "
+            "--commit HEAD --rounds 4`, or `kernelwatch ci`), their runs share the host's minutes"]
     sides = []
     for side, ids in ((base, kept.base), (head, kept.head)):
         uid, keep = dict(zip(side.run_ids, side.label.runs, strict=True)), set(ids)

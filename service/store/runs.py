@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import Transient
 from service.detect.run_stats import RunOrigin
-from service.store.models import Result, Run
+from service.store.models import Commit, Environment, Repository, Result, Run
 
 
 def run_ids_at(session: Session, commit_ids: Sequence[int]) -> Sequence[int]:
@@ -21,6 +21,18 @@ def run_ids_at(session: Session, commit_ids: Sequence[int]) -> Sequence[int]:
 def runs_of_commit(session: Session, commit_id: int) -> Sequence[Run]:
     """Every run at the commit, in the order they started."""
     return session.scalars(select(Run).where(Run.commit_id == commit_id).order_by(Run.started_at, Run.id)).all()
+
+
+def commit_measured(session: Session, repository: str, sha: str) -> bool:
+    """Whether the repository's commit holds a run of the commit itself: a working copy's run stored under it
+    (its environment names a ``working_tree``; from runners before that field, its host details say dirty) is not
+    one."""
+    rows = session.execute(
+        select(Run.host_details, Environment.details).join(Environment, Environment.id == Run.environment_id)
+        .join(Commit, Commit.id == Run.commit_id).join(Repository, Repository.id == Commit.repository_id)
+        .where(Repository.name == repository, Commit.sha == sha))
+    return any(not (details or {}).get("working_tree") and (host or {}).get("dirty") != "true"
+               for host, details in rows)
 
 
 def runs_named(session: Session, run_uids: Sequence[str]) -> Sequence[Run]:

@@ -56,6 +56,27 @@ def test_submitting_the_same_run_twice_stores_it_once(sessions: sessionmaker[Ses
     assert counts(sessions) == before
 
 
+def test_a_working_copys_run_is_an_environment_of_its_own(sessions: sessionmaker[Session]) -> None:
+    """`run --working-tree` stores under HEAD's sha: its results must not join the commit's series (a fix tried in
+    the working copy once made the commit's runs read 10 ms among 33 ms ones, and its stored spread 100x), while
+    two runs of one working copy (its rounds) share theirs."""
+    clean = builders.manifest()
+    edited = [builders.manifest(environment=builders.environment(working_tree=digest))
+              for digest in ("a" * 64, "a" * 64, "b" * 64)]
+    for doc in (clean, *edited):
+        doc["commit"] = clean["commit"]
+    outcomes = [submit_manifest(sessions, queue(sessions), doc) for doc in (clean, *edited)]
+    with sessions() as s:
+        runs = [s.get(Run, o.run_id) for o in outcomes]
+        assert len({r.commit_id for r in runs if r is not None}) == 1
+        environments = [r.environment_id for r in runs if r is not None]
+    assert environments[1] == environments[2] and len({environments[0], environments[1], environments[3]}) == 3
+    assert outcomes[1].series_ids == outcomes[2].series_ids and not set(outcomes[0].series_ids) & set(
+        outcomes[1].series_ids)
+    with pytest.raises(ManifestError, match="working_tree"):
+        parse_manifest(builders.manifest(environment=builders.environment(working_tree="HEAD; rm -rf /")))
+
+
 def test_same_run_id_with_other_content_is_a_conflict(sessions: sessionmaker[Session]) -> None:
     doc = builders.manifest()
     submit_manifest(sessions, queue(sessions), doc)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,8 @@ def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) ->
     assert ran.returncode == 0, ran.stderr[-3000:]
     [manifest] = [json.loads(p.read_text()) for p in out.glob("*.json")]
     assert manifest["commit"]["sha"] == shas[-1] and manifest["environment"]["extra"]["dirty"] == "true"
+    # an environment of its own (tests/integration/test_ingest.py: never a point of the commit's history)
+    assert re.fullmatch(r"[0-9a-f]{64}", manifest["environment"]["working_tree"]), manifest["environment"]
     [result] = manifest["results"]
     assert result["status"] == "failed" and "the working copy ran" in result["message"], result
     assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "stash", "list")) == before
