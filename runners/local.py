@@ -196,7 +196,8 @@ def _with_flag(flag: str, value: str, flags: str | None = None) -> str:
 
 def interleave(runners: Sequence[SuiteRunner], progress: ProgressFn | None = None) -> None:
     """Run every benchmark on every runner, alternating the order per benchmark (AB, BA, AB...), so that a
-    machine that drifts during the run slows both sides alike."""
+    machine that drifts during the run slows both sides alike. Progress names the revision where there are
+    several (`ci`'s base and head would otherwise read as one benchmark told twice)."""
     keys = list(dict.fromkeys(k for r in runners for k in r.keys()))
     total = sum(len(r.keys()) for r in runners)
     done = 0
@@ -207,7 +208,7 @@ def interleave(runners: Sequence[SuiteRunner], progress: ProgressFn | None = Non
                 runner.run_one(key)
                 done += 1
                 if progress is not None:
-                    progress(done, total, key)
+                    progress(done, total, key if len(runners) == 1 else f"{key} at {runner.request.rev}")
 
 
 def _manifest_status(planned: int, results: list[dict[str, Any]]) -> str:

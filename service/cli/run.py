@@ -221,8 +221,10 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
     elif options.ingest:
         ctx = open_context(settings)
         for m in manifests:
-            outcome = ctx.submit(m)
-            print(f"stored as run {outcome.run_id}")
+            ctx.submit(m)
+            # the run id `compare` and the API take (the store's row number is no name a user can give back)
+            kind = " (a working copy's run: an environment of its own)" if m.environment.working_tree else ""
+            print(f"stored as run {m.run_id}{kind}")
 
 
 def cmd_ingest(settings: Settings, path: Path) -> int:

@@ -83,6 +83,7 @@ def test_two_commits_are_interleaved_benchmark_by_benchmark(tmp_path: Path) -> N
     base, head = run_commits([RunRequest(repo=repo, rev="HEAD~1", samples=2, warmup=0),
                               RunRequest(repo=repo, rev="HEAD", samples=2, warmup=0)],
                              tmp_path / "cache", progress=lambda done, total, key: order.append(key))
-    assert order == ["bad/a_fine[i=0]", "bad/a_fine[i=0]", "bad/a_fine[i=1]", "bad/a_fine[i=1]"]
+    assert order == ["bad/a_fine[i=0] at HEAD~1", "bad/a_fine[i=0] at HEAD", "bad/a_fine[i=1] at HEAD",
+                     "bad/a_fine[i=1] at HEAD~1"]  # AB, then BA
     assert base[0]["commit"]["sha"] != head[0]["commit"]["sha"]
     assert all(parse_manifest(m[0]).status == "complete" for m in (base, head))

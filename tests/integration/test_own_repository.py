@@ -150,6 +150,7 @@ def test_the_working_copy_is_measured_as_it_is_and_left_alone(tmp_path: Path) ->
     assert manifest["commit"]["sha"] == shas[-1] and manifest["environment"]["extra"]["dirty"] == "true"
     # an environment of its own (tests/integration/test_ingest.py: never a point of the commit's history)
     assert re.fullmatch(r"[0-9a-f]{64}", manifest["environment"]["working_tree"]), manifest["environment"]
+    assert f"stored as run {manifest['run_id']} (a working copy's run" in ran.stdout  # the id compare takes
     [result] = manifest["results"]
     assert result["status"] == "failed" and "the working copy ran" in result["message"], result
     assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD"), git(repo, "stash", "list")) == before
