@@ -71,9 +71,11 @@ def check_scopes(scopes: Iterable[str]) -> list[str]:
 
 
 def check_name(name: str) -> str:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # fullmatch: "$" alone lets a trailing newline through
         raise ValueError("a token name is 1 to 200 letters, digits, '_', '.', '@' or '-', starting with a letter "
                          "or digit")
+    if name.isdigit():  # `token revoke 3` names token id 3: a token named "3" would be revoked in its place
+        raise ValueError(f"a token name of digits alone ({name!r}) reads as a token id; add a letter")
     return name
 
 

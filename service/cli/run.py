@@ -101,6 +101,27 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     return cmd_ingest(settings, args.manifest)
 
 
+# A list of revisions, one a line: 100,000 commits of 40-character shas fit in 4.1 MB. A larger file (/dev/zero, a
+# log written to by mistake) is refused at the cap rather than read into memory whole.
+MAX_COMMITS_FILE_BYTES = 8 * 2**20
+
+
+def _commits_file_text(path: Path) -> str:
+    """``--commits-file``'s text (``-``: standard input), at most MAX_COMMITS_FILE_BYTES of UTF-8."""
+    if str(path) == "-":
+        data = sys.stdin.buffer.read(MAX_COMMITS_FILE_BYTES + 1)
+    else:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_COMMITS_FILE_BYTES + 1)
+    if len(data) > MAX_COMMITS_FILE_BYTES:
+        raise InvalidInput(f"--commits-file {path}: over {MAX_COMMITS_FILE_BYTES // 2**20} MiB; it lists revisions, "
+                           f"one a line")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"--commits-file {path}: not UTF-8 text (byte {exc.start})") from None
+
+
 def run_revisions(which: Revisions) -> list[list[str]]:
     """The commits to run, each inner list one run_commits call: ``--commit`` once or twice (two interleaved),
     or a ``--commits`` range / ``--commits-file`` list, one commit at a time (``--every N``: every Nth, the last
@@ -128,7 +149,7 @@ def run_revisions(which: Revisions) -> list[list[str]]:
             listed = first_parent_range(which.repo, start, end)
         else:
             assert which.commits_file is not None  # ranged, and not by --commits
-            text = which.commits_file.read_text() if str(which.commits_file) != "-" else sys.stdin.read()
+            text = _commits_file_text(which.commits_file)
             uncommented = (line.split("#", 1)[0].strip() for line in text.splitlines())
             listed = [check_rev(rev) for rev in uncommented if rev]
     except OSError as exc:

@@ -702,3 +702,68 @@ def co_measured(base: Mapping[int, RunOrigin], head: Mapping[int, RunOrigin], mi
                 return everything
     return CoMeasured(tuple(sorted(kept_base)), tuple(sorted(kept_head)),
                       (len(base) - len(kept_base), len(head) - len(kept_head)))
+
+
+# Sides measured apart are compared run by run only where the history shows that a commit's sessions land no
+# farther apart than their runs explain (:func:`sessions_add_spread`), and it takes this many degrees of freedom at
+# each level to tell. The test's level is high on purpose: "the sessions add nothing" is the bold conclusion (it
+# gives the runs back as replicates), so a history has to fail to show a session effect at 0.25, not at 0.05.
+SESSIONS_ALPHA = 0.25
+SESSIONS_MIN_DF = 4
+
+
+def sessions_add_spread(commits: Sequence[Sequence[Sequence[float]]]) -> bool:
+    """Whether sessions of one commit land farther apart than their runs explain, from a history of commits, each
+    its sessions, each its runs' log medians: the one-way nested analysis of variance (Searle, Casella and
+    McCulloch), the mean square between sessions of a commit over the mean square between runs of a session, an F
+    test at ``SESSIONS_ALPHA``. True (compare sessions) also where the history cannot tell: fewer than
+    ``SESSIONS_MIN_DF`` degrees of freedom between sessions or between runs.
+
+    On the runs of bench/apart_verdicts.py (this host, 2026-12-06) the runs of one session varied as much as the
+    sessions did, and comparing sessions cost +50 % at two sessions a side most of its power (90 -> 39 %) for
+    nothing; on the host of the +11 % read, two runs of one session agreed within 1 % while its sessions landed
+    232-471 us, and comparing runs called an unchanged commit a regression."""
+    ss_runs = ss_sessions = 0.0
+    df_runs = df_sessions = 0
+    for sessions in commits:
+        means, sizes = [], []
+        for runs in sessions:
+            if not runs:
+                continue
+            mean = sum(runs) / len(runs)
+            ss_runs += sum((x - mean) ** 2 for x in runs)
+            df_runs += len(runs) - 1
+            means.append(mean)
+            sizes.append(len(runs))
+        if len(means) >= 2:
+            grand = sum(k * m for k, m in zip(sizes, means, strict=True)) / sum(sizes)
+            ss_sessions += sum(k * (m - grand) ** 2 for k, m in zip(sizes, means, strict=True))
+            df_sessions += len(means) - 1
+    if df_sessions < SESSIONS_MIN_DF or df_runs < SESSIONS_MIN_DF:
+        return True
+    if ss_runs == 0:
+        return ss_sessions > 0
+    ratio = (ss_sessions / df_sessions) / (ss_runs / df_runs)
+    return ratio > _f_quantile(1 - SESSIONS_ALPHA, df_sessions, df_runs)
+
+
+def session_units(base: Mapping[int, RunOrigin], head: Mapping[int, RunOrigin]) -> dict[int, str] | None:
+    """Where two sides were measured apart (a run of either side made in no session that holds runs of the other):
+    each run's unit of replication, the session it was a round of (a run of no session is one of its own). None
+    where every run shares a session with the other side: the runs themselves are the units there.
+
+    Why: the runs of one session are made back to back and share the host's minutes, so across sessions they are
+    not independent replicates of the code. A range run (`run --commits A..B --rounds 2`) makes each commit a
+    session of its own: two runs of a docstring-only commit landed 274 and 271 us, the next commit's 305 and 300,
+    and tested as four runs that +11 % was called a regression (p = 0.010); the same commits measured in other
+    sessions landed anywhere in 232-471 us. Kalibera and Jones's rule, replicate at the level that varies most,
+    is the session there: a side's runs of one session are one replicate (their samples taken together), and the
+    spread they are judged against is the spread between sessions of one commit (service/store/run_noise.py),
+    unless the history shows the sessions adding nothing to the runs' own spread (:func:`sessions_add_spread`)."""
+    shared = ({o.session for o in base.values() if o.session is not None}
+              & {o.session for o in head.values() if o.session is not None})
+    origins = {**base, **head}
+    if all(o.session in shared for o in origins.values()):
+        return None
+    return {run: o.session if o.session is not None else f"run {run}" for run, o in origins.items()}
+

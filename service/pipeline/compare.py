@@ -29,7 +29,7 @@ from service.detect.compare import (
     Side,
     compare,
 )
-from service.detect.run_stats import co_measured
+from service.detect.run_stats import co_measured, session_units
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
@@ -38,7 +38,7 @@ from service.store import comparisons as stored_comparisons
 from service.store.commits import commit_of, commits_with_prefix, repository_named
 from service.store.models import Commit, Environment, Repository, StoredComparison
 from service.store.run_health import heavy_steal_runs
-from service.store.run_noise import run_noise
+from service.store.run_noise import run_noise, sessions_vary
 from service.store.runs import run_named, run_origins, runs_named, runs_of_commit
 
 MIN_PREFIX = 4
@@ -178,6 +178,17 @@ class _Pool:
     failures: list[str] = field(default_factory=list)
     fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
 
+    def merge_units(self, units: dict[int, str]) -> None:
+        """Each unit's runs taken together as one run (their samples in one), in the order the units first ran;
+        ``run_ids`` keeps every run (for the noisy-run count)."""
+        grouped: dict[str, list[float]] = {}
+        offset = 0
+        for run_id, size in zip(self.run_ids, self.run_sizes, strict=True):
+            grouped.setdefault(units[run_id], []).extend(self.samples[offset:offset + size])
+            offset += size
+        self.samples = [v for values in grouped.values() for v in values]
+        self.run_sizes = [len(values) for values in grouped.values()]
+
     def side(self, noisy: Collection[int] = ()) -> Side:
         # A benchmark that failed in one run of a side and not in another is measured by the runs that worked.
         if self.run_sizes:
@@ -294,9 +305,10 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 7  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
+COMPARISON_REVISION = 8  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
 # 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread;
-# 7: only the runs made in sessions both sides share, where each side has enough of them
+# 7: only the runs made in sessions both sides share, where each side has enough of them; 8: sides measured apart
+# compared session by session
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
@@ -351,6 +363,8 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
     base, head, narrowed = _co_measured(session, base, head)
     notes += narrowed
+    origins = run_origins(session, [*base.run_ids, *head.run_ids])
+    units = session_units({r: origins[r] for r in base.run_ids}, {r: origins[r] for r in head.run_ids})
     keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]] = {}
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
     identities = base_pools.keys() | head_pools.keys()
@@ -360,7 +374,21 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     measured = {pool.series_id for identity in identities
                 for pool in (base_pools.get(identity), head_pools.get(identity))
                 if pool is not None and pool.run_sizes}
-    noise = run_noise(session, measured, common, [*base.run_ids, *head.run_ids]) if measured else {}
+    compared_runs = [*base.run_ids, *head.run_ids]
+    noise = run_noise(session, measured, common, compared_runs) if measured else {}
+    if units is not None and measured:  # measured apart: a session's runs are one replicate (session_units)
+        vary = sessions_vary(session, measured, common, compared_runs)
+        by_session = run_noise(session, measured, common, compared_runs, by_session=True)
+        apart = {identity for identity in identities
+                 if vary.get((base_pools.get(identity) or head_pools[identity]).series_id, True)}
+        for identity in apart:
+            for pool in (base_pools.get(identity), head_pools.get(identity)):
+                if pool is not None:
+                    pool.merge_units(units)
+                    noise.pop(pool.series_id, None)
+                    if pool.series_id in by_session:
+                        noise[pool.series_id] = by_session[pool.series_id]
+        notes.append(_apart_note(base, head, units, len(apart), len(identities)))
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     pairs = []
     for identity in sorted(identities, key=_sort_key):
@@ -382,14 +410,7 @@ def _co_measured(session: Session, base: ResolvedSide,
     origins = run_origins(session, [*base.run_ids, *head.run_ids])
     kept = co_measured({r: origins[r] for r in base.run_ids}, {r: origins[r] for r in head.run_ids})
     if kept.left_out == (0, 0):
-        sessions = [{origins[r].session for r in side.run_ids} for side in (base, head)]
-        if sessions[0] & sessions[1] - {None}:
-            return base, head, []
-        return base, head, [
-            "base and head were measured apart (no session holds runs of both): on a shared host the runs of one "
-            "session agree more closely than sessions do, so a verdict between them can be the host's drift from "
-            "one session to the other rather than the code; measured together (`kernelwatch run --commit BASE "
-            "--commit HEAD --rounds 4`, or `kernelwatch ci`), their runs share the host's minutes"]
+        return base, head, []
     sides = []
     for side, ids in ((base, kept.base), (head, kept.head)):
         uid, keep = dict(zip(side.run_ids, side.label.runs, strict=True)), set(ids)
@@ -402,6 +423,22 @@ def _co_measured(session: Session, base: ResolvedSide,
             f"rounds): runs made apart carry the host's state of their own minutes, so only the "
             f"{len(kept.base)}+{len(kept.head)} runs interleaved in the sessions both sides share are compared")
     return sides[0], sides[1], [note]
+
+
+def _apart_note(base: ResolvedSide, head: ResolvedSide, units: dict[int, str], apart: int, rows: int) -> str:
+    start = ("base and head were measured apart (no session holds runs of both): a session's runs share the host's "
+             "minutes and can agree more closely than sessions do")
+    together = ("measured together (`kernelwatch run --commit BASE --commit HEAD --rounds 4`, or `kernelwatch ci`), "
+                "the runs themselves are compared")
+    if apart == 0:
+        return (f"{start}; here every benchmark's history shows sessions of one commit agreeing as closely as their "
+                f"runs, so the runs are compared as replicates; {together}")
+    counts = [f"{len({units[r] for r in side.run_ids})} session(s) of {len(side.run_ids)} run(s)"
+              for side in (base, head)]
+    which = "" if apart == rows else (f" for {apart} of {rows} benchmarks (the others' histories show sessions of one "
+                                      f"commit agreeing as closely as their runs, and compare runs)")
+    return (f"{start}, so each session counts here as one run (base {counts[0]}, head {counts[1]}){which}, judged "
+            f"against the spread between sessions of one commit; {together}")
 
 
 def _edited_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...], _Pool]) -> list[str]:

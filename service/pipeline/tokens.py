@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -70,12 +71,19 @@ def get_token(session: Session, token_id: int) -> TokenView:
 
 
 def revoke_token(session: Session, ref: str | int) -> TokenView:
-    """Revoke by id, or by the name of an active token. Revoking a revoked token changes nothing."""
+    """Revoke by id, or by the name of an active token. Revoking a revoked token changes nothing. A reference that
+    is both one token's id and another's name (names of digits alone are refused now, but were taken before) is
+    refused rather than guessed: revoking the wrong one leaves a leaked token working."""
     row: ApiToken | None = None
-    if isinstance(ref, int) or ref.isdigit():
+    by_id = isinstance(ref, int) or re.fullmatch(r"[0-9]{1,18}", ref) is not None  # an id a column can hold
+    if by_id:
         row = session.get(ApiToken, int(ref))
-    if row is None and isinstance(ref, str):
-        row = stored_tokens.token_named(session, ref)
+    if isinstance(ref, str):
+        named = stored_tokens.token_named(session, ref)
+        if row is not None and named is not None and named.id != row.id:
+            raise InvalidInput(f"{ref!r} is token {row.id}'s id and token {named.id}'s name; give the id of the one "
+                               f"to revoke")
+        row = row or named
     if row is None:
         raise NotFound(f"no token {ref!r} (give its id or its name)")
     if row.revoked_at is None:

@@ -52,27 +52,79 @@ def test_runs_made_apart_from_the_other_side_are_left_out(sessions: sessionmaker
     assert "4 of head's 7 runs" in note and "3+3 runs" in note
 
     # The runs a user names are compared as named: here every run of the head, the confirmation's included, which
-    # is a comparison across the host's minutes and says so by its verdict.
+    # is a comparison across the host's minutes, so each session counts as one run (the demo's three rounds one,
+    # each confirmation round one: five for the head, one for the base) and the note says so.
     named = ",".join(doc["run_id"] for doc in head + confirm)
     with sessions() as session:
         everything = compare_refs(session, base_sha, named)
-    assert everything.report.rows[0].head.estimate.runs == 7  # type: ignore[union-attr]
+    assert everything.report.rows[0].head.estimate.runs == 5  # type: ignore[union-attr]
+    assert everything.report.rows[0].base.estimate.runs == 1  # type: ignore[union-attr]
+    [apart] = [n for n in everything.notes if "measured apart" in n]
+    assert "base 1 session(s) of 3 run(s), head 5 session(s) of 7 run(s)" in apart
 
 
-def test_sides_measured_apart_are_compared_with_a_warning(sessions: sessionmaker[Session]) -> None:
-    """Each commit of a range run (`run --commits A..B --rounds 2`) is a session of its own: its rounds agree among
-    themselves more than with the next commit's (an unchanged softmax read +11 %, p = 0.010, that way). The
-    comparison says the sides were measured apart, and how to measure them together; sides that share a session
-    get no such note."""
+def test_sides_measured_apart_are_compared_session_by_session(sessions: sessionmaker[Session]) -> None:
+    """Each commit of a range run (`run --commits A..B --rounds 2`) is a session of its own, whose runs agree among
+    themselves more than with the next commit's. Read as runs, a docstring-only commit measured that way was
+    +11 % slower (p = 0.010): on runs shaped like those (each session's two runs 1 % apart, the sessions 11 %
+    apart, the history's commits one session each) the comparison is now of one session a side, which on a host
+    whose sessions vary is no evidence; it says why and how to measure the two together. Sides that share a
+    session are compared run by run, without the note."""
+    history = [run(10 + c, level * (1 + 0.01 * i), f"history{c:09d}", i, seed=40 + 2 * c + i)
+               for c, level in enumerate((1.0e-3, 1.1e-3, 0.95e-3, 1.05e-3)) for i in range(2)]
     base = [run(0, level, "rangebase0000001", i, seed=i) for i, level in enumerate((1.00e-3, 1.01e-3))]
     head = [run(1, level, "rangehead0000001", i, seed=10 + i) for i, level in enumerate((1.11e-3, 1.12e-3))]
     together = [run(2, 1e-3, "together00000001", i % 2, seed=20 + i) for i in range(2)] + [
         run(3, 1e-3, "together00000001", i % 2, seed=30 + i) for i in range(2)]
-    ingest(sessions, base + head + together)
+    ingest(sessions, history + base + head + together)
     with sessions() as session:
         apart = compare_refs(session, base[0]["commit"]["sha"], head[0]["commit"]["sha"])
         shared = compare_refs(session, together[0]["commit"]["sha"], together[2]["commit"]["sha"])
+    [row] = apart.report.rows
+    assert row.verdict == "inconclusive" and 1.09 < (row.ratio or 0) < 1.13, row
+    assert row.base.estimate.runs == row.head.estimate.runs == 1  # type: ignore[union-attr]
     [note] = [n for n in apart.notes if "measured apart" in n]
-    assert "--commit BASE --commit HEAD" in note
+    assert "base 1 session(s) of 2 run(s)" in note and "--commit BASE --commit HEAD" in note
     assert not [n for n in shared.notes if "measured apart" in n]
+    assert shared.report.rows[0].base.estimate.runs == 2  # type: ignore[union-attr]
+
+
+def test_a_change_measured_apart_is_found_against_the_spread_between_sessions(
+        sessions: sessionmaker[Session]) -> None:
+    """Sessions measured apart still decide where there are enough of them and the history shows how far sessions
+    of one commit land apart: three sessions a side of a 2x slowdown, against a commit measured in four sessions
+    10 % apart at most, is a regression, and the spread it was judged by is the sessions' (their runs, 1 % apart
+    inside each session, would have been a floor ten times too low)."""
+    history = [run(20, level * (1 + 0.01 * i), f"again{s:011d}", i, seed=60 + 2 * s + i)
+               for s, level in enumerate((1.0e-3, 1.1e-3, 0.97e-3, 1.04e-3)) for i in range(2)]
+    base = [run(0, level * (1 + 0.01 * i), f"base{s:012d}", i, seed=80 + 2 * s + i)
+            for s, level in enumerate((1.0e-3, 1.08e-3, 0.96e-3)) for i in range(2)]
+    head = [run(1, 2 * level * (1 + 0.01 * i), f"head{s:012d}", i, seed=90 + 2 * s + i)
+            for s, level in enumerate((1.02e-3, 0.95e-3, 1.06e-3)) for i in range(2)]
+    ingest(sessions, history + base + head)
+    with sessions() as session:
+        outcome = compare_refs(session, base[0]["commit"]["sha"], head[0]["commit"]["sha"])
+    [row] = outcome.report.rows
+    assert row.verdict == "regression" and 1.8 < (row.ratio or 0) < 2.2, row
+    assert row.base.estimate.runs == row.head.estimate.runs == 3  # type: ignore[union-attr]
+
+
+def test_where_sessions_agree_as_their_runs_do_runs_are_compared(sessions: sessionmaker[Session]) -> None:
+    """A history whose sessions of one commit land no farther apart than their runs (runs 8 % apart inside each
+    session, sessions about as far) shows no session effect: sides measured apart are compared run by run there,
+    and the note says so, so a 30 % slowdown measured in one session of three runs a side is still found."""
+    pairs = ((1.00e-3, 1.08e-3), (1.08e-3, 1.00e-3), (0.97e-3, 1.11e-3))  # each session's two runs, 8-14 % apart
+    history = [run(30 + c, level, f"h{c:03d}s{s:010d}", i, seed=100 + 10 * c + 3 * s + i)
+               for c in range(3) for s, levels in enumerate(pairs) for i, level in enumerate(levels)]
+    base = [run(0, level, "samebase00000001", i, seed=200 + i) for i, level in enumerate((1.0e-3, 0.93e-3, 1.07e-3))]
+    head = [run(1, 1.3 * level, "samehead00000001", i, seed=210 + i)
+            for i, level in enumerate((1.02e-3, 0.95e-3, 1.05e-3))]
+    ingest(sessions, history + base + head)
+    with sessions() as session:
+        outcome = compare_refs(session, base[0]["commit"]["sha"], head[0]["commit"]["sha"])
+    [row] = outcome.report.rows
+    assert row.base.estimate.runs == row.head.estimate.runs == 3  # type: ignore[union-attr]
+    assert row.verdict == "regression", row
+    [note] = [n for n in outcome.notes if "measured apart" in n]
+    assert "the runs are compared as replicates" in note
 
