@@ -47,8 +47,9 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        print(f"kernelwatch: ignoring the unreadable calibration cache {path}: {exc}", file=sys.stderr)
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested past Python's stack
+        print(f"kernelwatch: ignoring the unreadable calibration cache {path}: {type(exc).__name__}",
+              file=sys.stderr)
         return {}
     if not isinstance(raw, dict):
         return {}
@@ -57,10 +58,18 @@ def load(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def well_formed(figures: Mapping[str, Any]) -> bool:
-    """A calibration worth keeping: it parses, every rate is positive and finite, and its lists are short."""
-    if len(figures.get("bandwidth") or ()) > MAX_POINTS or len(figures.get("caches") or ()) > MAX_CACHE_LEVELS:
+    """A calibration worth keeping: it parses, every rate is positive and finite, and its lists are short. Anything
+    else in an entry (a number where a list goes: a file edited by hand, or by another program) makes it not
+    well formed, never an error: the host is then measured again."""
+    lists = [figures.get(name) for name in ("bandwidth", "caches")]
+    if not all(value is None or isinstance(value, list) for value in lists):
         return False
-    calibration = calibration_from_manifest(dict(figures))
+    if len(lists[0] or ()) > MAX_POINTS or len(lists[1] or ()) > MAX_CACHE_LEVELS:
+        return False
+    try:
+        calibration = calibration_from_manifest(dict(figures))
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return False
     if calibration is None:
         return False
     rates = [calibration.flops_per_s, calibration.bytes_per_s, *(v for _, v in calibration.flops_by_dtype)]

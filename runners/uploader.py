@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, send
 from runners.artifacts import ArtifactError, ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,6 @@ class UploadOutcome:
     artifacts_present: int  # the service had them already
 
 
-@dataclass(frozen=True)
-class _Response:
-    status: int
-    body: bytes
-
-
 def referenced_artifacts(manifest: dict[str, Any]) -> list[str]:
     """The distinct digests a manifest's results name, in order of first appearance."""
     seen: dict[str, None] = {}
@@ -83,6 +78,11 @@ class HttpUploader:
         """``base_url`` is the service's root (``http://host:8000``) or its API root (``.../api/v1``);
         ``retries`` is how many times a transient failure is tried again, waiting ``backoff * 2**n`` seconds."""
         root = base_url.rstrip("/")
+        try:
+            check_url(root, "KERNELWATCH_URL")
+            check_token(token, "KERNELWATCH_TOKEN")
+        except ValueError as exc:
+            raise UploadRejected(str(exc)) from None
         self.api = root if root.endswith("/api/v1") else f"{root}/api/v1"
         self._token = token
         self.artifacts = artifacts
@@ -136,16 +136,21 @@ class HttpUploader:
         return True
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> _Response:
+                 content_type: str | None = None) -> Answer:
         """One request, tried again on transient failures only; any final HTTP answer is returned as is."""
         url = f"{self.api}{path}"
         attempt = 0
         while True:
             try:
                 response = self._once(method, url, body, content_type)
+                if response.redirected:
+                    raise UploadRejected(f"{method} {url} {response.redirect_text()} (KERNELWATCH_URL)",
+                                         response.status)
                 if response.status not in TRANSIENT_STATUSES:
                     return response
                 reason = f"HTTP {response.status}: {_error_of(response).get('message', '')}".rstrip(": ")
+            except ResponseTooLarge as exc:
+                raise UploadRejected(f"{method} {url}: {exc}; this is no KernelWatch answer") from None
             except (ConnectionError, TimeoutError, http.client.HTTPException) as exc:
                 reason = f"{type(exc).__name__}: {exc}"
             except urllib.error.URLError as exc:
@@ -161,34 +166,26 @@ class HttpUploader:
             self._sleep(delay)
             attempt += 1
 
-    def _once(self, method: str, url: str, body: bytes | None, content_type: str | None) -> _Response:
+    def _once(self, method: str, url: str, body: bytes | None, content_type: str | None) -> Answer:
         request = urllib.request.Request(url, data=body, method=method)
         request.add_header("Authorization", f"Bearer {self._token}")
         request.add_header("Accept", "application/json")
         if content_type:
             request.add_header("Content-Type", content_type)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return _Response(response.status, response.read())
-        except urllib.error.HTTPError as exc:
-            try:
-                raw = exc.read()
-            finally:
-                exc.close()
-            return _Response(exc.code, raw)
+        return send(request, self.timeout)
 
 
-def _error_of(response: _Response) -> dict[str, Any]:
+def _error_of(response: Answer) -> dict[str, Any]:
     """The ``error`` object of the service's error shape, or an empty one when the body is something else."""
     try:
         body = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past Python's stack
         return {}
     error = body.get("error") if isinstance(body, dict) else None
     return error if isinstance(error, dict) else {}
 
 
-def _rejection(response: _Response, what: str) -> UploadRejected:
+def _rejection(response: Answer, what: str) -> UploadRejected:
     error = _error_of(response)
     message = error.get("message") or response.body[:200].decode("utf-8", "replace") or "no message"
     code = error.get("code")

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
-from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.cli.common import EXIT_OK, Subparsers, open_context, stored_id
 from service.settings import Settings
 
 
@@ -19,7 +19,7 @@ def register(sub: Subparsers) -> None:
     alerts_list.add_argument("--format", choices=["text", "json"], default="text")
     alerts_list.set_defaults(handler=_list)
     alerts_triage = alerts_sub.add_parser("triage", help="change an alert's state, or note on it")
-    alerts_triage.add_argument("id", type=int)
+    alerts_triage.add_argument("id", type=stored_id)
     alerts_triage.add_argument("state", help="untriaged, acknowledged, investigating, invalid, wontfix, fixed, "
                                              "improvement (its current state with --note: a note only)")
     alerts_triage.add_argument("--note", default="")

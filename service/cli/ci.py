@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import InvalidInput
-from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, open_context, run_progress
+from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, run_progress
 from service.cli.compare import compare_remote
 from service.cli.measure import Measuring, environment_options, measured_for, measuring, noise_options
 from service.cli.report_options import Comparison, ReportOptions, add_report_options, print_report, report_options
@@ -50,19 +50,19 @@ def register(sub: Subparsers) -> None:
     ci.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     ci.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
-    ci.add_argument("--samples", type=int, default=10, help="timed samples per benchmark, commit and round "
+    ci.add_argument("--samples", type=at_least(1), default=10, help="timed samples per benchmark, commit and round "
                                                             "(default 10: samples in one process agree; the rounds "
                                                             "are what a verdict counts)")
-    ci.add_argument("--rounds", type=int, default=CI_ROUNDS, metavar="R",
+    ci.add_argument("--rounds", type=at_least(1), default=CI_ROUNDS, metavar="R",
                     help=f"runs per commit, each a fresh benchmark process, interleaved ABBA (default {CI_ROUNDS}; "
                          "give an even number, so that each commit goes first as often; one round a side can only "
                          "decide against a spread between runs already stored for the series)")
-    ci.add_argument("--max-rounds", type=int, default=None, metavar="M",
+    ci.add_argument("--max-rounds", type=at_least(1), default=None, metavar="M",
                     help="adaptive: while a benchmark is undecided (inconclusive, and more runs would decide), two "
                          "more rounds of just those benchmarks, up to M rounds a commit; --alpha is then split "
                          "evenly over the looks at the data this allows (Bonferroni), so that testing again "
                          "never raises the false-verdict rate past it (default: --rounds, not adaptive)")
-    ci.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
+    ci.add_argument("--warmup", type=at_least(0), default=3, help="untimed calls before sampling (default 3)")
     ci.add_argument("--hardware", default="cpu", help="cpu: the suite must run on JAX's CPU backend; any other "
                                                       "name (h200...): on an accelerator, else exit 2")
     ci.add_argument("--no-capture", action="store_true", help="keep only times (faster): no HLO, dumps or traces")

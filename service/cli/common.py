@@ -25,6 +25,34 @@ Handler: TypeAlias = Callable[[argparse.Namespace, Settings], int]
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
+# The largest id a stored row can have (a BIGINT, and SQLite's INTEGER): a larger one given on the command line
+# made the driver raise (OverflowError from SQLite, DataError from PostgreSQL) instead of "no such row".
+MAX_ID = 2**63 - 1
+
+
+def stored_id(text: str) -> int:
+    """argparse's type for a stored row's id: a whole number from 1 to MAX_ID (ASCII digits; "²" is no id)."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 19 and 1 <= int(text) <= MAX_ID):
+        raise argparse.ArgumentTypeError(f"{text!r} is no id (a whole number from 1 to {MAX_ID})")
+    return int(text)
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """argparse's type for a count of at least ``low`` (samples, rounds, warm-up calls), checked before anything
+    runs: `run --samples 0` measured the whole suite and then failed on the manifest it could not write."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is under {low}")
+        return value
+
+    parse.__name__ = f"at least {low}"  # what argparse names in its error
+    return parse
+
+
 def open_context(settings: Settings) -> Context:
     """The store, queue and notifier of ``settings``, its schema checked to be current (the embedded SQLite file,
     ours alone, brought up to date without asking)."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import InvalidInput
-from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.cli.common import EXIT_OK, Subparsers, open_context, stored_id
 from service.report.compare_table import terminal_safe
 from service.settings import Settings
 
@@ -26,7 +26,7 @@ def register(sub: Subparsers) -> None:
     parser.add_argument("--state", action="append",
                         help="only these states (received, queued, done, failed); repeat for several")
     parser.add_argument("--limit", type=int, default=20, help="newest first, at most this many (1-1000)")
-    parser.add_argument("--retry", type=int, action="append", metavar="ID",
+    parser.add_argument("--retry", type=stored_id, action="append", metavar="ID",
                         help="hand this failed (or never queued) delivery out again, with a fresh count of "
                              "attempts; repeat for several")
     parser.add_argument("--format", choices=["text", "json"], default="text")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
-from service.cli.common import EXIT_OK, Subparsers, open_context, run_progress
+from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, run_progress
 from service.cli.measure import Measuring, environment_options, measured_for, measuring, noise_options
 from service.report.compare_table import terminal_text
 from service.settings import Settings
@@ -32,7 +32,7 @@ def register(sub: Subparsers) -> None:
                      help="every first-parent commit after A up to B, oldest first, one at a time")
     run.add_argument("--commits-file", type=Path, default=None, metavar="FILE",
                      help="the commits to run, one revision a line (# comments; - for stdin)")
-    run.add_argument("--every", type=int, default=1, metavar="N",
+    run.add_argument("--every", type=at_least(1), default=1, metavar="N",
                      help="with --commits/--commits-file: every Nth commit, counted back from the last (default 1)")
     run.add_argument("--skip-existing", action="store_true",
                      help="skip commits the local store already holds a run of (of the commit itself, not of "
@@ -41,11 +41,12 @@ def register(sub: Subparsers) -> None:
                      help="the benchmarks, kept apart from the measured code: a directory of benchmark modules "
                           "(or REV:DIR, that directory as of a commit of the repository, e.g. main:benchmarks) "
                           "applied to every commit, results stored under each commit's own sha")
-    run.add_argument("--samples", type=int, default=20, help="timed samples per benchmark and round (default 20)")
-    run.add_argument("--rounds", type=int, default=1, metavar="R",
+    run.add_argument("--samples", type=at_least(1), default=20,
+                     help="timed samples per benchmark and round (default 20)")
+    run.add_argument("--rounds", type=at_least(1), default=1, metavar="R",
                      help="runs per commit, each a fresh benchmark process, interleaved across commits (ABBA): the "
                           "runs are the replicates a comparison counts (default 1)")
-    run.add_argument("--warmup", type=int, default=3, help="untimed calls before sampling (default 3)")
+    run.add_argument("--warmup", type=at_least(0), default=3, help="untimed calls before sampling (default 3)")
     run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
     run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
@@ -203,7 +204,8 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
                                    cpu_isa=m.cpu_isa, cpu_affinity=m.cpu_affinity,
                                    xla_single_thread=m.xla_single_thread, keep_pages=m.keep_pages)
                         for rev in revs]
-            per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds)
+            per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds,
+                                     after_first_round=_selected_something)
         except (GitError, EnvironmentBuildError, BuildFailed) as exc:
             raise InvalidInput(str(exc)) from None
         except ProcessFailed as exc:
@@ -212,6 +214,13 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
                                if str(exc).strip() else f"the benchmark process failed at {revs[0]}") from None
         _store_runs(settings, options, [doc for commit_manifests in per_commit for doc in commit_manifests])
     return EXIT_OK
+
+
+def _selected_something(per_commit: list[list[dict[str, Any]]]) -> None:
+    """After the first round: a --suite or --params that selects nothing is the same in every round and at every
+    commit, and measured nothing; say so (exit 2) rather than end with nothing stored and nothing said."""
+    if not any(per_commit):
+        raise InvalidInput("the suite selected no benchmark (check --suite and --params)")
 
 
 def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[str, Any]]) -> None:

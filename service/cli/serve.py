@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.cli.common import EXIT_OK, Subparsers, at_least, open_context
 from service.settings import Settings
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ def register(sub: Subparsers) -> None:
 
     demo = sub.add_parser("demo", help="build a scratch repository with a planted regression, run and detect it")
     demo.add_argument("--workdir", type=Path, default=None, help="scratch directory (default: $KERNELWATCH_HOME/demo)")
-    demo.add_argument("--samples", type=int, default=15, help="timed samples per benchmark and run")
-    demo.add_argument("--rounds", type=int, default=3, help="runs per commit, interleaved across commits")
+    demo.add_argument("--samples", type=at_least(1), default=15, help="timed samples per benchmark and run")
+    demo.add_argument("--rounds", type=at_least(1), default=3, help="runs per commit, interleaved across commits")
     demo.add_argument("--no-serve", action="store_true", help="exit after the summary instead of serving")
     demo.add_argument("--host", default="127.0.0.1")
     demo.add_argument("--port", type=int, default=8000)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.cli.common import EXIT_OK, Subparsers, at_least, open_context
 from service.settings import Settings
 
 
@@ -22,8 +22,8 @@ def register(sub: Subparsers) -> None:
     submit.add_argument("--params", default="")
     submit.add_argument("--quick", action="store_true")
     submit.add_argument("--no-capture", action="store_true")
-    submit.add_argument("--samples", type=int, default=20)
-    submit.add_argument("--rounds", type=int, default=1, help="runs of the commit, each a fresh process")
+    submit.add_argument("--samples", type=at_least(1), default=20)
+    submit.add_argument("--rounds", type=at_least(1), default=1, help="runs of the commit, each a fresh process")
     submit.add_argument("--trigger", default="push", choices=["push", "pr", "manual", "bisect", "confirm"])
     submit.add_argument("--branch", default=None)
     submit.set_defaults(handler=_submit)

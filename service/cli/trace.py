@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from kernelwatch.errors import InvalidInput, NotFound
-from service.cli.common import EXIT_OK, Subparsers, open_context
+from service.cli.common import EXIT_OK, Subparsers, open_context, stored_id
 from service.settings import Settings
 
 DEFAULT_PORT = 8791  # xprof's own default
@@ -26,7 +26,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
 
 def register(sub: Subparsers) -> None:
     trace = sub.add_parser("trace", help="open a result's captured profiler traces in a local xprof")
-    trace.add_argument("result_id", type=int, metavar="RESULT_ID", help="as in a result page's URL (/results/N)")
+    trace.add_argument("result_id", type=stored_id, metavar="RESULT_ID", help="as in a result page's URL (/results/N)")
     trace.add_argument("--logdir", type=Path,
                        help="where to lay the traces out (default: KERNELWATCH_HOME/traces/result-N)")
     trace.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"xprof's port (default {DEFAULT_PORT})")

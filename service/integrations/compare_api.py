@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelwatch.errors import Forbidden, InvalidInput, KernelWatchError, NotFound, Transient, Unauthorized
+from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, send
 
 PAGE_LIMIT = 5000  # the API's largest page: a suite of a few thousand results comes in one request
 _TRANSIENT = frozenset({502, 503, 504})
@@ -35,8 +36,12 @@ class CompareClient:
         is computed on request, so the timeout is generous. ``page_limit``: rows per request (tests page with
         small ones)."""
         root = base_url.rstrip("/")
-        if urllib.parse.urlsplit(root).scheme not in ("http", "https"):
-            raise InvalidInput(f"--url is the service's address, e.g. http://kernelwatch:8000, got {base_url!r}")
+        try:
+            check_url(root, "--url")
+            if token:
+                check_token(token, "the token (--token or KERNELWATCH_TOKEN)")
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
         self.api = root if root.endswith("/api/v1") else f"{root}/api/v1"
         self._token = token or None
         self.timeout = timeout
@@ -63,11 +68,16 @@ class CompareClient:
                 break
             page = self._get("/compare", {**query, "offset": str(offset)})
             paging = page.pop("page", None) or {}
+            benchmarks = page.get("benchmarks")
+            next_offset = paging.get("next_offset") if isinstance(paging, dict) else paging
+            if not isinstance(benchmarks, list) or not (
+                    next_offset is None or (isinstance(next_offset, int) and not isinstance(next_offset, bool))):
+                raise InvalidInput(f"the service at {self.api} answered /compare with no comparison document (its "
+                                   f"benchmarks or its page are missing or malformed)")
             if document is None:
                 document = page
             else:
-                document["benchmarks"].extend(page["benchmarks"])
-            next_offset = paging.get("next_offset")
+                document["benchmarks"].extend(benchmarks)
             if next_offset is not None and next_offset <= offset:
                 raise InvalidInput(f"the service at {self.api} paged backwards (offset {offset} then {next_offset})")
             offset = next_offset
@@ -88,10 +98,15 @@ class CompareClient:
         attempt = 0
         while True:
             try:
-                status, body = self._once(url)
+                answer = self._once(url)
+                status, body = answer.status, answer.body
+                if answer.redirected:
+                    raise InvalidInput(f"{self.api}{path} {answer.redirect_text()} (--url)")
                 if status not in _TRANSIENT:
                     break
                 reason = f"HTTP {status}"
+            except ResponseTooLarge as exc:
+                raise InvalidInput(f"{self.api}{path}: {exc}; this is no KernelWatch answer") from None
             except (ConnectionError, TimeoutError, http.client.HTTPException) as exc:
                 reason = f"{type(exc).__name__}: {exc}"
             except urllib.error.URLError as exc:
@@ -102,7 +117,7 @@ class CompareClient:
             attempt += 1
         try:
             decoded = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested past Python's stack
             decoded = None
         if status == 200 and isinstance(decoded, dict):
             return decoded
@@ -113,16 +128,9 @@ class CompareClient:
             message += " (give --token or set KERNELWATCH_TOKEN)"
         raise _BY_STATUS.get(status, KernelWatchError)(f"{self.api}{path}: {status}: {message}")
 
-    def _once(self, url: str) -> tuple[int, bytes]:
+    def _once(self, url: str) -> Answer:
         request = urllib.request.Request(url, method="GET")
         request.add_header("Accept", "application/json")
         if self._token:
             request.add_header("Authorization", f"Bearer {self._token}")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return int(response.status), response.read()
-        except urllib.error.HTTPError as exc:
-            try:
-                return exc.code, exc.read()
-            finally:
-                exc.close()
+        return send(request, self.timeout)

@@ -127,3 +127,21 @@ def test_bad_settings_are_reported_with_the_variable(tmp_path: Path) -> None:
     env["KERNELWATCH_DATABASE_URL"] = "mysql://nope"
     proc = kernelwatch(["db", "upgrade"], env)
     assert proc.returncode == 2 and "KERNELWATCH_DATABASE_URL" in proc.stderr
+
+
+def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo: Path) -> None:
+    """Counts and ids are checked where they are typed: `run --samples 0` once measured the whole suite and then
+    failed on its manifest, an id past any column reached the database driver (OverflowError, DataError), and a
+    --suite that selects nothing exited 0 having said and stored nothing."""
+    env = clean_env(tmp_path / "home")
+    for args, said in ((["run", "--repo", str(suite_repo), "--samples", "0"], "0 is under 1"),
+                       (["run", "--repo", str(suite_repo), "--warmup", "-1"], "-1 is under 0"),
+                       (["run", "--repo", str(suite_repo), "--rounds", "two"], "'two' is not a whole number"),
+                       (["trace", "9" * 30, "--no-serve"], "is no id"),
+                       (["alerts", "triage", "9" * 30, "acknowledged"], "is no id"),
+                       (["deliveries", "--retry", "²"], "is no id")):
+        proc = kernelwatch(args, env)
+        assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+    nothing = kernelwatch(["run", "--repo", str(suite_repo), "--suite", "nomatch/x", "--samples", "2"], env)
+    assert nothing.returncode == 2 and "selected no benchmark" in nothing.stderr, nothing.stderr
+    assert "stored as run" not in nothing.stdout

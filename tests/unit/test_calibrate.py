@@ -131,6 +131,13 @@ def test_the_cache_keeps_only_well_formed_calibrations(tmp_path: Path) -> None:
     assert calibration_cache.load(path) == {}
     path.write_text(json.dumps({"d" * 32: {"flops_per_s": -1, "bytes_per_s": 1, "dtype": "float32"}}))
     assert calibration_cache.load(path) == {}
+    # The wrong type where a list goes, or JSON nested past Python's stack: the same (these once failed every run).
+    for broken in ({**good, "bandwidth": 5}, {**good, "caches": "L1"}, {**good, "bandwidth": [5]},
+                   {**good, "flops_by_dtype": [1, 2]}):
+        path.write_text(json.dumps({"e" * 32: broken, "a" * 32: good}))
+        assert list(calibration_cache.load(path)) == ["a" * 32], broken
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert calibration_cache.load(path) == {}
 
 
 def test_the_runner_measures_a_host_once_and_keeps_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
