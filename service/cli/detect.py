@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,17 @@ def _detect(args: argparse.Namespace, settings: Settings) -> int:
                                     args.min_side))
 
 
+def _finite(value: Any) -> Any:
+    """The report with every non-finite number (a magnitude over a zero level) as None, JSON's null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
 def cmd_detect(options: DetectOptions) -> int:
     from dataclasses import replace
 
@@ -66,13 +78,17 @@ def cmd_detect(options: DetectOptions) -> int:
     given = (("alpha", options.alpha), ("min_effect", options.min_effect), ("k_noise", options.k_noise),
              ("min_side", options.min_side))
     overrides: dict[str, Any] = {name: value for name, value in given if value is not None}  # float or int
-    bad_alpha = options.alpha is not None and not 0 < options.alpha < 1
+    bad_alpha = options.alpha is not None and not 0 < options.alpha < 1  # NaN fails every comparison: bad too
     if bad_alpha or (options.min_side is not None and options.min_side < 1):
         raise InvalidInput("--alpha must be in (0, 1) and --min-side at least 1")
+    for flag, value in (("--min-effect", options.min_effect), ("--k-noise", options.k_noise)):
+        if value is not None and not 0 <= value < math.inf:  # NaN read "no change points" for a +30 % step
+            raise InvalidInput(f"{flag} must be a finite number of 0 or more, not {value}")
     params = replace(ChangePointParams(), **overrides)
     report = change_points_report(read_samples_csv(text, options.input), params)
     if options.format == "json":
-        print(json.dumps(report, indent=2))
+        # A change from ~0 to a value has no finite relative size: JSON has no Infinity, so null says "unbounded".
+        print(json.dumps(_finite(report), indent=2, allow_nan=False))
     else:
         for c in report["change_points"]:
             print(f"{c['series']}  at {c['position']}  {c['magnitude']:+.2%}  ({c['before']:.4g} -> "

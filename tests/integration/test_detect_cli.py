@@ -45,3 +45,24 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     binary = tmp_path / "x.csv"
     binary.write_bytes(b"\xff\xfe\x00garbage")
     assert kernelwatch("detect", "--input", str(binary)).returncode == 2
+
+
+def test_parameters_that_are_no_numbers_are_refused_and_the_json_stays_json(tmp_path: Path) -> None:
+    """NaN once read "no change points" for a clear step, a negative --min-effect failed with a math domain
+    traceback, and values from 1e-300 to 1e300 printed "magnitude": Infinity, which no JSON reader takes."""
+    rows = ["series,position,value"] + [f"s,{p},{1.3 if p >= 20 else 1.0}" for p in range(40) for _ in range(3)]
+    step = tmp_path / "step.csv"
+    step.write_text("\n".join(rows) + "\n")
+    for flag, value in (("--min-effect", "nan"), ("--k-noise", "nan"), ("--min-effect", "-1"),
+                        ("--k-noise", "-5"), ("--min-effect", "inf")):
+        done = kernelwatch("detect", "--input", str(step), flag, value)
+        assert done.returncode == 2 and "must be a finite number" in done.stderr, (flag, value, done.stderr)
+        assert "Traceback" not in done.stderr
+    rows = ["series,position,value"] + [f"s,{p},{1e300 if p >= 20 else 1e-300}" for p in range(40) for _ in range(3)]
+    huge = tmp_path / "huge.csv"
+    huge.write_text("\n".join(rows) + "\n")
+    done = kernelwatch("detect", "--input", str(huge))
+    assert done.returncode == 0, done.stderr
+    assert "Infinity" not in done.stdout and "NaN" not in done.stdout
+    [change] = json.loads(done.stdout)["change_points"]
+    assert change["position"] == 20 and change["magnitude"] is None  # unbounded: null, the step still found
