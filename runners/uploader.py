@@ -27,6 +27,7 @@ from runners.artifacts import ArtifactError, ArtifactStore
 log = logging.getLogger(__name__)
 
 TRANSIENT_STATUSES = frozenset({502, 503, 504})
+EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # hashlib.sha256(b"")
 MAX_BACKOFF_S = 60.0
 
 
@@ -117,6 +118,15 @@ class HttpUploader:
             return UploadOutcome(run_id=run_id, created=response.status == 201, artifacts_sent=sent,
                                  artifacts_present=present)
         raise _rejection(response, f"run {run_id}")
+
+    def check_credentials(self) -> None:
+        """UploadRejected (or UploadUnavailable) now, before a suite is measured, where the token may not submit:
+        a wrong or under-scoped token was found only after the measurements it then threw away. The check is the
+        one write that changes nothing a reader sees: the empty artifact (sha256 of no bytes), stored once and
+        never named by any run."""
+        put = self._request("PUT", f"/artifacts/{EMPTY_SHA256}", b"", "application/octet-stream")
+        if put.status not in (200, 201):
+            raise _rejection(put, "the credentials check")
 
     def _send_artifact(self, digest: str, known_missing: bool = False) -> bool:
         """True when the bytes were sent, False when the service had them already."""

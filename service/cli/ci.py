@@ -116,6 +116,10 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     looks = adaptive_looks(rounds, max_rounds)
     alpha = looks_alpha(options.report.alpha, looks)
 
+    if settings.uploads_over_http:  # a token that cannot submit: said before measuring, not after
+        from service.context import http_uploader
+
+        http_uploader(settings).check_credentials()
     ids = [uuid.uuid4().hex, uuid.uuid4().hex]
     made = run_both(settings, options, run_progress, rounds=rounds, run_ids=ids)
     per_commit, done = made, rounds

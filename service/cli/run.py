@@ -189,6 +189,10 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
     if options.revisions.skip_existing and settings.uploads_over_http:
         raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")
     batches = run_revisions(options.revisions)
+    if options.ingest and settings.uploads_over_http:  # a token that cannot submit: said before measuring
+        from service.context import http_uploader
+
+        http_uploader(settings).check_credentials()
     capture_dir = settings.artifacts_dir if m.capture else None
     settings.ensure_dirs()
     for revs in batches:

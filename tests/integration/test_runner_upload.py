@@ -4,6 +4,8 @@ then 20 uploaders at once submitting 50 manifests each, some of them the same ru
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -87,6 +89,16 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
         out = kernelwatch("run", "--repo", str(repo), "--commit", shas[0], "--samples", "2", "--no-capture",
                           env=runner_env)
         assert f"to {root}/api/v1" in out, out
+
+        # A token that cannot submit is found before the suite is measured, not after (which lost the run).
+        reader = kernelwatch("token", "create", "reader", "--scope", "triage",
+                             env=clean_env(service_home, KERNELWATCH_DATABASE_URL=database_url)).strip()
+        for wrong in (reader, "kw_000000000000_not-a-secret"):
+            refused = subprocess.run([sys.executable, "-m", "service.cli", "run", "--repo", str(repo), "--commit",
+                                      shas[0], "--samples", "2", "--no-capture"], capture_output=True, text=True,
+                                     env=clean_env(runner_home, KERNELWATCH_URL=root, KERNELWATCH_TOKEN=wrong))
+            assert refused.returncode == 2 and "check KERNELWATCH_TOKEN" in refused.stderr, refused.stderr
+            assert "[1/" not in refused.stderr  # no benchmark was run
     with sessions() as s:
         assert s.scalar(select(func.count()).select_from(Run).where(Run.run_uid == run_id)) == 1
         assert s.scalar(select(func.count()).select_from(Run)) == 3
