@@ -86,7 +86,8 @@ def run_git(args: list[str], cwd: Path | None = None, network: bool = False,
 def git(repo: Path, *args: str, network: bool = False, timeout_s: float | None = None) -> str:
     proc = run_git(["-C", str(repo), *args], network=network, timeout_s=timeout_s)
     if proc.returncode != 0:
-        raise GitError(f"git {' '.join(args)} failed in {repo}: {proc.stderr.strip() or proc.stdout.strip()}")
+        said = proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}, no message"
+        raise GitError(f"git {' '.join(args)} failed in {repo}: {said}")
     return proc.stdout.strip()
 
 
@@ -142,7 +143,15 @@ class CommitFacts:
 
 
 def resolve(repo: Path, rev: str) -> str:
-    return git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{check_rev(rev)}^{{commit}}")
+    """The full sha of the commit ``rev`` names in ``repo``; GitError saying which, where it names none (``rev-parse
+    --quiet`` says nothing itself: an unknown name, an empty repository and an unborn branch all read alike)."""
+    proc = run_git(["-C", str(repo), "rev-parse", "--verify", "--quiet", "--end-of-options",
+                    f"{check_rev(rev)}^{{commit}}"])
+    if proc.returncode != 0:
+        reason = proc.stderr.strip() or (f"{rev!r} names no commit there (an unknown branch, tag or sha, or a "
+                                         f"repository with no commit yet)")
+        raise GitError(f"cannot resolve {rev!r} in {repo}: {reason}")
+    return proc.stdout.strip()
 
 
 def commit_facts(repo: Path, rev: str) -> CommitFacts:

@@ -145,3 +145,15 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
     nothing = kernelwatch(["run", "--repo", str(suite_repo), "--suite", "nomatch/x", "--samples", "2"], env)
     assert nothing.returncode == 2 and "selected no benchmark" in nothing.stderr, nothing.stderr
     assert "stored as run" not in nothing.stdout
+
+
+def test_a_revision_that_names_no_commit_says_so(tmp_path: Path, suite_repo: Path) -> None:
+    """`git rev-parse --quiet` says nothing of its own: the message once ended at "failed in PATH: "."""
+    env = clean_env(tmp_path / "home")
+    unknown = kernelwatch(["run", "--repo", str(suite_repo), "--commit", "nosuchrev"], env)
+    assert unknown.returncode == 2 and "'nosuchrev' names no commit there" in unknown.stderr, unknown.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q", "-b", "main")
+    unborn = kernelwatch(["run", "--repo", str(empty)], env)
+    assert unborn.returncode == 2 and "names no commit there" in unborn.stderr, unborn.stderr
