@@ -47,7 +47,7 @@ def add_report_options(parser: argparse.ArgumentParser, fail_on_default: FailOn)
     effect = parser.add_mutually_exclusive_group()
     effect.add_argument("--threshold", type=_threshold, default=None, metavar="PCT",
                         help="smallest change that counts, as 5%% or 0.05 (default 1%%)")
-    effect.add_argument("--min-effect", dest="threshold", type=float, default=None, metavar="FRACTION",
+    effect.add_argument("--min-effect", dest="threshold", type=_threshold, default=None, metavar="FRACTION",
                         help="the same as --threshold, as a fraction (0.01 = 1%%)")
     parser.add_argument("--only-changed", action="store_true",
                         help="list only regressions and improvements, plus failed, new and missing benchmarks")

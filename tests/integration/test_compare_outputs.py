@@ -132,6 +132,7 @@ def test_exit_status_follows_fail_on(stored: Stored, args: list[str], code: int)
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--threshold", "5"], "ambiguous"),
+    (["--min-effect", "50"], "ambiguous"),  # once read as 5,000 %
     (["--fail-on", "sometimes"], "invalid choice"),
     (["--filter", "(unclosed"], "not a regular expression"),
     (["--threshold", "5%", "--min-effect", "0.05"], "not allowed with"),
