@@ -29,7 +29,7 @@ from service.detect.compare import (
     Side,
     compare,
 )
-from service.detect.run_stats import co_measured, session_units
+from service.detect.run_stats import RunNoise, co_measured, session_units
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
@@ -377,18 +377,9 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     compared_runs = [*base.run_ids, *head.run_ids]
     noise = run_noise(session, measured, common, compared_runs) if measured else {}
     if units is not None and measured:  # measured apart: a session's runs are one replicate (session_units)
-        vary = sessions_vary(session, measured, common, compared_runs)
-        by_session = run_noise(session, measured, common, compared_runs, by_session=True)
-        apart = {identity for identity in identities
-                 if vary.get((base_pools.get(identity) or head_pools[identity]).series_id, True)}
-        for identity in apart:
-            for pool in (base_pools.get(identity), head_pools.get(identity)):
-                if pool is not None:
-                    pool.merge_units(units)
-                    noise.pop(pool.series_id, None)
-                    if pool.series_id in by_session:
-                        noise[pool.series_id] = by_session[pool.series_id]
-        notes.append(_apart_note(base, head, units, len(apart), len(identities)))
+        merged = _sessions_as_replicates(session, units, (base_pools, head_pools), identities, noise, common,
+                                         compared_runs)
+        notes.append(_apart_note(base, head, units, merged, len(identities)))
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     pairs = []
     for identity in sorted(identities, key=_sort_key):
@@ -423,6 +414,31 @@ def _co_measured(session: Session, base: ResolvedSide,
             f"rounds): runs made apart carry the host's state of their own minutes, so only the "
             f"{len(kept.base)}+{len(kept.head)} runs interleaved in the sessions both sides share are compared")
     return sides[0], sides[1], [note]
+
+
+def _sessions_as_replicates(session: Session, units: dict[int, str],
+                            pools: tuple[dict[tuple[Any, ...], _Pool], dict[tuple[Any, ...], _Pool]],
+                            identities: Collection[tuple[Any, ...]], noise: dict[int, RunNoise],
+                            environments: set[int], compared_runs: Sequence[int]) -> int:
+    """For sides measured apart: each benchmark whose history shows sessions of one commit landing farther apart
+    than their runs explain, or cannot tell (run_noise.sessions_vary), has each session's runs taken together and
+    is judged against the spread between sessions (``noise`` updated in place); how many such benchmarks."""
+    series = {pool.series_id for side in pools for pool in side.values()}
+    vary = sessions_vary(session, series, environments, compared_runs)
+    between = run_noise(session, series, environments, compared_runs, by_session=True)
+    merged = 0
+    for identity in identities:
+        pair = [side.get(identity) for side in pools]
+        if not vary.get(next(p for p in pair if p is not None).series_id, True):
+            continue
+        merged += 1
+        for pool in pair:
+            if pool is not None:
+                pool.merge_units(units)
+                noise.pop(pool.series_id, None)
+                if pool.series_id in between:
+                    noise[pool.series_id] = between[pool.series_id]
+    return merged
 
 
 def _apart_note(base: ResolvedSide, head: ResolvedSide, units: dict[int, str], apart: int, rows: int) -> str:
