@@ -53,6 +53,20 @@ def _replicated_runs(session: Session, environments: Collection[int], excluded_r
     return {run_id: key for run_id, commit_id, environment_id, key in found if (commit_id, environment_id) in pairs}
 
 
+def _run_samples(session: Session, series_ids: Collection[int], runs: Collection[int]
+                 ) -> dict[tuple[int, int, int], list[float]]:
+    """The ok samples of these series in these runs, per (series, commit, run)."""
+    rows = session.execute(
+        select(Result.series_id, Run.commit_id, Result.run_id, Result.samples)
+        .join(Run, Run.id == Result.run_id)
+        .where(Result.series_id.in_(list(series_ids)), Result.run_id.in_(list(runs)), Result.status == "ok")
+    ).all()
+    out: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    for series_id, commit_id, run_id, samples in rows:
+        out[(series_id, commit_id, run_id)].extend(float(v) for v in samples or ())
+    return out
+
+
 def run_noise(session: Session, series_ids: Collection[int], environments: Collection[int],
               excluded_runs: Collection[int] = (), by_session: bool = False) -> dict[int, RunNoise]:
     """Each series' spread between runs of one commit (where it has any) in these environments, leaving out the
@@ -64,14 +78,9 @@ def run_noise(session: Session, series_ids: Collection[int], environments: Colle
     runs = _replicated_runs(session, environments, excluded_runs, by_session)
     if not runs:
         return {}
-    rows = session.execute(
-        select(Result.series_id, Run.commit_id, Result.run_id, Result.samples)
-        .join(Run, Run.id == Result.run_id)
-        .where(Result.series_id.in_(list(series_ids)), Result.run_id.in_(list(runs)), Result.status == "ok")
-    ).all()
     per_run: dict[tuple[int, int, str], list[float]] = defaultdict(list)
-    for series_id, commit_id, run_id, samples in rows:
-        per_run[(series_id, commit_id, runs[run_id])].extend(float(v) for v in samples or ())
+    for (series_id, commit_id, run_id), values in _run_samples(session, series_ids, runs).items():
+        per_run[(series_id, commit_id, runs[run_id])].extend(values)
     logs: dict[tuple[int, int], list[float]] = defaultdict(list)
     run_samples: dict[tuple[int, int], list[list[float]]] = defaultdict(list)
     for (series_id, commit_id, _), values in per_run.items():
@@ -105,19 +114,11 @@ def sessions_vary(session: Session, series_ids: Collection[int], environments: C
     runs = _replicated_runs(session, environments, excluded_runs, by_session=True)
     if not runs:
         return {}
-    rows = session.execute(
-        select(Result.series_id, Run.commit_id, Result.run_id, Result.samples)
-        .join(Run, Run.id == Result.run_id)
-        .where(Result.series_id.in_(list(series_ids)), Result.run_id.in_(list(runs)), Result.status == "ok")
-    ).all()
-    per_run: dict[tuple[int, int, str, int], list[float]] = defaultdict(list)
-    for series_id, commit_id, run_id, samples in rows:
-        per_run[(series_id, commit_id, runs[run_id], run_id)].extend(float(v) for v in samples or ())
     nested: dict[int, dict[int, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
-    for (series_id, commit_id, unit, _run), values in per_run.items():
+    for (series_id, commit_id, run_id), values in _run_samples(session, series_ids, runs).items():
         median = float(np.median(values)) if values else 0.0
         if median > 0 and math.isfinite(median):
-            nested[series_id][commit_id].setdefault(unit, []).append(math.log(median))
+            nested[series_id][commit_id].setdefault(runs[run_id], []).append(math.log(median))
     return {series_id: sessions_add_spread([list(units.values()) for units in commits.values()])
             for series_id, commits in nested.items()}
 
