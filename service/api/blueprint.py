@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import re
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -83,16 +84,31 @@ def _check_text(value: Any, where: str) -> None:
             _check_text(item, f"an item of {where}")
 
 
-def json_object(limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
+def json_object(fields: Collection[str], limit: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """The request's body, a JSON object of at most these ``fields``: a key given twice (which one a reader keeps
+    is the reader's choice) or a field the route does not take (an "author" the triage would silently ignore: the
+    token names the author) is a 400 naming it, as a manifest's would be."""
     raw = read_body(limit)
     try:
-        data = json.loads(raw) if raw.strip() else {}
+        data = json.loads(raw, object_pairs_hook=_refuse_duplicate_keys) if raw.strip() else {}
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInput(f"the body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
         raise InvalidInput("the body must be a JSON object")
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0][:80]!r} (this route takes: {', '.join(sorted(fields))})")
     _check_text(data, "the body")
     return data
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"the key {key[:80]!r} appears twice in one object")
+        found[key] = value
+    return found
 
 
 @bp.before_request

@@ -65,6 +65,9 @@ _HARDWARE = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")
 _TRIGGERS = ("push", "pr", "manual", "bisect", "confirm")
 
 
+ENQUEUE_FIELDS = frozenset({"repo", "commit", "hardware", "suite", "params", "quick", "samples", "trigger", "branch"})
+
+
 def suite_task(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(hardware, run_suite task kwargs) of an enqueue request, validated; the kwargs `kernelwatch submit` sends."""
     def text(name: str, default: str | None = None) -> str:
@@ -99,7 +102,7 @@ def suite_task(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 @bp.post("/runs/enqueue")
 @requires("submit")
 def enqueue_run() -> Response:
-    hardware, kwargs = suite_task(json_object())
+    hardware, kwargs = suite_task(json_object(ENQUEUE_FIELDS))
     settings = context().settings
     if not settings.redis_url:
         # A suite run takes minutes: an HTTP request is no place to wait for one, and the embedded form has no

@@ -25,7 +25,7 @@ def _text(body: dict[str, Any], name: str, default: str | None = None, limit: in
 @bp.post("/alerts/<int:alert_id>/triage")
 @requires("triage")
 def post_triage(alert_id: int) -> Response:
-    body = json_object()
+    body = json_object({"state", "note"})
     state, note = _text(body, "state", limit=16), _text(body, "note", "")
     ctx = context()
     marked: list[int] = []
@@ -48,7 +48,7 @@ def get_tokens() -> Response:
 @bp.post("/tokens")
 @requires("admin")
 def post_token() -> Response:
-    body = json_object()
+    body = json_object({"name", "scopes"})
     scopes = body.get("scopes")
     if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
         raise InvalidInput("give 'scopes' as a list of submit, triage, admin")

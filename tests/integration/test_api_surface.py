@@ -112,6 +112,24 @@ def test_enqueue_in_the_embedded_form_is_503(api: Api) -> None:
     assert response.status_code == 503 and "KERNELWATCH_REDIS_URL" in error_of(response)["message"]
 
 
+def test_a_body_with_a_key_twice_or_a_field_the_route_does_not_take_is_400(api: Api) -> None:
+    """Like a manifest: a duplicated key (which one a reader keeps is its choice) and an unknown field (an
+    "author" the triage would have ignored: the token names the author) are refused, naming the field."""
+    triage = api.auth("triage")
+    unknown = api.client.post("/api/v1/alerts/1/triage", json={"state": "acknowledged", "author": "mallory"},
+                              headers=triage)
+    assert unknown.status_code == 400 and "unknown field 'author'" in error_of(unknown)["message"]
+    twice = api.client.post("/api/v1/alerts/1/triage", data='{"state": "fixed", "state": "invalid"}',
+                            headers={**triage, "Content-Type": "application/json"})
+    assert twice.status_code == 400 and "appears twice" in error_of(twice)["message"]
+    token = api.client.post("/api/v1/tokens", json={"name": "ci", "scopes": ["submit"], "expires": "never"},
+                            headers=api.auth("admin"))
+    assert token.status_code == 400 and "unknown field 'expires'" in error_of(token)["message"]
+    enqueue = api.client.post("/api/v1/runs/enqueue", json={"repo": "r", "commit": "a", "rounds": 4},
+                              headers=api.auth("submit"))
+    assert enqueue.status_code == 400 and "unknown field 'rounds'" in error_of(enqueue)["message"]
+
+
 def test_enqueue_sends_a_run_to_the_hardware_queue(sessions: sessionmaker[Session], database_url: str,
                                                    tmp_path: Path) -> None:
     url = fresh_redis(REDIS_URL)
