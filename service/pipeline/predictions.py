@@ -78,7 +78,9 @@ def parse_shape(text: str) -> dict[str, str]:
             continue
         key, sep, value = part.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise InvalidInput(f"shape part {part!r} is not NAME=VALUE")
+            raise InvalidInput(f"shape part {part[:80]!r} is not NAME=VALUE")
+        if key.strip() in out:  # which of two values was meant is not ours to guess
+            raise InvalidInput(f"shape {text[:200]!r} gives {key.strip()[:80]} twice")
         out[key.strip()] = value.strip()
     if not out:
         raise InvalidInput(f"shape {text!r} names no parameter (NAME=VALUE[,NAME=VALUE])")
@@ -98,7 +100,7 @@ def _coerce(name: str, text: str, like: object) -> str | int | float | bool:
         if isinstance(like, float):
             return float(text)
     except ValueError:
-        raise InvalidInput(f"parameter {name}={text!r} is not a {type(like).__name__}") from None
+        raise InvalidInput(f"parameter {name}={text[:80]!r} is not a {type(like).__name__}") from None
     return text
 
 

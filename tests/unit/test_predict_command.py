@@ -63,6 +63,11 @@ def test_shapes_take_the_grid_types_and_fill_what_was_not_given() -> None:
     for text in ("", "rows", "rows=", "=4"):
         with pytest.raises(InvalidInput):
             parse_shape(text)
+    with pytest.raises(InvalidInput, match="gives rows twice"):  # once the last silently won
+        parse_shape("rows=256,rows=512")
+    with pytest.raises(InvalidInput) as long_value:  # a 5,000-digit value is not echoed whole
+        resolve_shapes(ROWS.grid, {"rows": "x" * 5000}, {}, "toy/rows")
+    assert len(str(long_value.value)) < 300
 
 
 def test_unknown_kernels_parameters_and_hardware_are_invalid_input() -> None:
