@@ -361,6 +361,9 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
+    if base.label.repository != head.label.repository:  # a sha prefix can match in any stored repository
+        notes.append(f"base and head are commits of two repositories ({base.label.repository} and "
+                     f"{head.label.repository}); --repo NAME looks a reference up in one")
     base, head, narrowed = _co_measured(session, base, head)
     notes += narrowed
     origins = run_origins(session, [*base.run_ids, *head.run_ids])

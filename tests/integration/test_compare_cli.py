@@ -159,3 +159,13 @@ def test_different_environments_are_not_compared(stored: Stored) -> None:
     assert proc.returncode == 2 and "different environments" in proc.stderr
     base_fp, other_fp = stored.fingerprints[0], stored.fingerprints[1]
     assert base_fp[:10] in proc.stderr and other_fp[:10] in proc.stderr
+
+
+def test_commits_of_two_repositories_are_compared_with_a_note(stored: Stored) -> None:
+    fork_sha = stored.base_sha[:8] + "f" * 32
+    proc = kernelwatch([fork_sha, stored.head_sha, "--format", "json", "--fail-on", "none"], stored.env)
+    assert proc.returncode == 0, proc.stderr
+    [note] = [n for n in json.loads(proc.stdout)["notes"] if "two repositories" in n]
+    assert "(fork and demo)" in note
+    same = kernelwatch([stored.base_sha, stored.head_sha, "--format", "json", "--fail-on", "none"], stored.env)
+    assert not [n for n in json.loads(same.stdout)["notes"] if "two repositories" in n]
