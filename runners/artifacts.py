@@ -33,6 +33,11 @@ class ArtifactMissing(ArtifactError):
     """The store holds no file for this digest: never stored here, or removed (retention prunes old ones)."""
 
 
+class ArtifactDamaged(ArtifactError):
+    """The file under this digest does not hold its bytes (truncated, corrupted on disk): the same content put
+    again replaces it (``put``)."""
+
+
 @dataclass(frozen=True)
 class ArtifactRef:
     kind: str  # "xplane", "hlo", "x86-obj", "sass", "llo", "cost"...
@@ -59,7 +64,7 @@ class ArtifactStore:
             raise ArtifactError(f"artifact {name} is {len(data)} bytes, over the limit of {self.max_bytes}")
         digest = hashlib.sha256(data).hexdigest()
         path = self.path_for(digest)
-        if not path.is_file():
+        if not path.is_file() or not self.intact(digest):  # write-once, but a damaged file is no write at all
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=INCOMING_PREFIX)
             try:
@@ -83,10 +88,23 @@ class ArtifactStore:
         except ExpansionError as exc:
             raise ArtifactError(str(exc)) from None
         except (DecompressionError, OSError) as exc:
-            raise ArtifactError(f"artifact {sha256} is damaged: {exc}") from None
+            raise ArtifactDamaged(f"artifact {sha256} is damaged: {exc}") from None
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise ArtifactError(f"artifact {sha256} does not match its digest")
+            raise ArtifactDamaged(f"artifact {sha256} does not match its digest")
         return data
+
+    def intact(self, sha256: str) -> bool:
+        """Whether the file under this digest holds its bytes (read whole, through the store's cap, and hashed: for
+        an uploader's question and the rare write of content already stored, not for every lookup). One that
+        expands past the cap counts as intact: the cap is a reader's limit (it may have been raised since), not
+        damage."""
+        try:
+            self.get(sha256)
+        except ArtifactDamaged:
+            return False
+        except ArtifactError:
+            return self.has(sha256)
+        return True
 
     def remove(self, sha256: str) -> int | None:
         """Delete one artifact's file; returns the bytes it took on disk, None when it was not there (a removal

@@ -30,8 +30,9 @@ def _digest(sha256: str) -> str:
 def put_artifact(sha256: str) -> Response:
     digest = _digest(sha256)
     store = context().artifacts
-    if store.has(digest):
-        # Write-once: the stored bytes already match this digest. Drain nothing more than needed.
+    if store.has(digest) and store.intact(digest):
+        # Write-once: the stored bytes already match this digest. Drain nothing more than needed. (A damaged file
+        # under it is replaced by these bytes below: a re-upload is how a store is repaired.)
         return reply({"sha256": digest, "created": False}, 200)
     data = read_body(store.max_bytes)
     actual = hashlib.sha256(data).hexdigest()
@@ -57,6 +58,10 @@ def get_artifact(sha256: str) -> Response:
     if not store.has(digest):
         raise NotFound(f"no artifact {digest}")
     if request.method == "HEAD":
+        # The uploader's question "do you have it?": a damaged file is not having it, so the runner sends the
+        # bytes again and the PUT repairs the store (the file is read and hashed: one artifact, once an upload).
+        if not store.intact(digest):
+            raise NotFound(f"artifact {digest} is damaged here; upload it again")
         return Response(status=200, headers={"ETag": f'"{digest}"'})
     try:
         data = store.get(digest)

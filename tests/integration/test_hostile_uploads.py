@@ -130,6 +130,26 @@ def test_an_artifact_over_the_cap_is_refused_before_it_is_stored(api: Api) -> No
     guard.nothing_written()
 
 
+def test_a_damaged_stored_artifact_is_repaired_by_uploading_it_again(api: Api) -> None:
+    """Write-once must not mean broken for good: a stored file truncated on disk answered HEAD 200 (so no runner
+    sent it again), a re-PUT of the right bytes "created": false, and GET "damaged". Now HEAD says 404 for a file
+    that does not hold its bytes, and the PUT replaces it."""
+    data = b"HloModule m\n" * 5000
+    digest = hashlib.sha256(data).hexdigest()
+    submit = api.auth("submit")
+    assert api.client.put(f"/api/v1/artifacts/{digest}", data=data, headers=submit).status_code == 201
+    path = api.ctx.artifacts.path_for(digest)
+    path.write_bytes(path.read_bytes()[:40])  # truncated on disk
+    assert api.client.head(f"/api/v1/artifacts/{digest}").status_code == 404
+    assert api.client.get(f"/api/v1/artifacts/{digest}").status_code == 404
+    again = api.client.put(f"/api/v1/artifacts/{digest}", data=data, headers=submit)
+    assert again.status_code == 201 and again.json["created"] is True
+    assert api.client.head(f"/api/v1/artifacts/{digest}").status_code == 200
+    assert api.client.get(f"/api/v1/artifacts/{digest}").data == data
+    twice = api.client.put(f"/api/v1/artifacts/{digest}", data=data, headers=submit)
+    assert twice.status_code == 200 and twice.json["created"] is False  # intact: write-once as before
+
+
 # --- manifests: size, length, numbers ---------------------------------------------------------------------------
 
 def test_a_manifest_over_the_size_limit_is_413_before_parsing(api: Api) -> None:
