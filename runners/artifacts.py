@@ -93,6 +93,19 @@ class ArtifactStore:
             raise ArtifactDamaged(f"artifact {sha256} does not match its digest")
         return data
 
+    def size(self, sha256: str) -> int | None:
+        """The stored artifact's size in bytes from its gzip trailer (ISIZE: the size modulo 2^32, exact under the
+        store's cap), without reading it; None where there is no file or it is too short to hold one."""
+        try:
+            with self.path_for(sha256).open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                if handle.tell() < 18:  # a gzip member's header and trailer
+                    return None
+                handle.seek(-4, os.SEEK_END)
+                return int.from_bytes(handle.read(4), "little")
+        except FileNotFoundError:
+            return None
+
     def intact(self, sha256: str) -> bool:
         """Whether the file under this digest holds its bytes (read whole, through the store's cap, and hashed: for
         an uploader's question and the rare write of content already stored, not for every lookup). One that

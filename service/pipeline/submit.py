@@ -18,6 +18,17 @@ from service.store.errors import DataError, IntegrityError
 from service.store.runs import results_of_run
 
 
+def check_artifact_sizes(manifest: Manifest, artifacts: ArtifactStore) -> None:
+    """InvalidInput where the manifest declares an artifact's size other than the stored bytes have: the first
+    manifest naming a digest sets its row, and one claiming 9e18 bytes for a small HLO dump was stored so."""
+    for result in manifest.results:
+        for info in result.artifacts:
+            stored = artifacts.size(info.sha256)
+            if stored is not None and stored != info.size % 2**32:
+                raise InvalidInput(f"the manifest says artifact {info.sha256} ({info.name[:80]}) is {info.size} "
+                                   f"bytes; the stored one is {stored}")
+
+
 def submit_manifest(
     sessions: sessionmaker[Session],
     queue: TaskQueue,
@@ -31,6 +42,7 @@ def submit_manifest(
         missing = sorted({a.sha256 for r in manifest.results for a in r.artifacts if not artifacts.has(a.sha256)})
         if missing:
             raise InvalidInput(f"manifest references {len(missing)} artifact(s) not in the store, e.g. {missing[0]}")
+        check_artifact_sizes(manifest, artifacts)
     try:
         outcome, parse_ids, series_ids, pull_requests = _store_once_more_after_a_race(sessions, manifest)
     except DataError as exc:

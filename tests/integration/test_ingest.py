@@ -172,6 +172,11 @@ def test_artifacts_are_linked_and_must_exist(sessions: sessionmaker[Session], tm
     with pytest.raises(InvalidInput, match="not in the store"):
         submit_manifest(sessions, queue(sessions), builders.manifest(results=[builders.result(artifacts=[missing])]),
                         store)
+    # A size other than the stored bytes': the first manifest naming a digest would set its row for good.
+    lying = dict(listed, size=9 * 10**18)
+    with pytest.raises(InvalidInput, match=f"is {9 * 10**18} bytes; the stored one is {ref.size}"):
+        submit_manifest(sessions, queue(sessions), builders.manifest(results=[builders.result(artifacts=[lying])]),
+                        store)
     assert all(n == 0 for n in counts(sessions).values())
     # The same bytes under two names, and again in a second run: one artifact row, three links.
     twice = [listed, dict(listed, name="as_text.txt")]
