@@ -14,6 +14,7 @@ from flask import Blueprint, Response, current_app, request
 
 from kernelwatch.errors import InvalidInput, PayloadTooLarge
 from service.context import Context
+from service.contract.manifest import refuse_duplicate_keys
 from service.request_checks import request_problem, unstorable
 
 API_PREFIX = "/api/v1"
@@ -90,7 +91,7 @@ def json_object(fields: Collection[str], limit: int = MAX_JSON_BYTES) -> dict[st
     token names the author) is a 400 naming it, as a manifest's would be."""
     raw = read_body(limit)
     try:
-        data = json.loads(raw, object_pairs_hook=_refuse_duplicate_keys) if raw.strip() else {}
+        data = json.loads(raw, object_pairs_hook=refuse_duplicate_keys) if raw.strip() else {}
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise InvalidInput(f"the body is not valid JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict):
@@ -101,14 +102,6 @@ def json_object(fields: Collection[str], limit: int = MAX_JSON_BYTES) -> dict[st
     _check_text(data, "the body")
     return data
 
-
-def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            raise ValueError(f"the key {key[:80]!r} appears twice in one object")
-        found[key] = value
-    return found
 
 
 @bp.before_request

@@ -491,7 +491,7 @@ def _string_problem(text: str, free: bool) -> str | None:
     return f"{code}, which cannot be stored" if _UNSTORABLE.match(bad.group()) else f"{code}, a control character"
 
 
-def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object with a key twice: which one a reader keeps is the reader's choice, so the document is refused."""
     found: dict[str, Any] = {}
     for key, value in pairs:
@@ -510,7 +510,7 @@ def parse_manifest(payload: bytes | str | dict[str, Any]) -> Manifest:
     """
     if isinstance(payload, bytes | str):
         try:
-            data = json.loads(payload, object_pairs_hook=_refuse_duplicate_keys)
+            data = json.loads(payload, object_pairs_hook=refuse_duplicate_keys)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ManifestError(f"manifest is not valid JSON: {exc}") from None
         except RecursionError:
