@@ -42,6 +42,7 @@ LADDER_MAX_TOP = 1 * 2**30
 BYTES_PER_TIMING = 256 * 2**20
 REPEATS = 5
 PASSES = 3  # the whole ladder thrice, best per point: a burst of the host's noise rarely hits one point every time
+PASSES_SETTING = "KERNELWATCH_CALIBRATION_PASSES"
 SWITCH = "KERNELWATCH_CALIBRATE"
 SYSFS_CPU = Path("/sys/devices/system/cpu")
 PROC_STAT = Path("/proc/stat")
@@ -55,6 +56,18 @@ QUIET_BUDGET_S = 20.0
 # The budget, in seconds, where a runner's host should be measured otherwise: 0 measures at once (a host known to be
 # busy, whose figures will be its busy best: the parallel test tier, where nothing reads a roof as a bound).
 QUIET_SETTING = "KERNELWATCH_CALIBRATION_QUIET_S"
+
+
+def calibration_passes(environ: Mapping[str, str] | None = None) -> int:
+    """How many times a calibration walks its matmuls and ladder, best per point: ``PASSES_SETTING`` (1 to 10),
+    else ``PASSES``. More on a host whose noise comes in bursts; 1 where nothing reads a roof as a bound (CI's
+    parallel tier, like its quiet budget of 0: its calibrations test the keeping and the plumbing)."""
+    text = (os.environ if environ is None else environ).get(PASSES_SETTING, "").strip()
+    if not text:
+        return PASSES
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= 10):
+        raise ValueError(f"{PASSES_SETTING}={text!r}: give a whole number from 1 to 10")
+    return int(text)
 
 
 def quiet_budget(environ: Mapping[str, str] | None = None) -> float:

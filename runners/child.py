@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from runners import project_imports
 from runners.artifacts import ArtifactStore
-from runners.calibrate import calibrate, calibration_enabled, host_key
+from runners.calibrate import PASSES, calibrate, calibration_enabled, host_key
 from runners.capture import Capturer
 from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
@@ -51,6 +51,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quiet-budget", type=float, default=None,
                         help="with --calibrate-only: seconds to wait in all for a quiet host (the runner's "
                         "KERNELWATCH_CALIBRATION_QUIET_S, which the sandbox does not pass on)")
+    parser.add_argument("--passes", type=int, default=None, choices=range(1, 11), metavar="1-10",
+                        help="with --calibrate-only: walks of the ladder, best per point (the runner's "
+                        "KERNELWATCH_CALIBRATION_PASSES)")
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
     parser.add_argument("--capture-dir", type=Path, default=None,
                         help="artifact store to keep HLO, analyses, dump files and traces in (off when absent)")
@@ -112,7 +115,8 @@ def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) ->
 def serve_calibration(args: argparse.Namespace, outbox: IO[str]) -> int:
     """--calibrate-only: this host's calibration and its key, for the runner to keep."""
     environment = announced_environment(args.dirty, calibrate=False, pinned=args.cpu_affinity is not None)
-    figures = calibrate(quiet_budget_s=args.quiet_budget).as_manifest()
+    figures = calibrate(quiet_budget_s=args.quiet_budget,
+                        passes=args.passes if args.passes is not None else PASSES).as_manifest()
     _send(outbox, {"calibrated": {"key": host_key(environment), "figures": figures}})
     return 0
 

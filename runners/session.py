@@ -28,7 +28,7 @@ from typing import Any
 
 import runners
 from runners import calibration_cache
-from runners.calibrate import quiet_budget
+from runners.calibrate import calibration_passes, quiet_budget
 from runners.capture import LLO_SUBDIR
 from runners.harness import Measurement
 from runners.harness_copy import harness_root
@@ -109,7 +109,8 @@ def child_command(config: ChildConfig, limits: Limits, calibrate_only: bool,
         cmd.append("--quick")
     if calibrate_only:
         # The wait for a quiet host is the runner's setting; the sandbox passes no KERNELWATCH_ variable on.
-        cmd += ["--calibrate-only", "--quiet-budget", repr(quiet_budget(environ))]
+        cmd += ["--calibrate-only", "--quiet-budget", repr(quiet_budget(environ)),
+                "--passes", str(calibration_passes(environ))]
     if config.dirty:
         cmd.append("--dirty")
     if config.cpu_affinity:

@@ -219,3 +219,9 @@ def test_the_runner_hands_its_quiet_budget_to_the_calibration_process(tmp_path: 
     assert budget(cmd) == "0.0" and budget(child_command(config, limits, True, {})) == "20.0"
     assert "--quiet-budget" not in child_command(config, limits, False, {"KERNELWATCH_CALIBRATION_QUIET_S": "0"})
     assert child.parse_args(cmd[cmd.index("runners.child") + 1:]).quiet_budget == 0.0
+    # The passes travel the same way (CI's parallel tier sets 1): refused outside 1-10 where they are set.
+    passes = child_command(config, limits, True, {"KERNELWATCH_CALIBRATION_PASSES": "1"})
+    assert child.parse_args(passes[passes.index("runners.child") + 1:]).passes == 1
+    assert child.parse_args(cmd[cmd.index("runners.child") + 1:]).passes == 3  # unset: PASSES
+    with pytest.raises(ValueError, match="KERNELWATCH_CALIBRATION_PASSES"):
+        child_command(config, limits, True, {"KERNELWATCH_CALIBRATION_PASSES": "0"})
