@@ -51,7 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quiet-budget", type=float, default=None,
                         help="with --calibrate-only: seconds to wait in all for a quiet host (the runner's "
                         "KERNELWATCH_CALIBRATION_QUIET_S, which the sandbox does not pass on)")
-    parser.add_argument("--passes", type=int, default=None, choices=range(1, 11), metavar="1-10",
+    parser.add_argument("--passes", type=int, default=PASSES, choices=range(1, 11), metavar="1-10",
                         help="with --calibrate-only: walks of the ladder, best per point (the runner's "
                         "KERNELWATCH_CALIBRATION_PASSES)")
     parser.add_argument("--dirty", action="store_true", help="the checkout had uncommitted changes")
@@ -115,8 +115,7 @@ def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) ->
 def serve_calibration(args: argparse.Namespace, outbox: IO[str]) -> int:
     """--calibrate-only: this host's calibration and its key, for the runner to keep."""
     environment = announced_environment(args.dirty, calibrate=False, pinned=args.cpu_affinity is not None)
-    figures = calibrate(quiet_budget_s=args.quiet_budget,
-                        passes=args.passes if args.passes is not None else PASSES).as_manifest()
+    figures = calibrate(quiet_budget_s=args.quiet_budget, passes=args.passes).as_manifest()
     _send(outbox, {"calibrated": {"key": host_key(environment), "figures": figures}})
     return 0
 

@@ -102,11 +102,7 @@ def _ci(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_ci(settings: Settings, options: CiOptions) -> int:
     from service.detect.compare import ROUNDS_PER_LOOK, adaptive_looks, looks_alpha, more_runs_would_decide
 
-    rounds = options.rounds
-    if options.measuring.samples < 1:
-        raise InvalidInput("--samples must be at least 1")
-    if rounds < 1:
-        raise InvalidInput("--rounds must be at least 1")
+    rounds = options.rounds  # at least 1, as are the samples: argparse's types (service/cli/common.py at_least)
     max_rounds = rounds if options.max_rounds is None else options.max_rounds
     if max_rounds < rounds:
         raise InvalidInput(f"--max-rounds {max_rounds} is fewer than --rounds {rounds}")

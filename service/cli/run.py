@@ -183,8 +183,6 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
     from runners.session import ProcessFailed
 
     repo, m = options.revisions.repo, options.measuring
-    if options.rounds < 1:
-        raise InvalidInput("--rounds must be at least 1")
     measured = measured_for(repo, m, settings)
     if options.revisions.skip_existing and settings.uploads_over_http:
         raise InvalidInput("--skip-existing reads the local store; it cannot ask a remote service")

@@ -69,9 +69,8 @@ class CompareClient:
             page = self._get("/compare", {**query, "offset": str(offset)})
             paging = page.pop("page", None) or {}
             benchmarks = page.get("benchmarks")
-            next_offset = paging.get("next_offset") if isinstance(paging, dict) else paging
-            if not isinstance(benchmarks, list) or not (
-                    next_offset is None or (isinstance(next_offset, int) and not isinstance(next_offset, bool))):
+            next_offset = paging.get("next_offset") if isinstance(paging, dict) else "not a page"
+            if not isinstance(benchmarks, list) or not (next_offset is None or type(next_offset) is int):
                 raise InvalidInput(f"the service at {self.api} answered /compare with no comparison document (its "
                                    f"benchmarks or its page are missing or malformed)")
             if document is None:
