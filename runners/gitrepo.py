@@ -190,6 +190,16 @@ def is_ancestor(repo: Path, ancestor: str, descendant: str) -> bool:
     return proc.returncode == 0
 
 
+def first_commits(repo: Path, sha: str) -> list[str]:
+    """The root commits ``sha`` descends from (a history merged from two projects has two), sorted: what tells one
+    project from another whatever folder it lies in, since every clone and fork of a project shares them. Empty
+    for a shallow clone (a CI job's checkout of depth 1), whose oldest commit is no root and differs per job."""
+    check_sha(sha)
+    if git(repo, "rev-parse", "--is-shallow-repository") == "true":
+        return []
+    return sorted(git(repo, "rev-list", "--max-parents=0", sha).split())
+
+
 def is_dirty(worktree: Path) -> bool:
     """Uncommitted changes in the checkout: its numbers would not be the commit's."""
     return bool(git(worktree, "status", "--porcelain", "--untracked-files=normal"))

@@ -22,6 +22,7 @@ from runners.gitrepo import (
     commit_facts,
     copy_working_tree,
     current_branch,
+    first_commits,
     is_ancestor,
     is_dirty,
     private_clone,
@@ -74,6 +75,8 @@ class RunRequest:
     # Where the repository came from, when ``repo`` is a clone of it (a worker's cache): the manifest names the
     # origin, so that runs from any runner's clone land in the same repository and series.
     origin: str | None = None
+    # The name its runs are stored under (`run --repository-name`); None: the folder's (or the origin's) name.
+    repository_name: str | None = None
     # Only these benchmarks (keys as the suite names them, ``suite/name[k=v,...]``) of the selection: the
     # further rounds `ci --max-rounds` makes of the benchmarks still undecided. None: the whole selection.
     only: frozenset[str] | None = None
@@ -334,7 +337,9 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
     if request.origin is not None and not Path(request.origin).expanduser().is_dir():
         url = request.origin
         name = repository_name(Path(request.origin.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git") or "repo"))
-    repository = {"name": name, "url": url, "default_branch": head_branch or "main"}
+    roots = first_commits(repo, facts.sha)
+    repository = {"name": request.repository_name or name, "url": url, "default_branch": head_branch or "main",
+                  **({"first_commits": roots} if roots else {})}
     python = _interpreter(request, worktree, envs_dir)
     if request.build:
         from runners.build_step import run_build

@@ -128,6 +128,23 @@ class HttpUploader:
         if put.status not in (200, 201):
             raise _rejection(put, "the credentials check")
 
+    def stored_first_commits(self, name: str) -> list[str]:
+        """The root commits the service holds for the repository named ``name`` (none where it holds no such
+        repository, or none recorded): read before a suite is measured, since a run of another project under
+        that name is refused only when submitted (service/pipeline/ingest.py)."""
+        answer = self._request("GET", "/repositories")
+        if answer.status != 200:
+            raise _rejection(answer, "the repository check")
+        try:
+            listed = json.loads(answer.body)["repositories"]
+            found = next((r for r in listed if isinstance(r, dict) and r.get("name") == name), None)
+            roots = [] if found is None else found.get("first_commits") or []
+        except (ValueError, KeyError, TypeError):
+            raise UploadRejected(f"{self.api}/repositories answered no repository list") from None
+        if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+            raise UploadRejected(f"{self.api}/repositories answered first commits that are no list of shas")
+        return roots
+
     def _send_artifact(self, digest: str, known_missing: bool = False) -> bool:
         """True when the bytes were sent, False when the service had them already."""
         if not known_missing:

@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING, Any
 from kernelwatch.errors import InvalidInput
 from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, run_progress
 from service.cli.compare import compare_remote
-from service.cli.measure import Measuring, environment_options, measured_for, measuring, noise_options
+from service.cli.measure import (
+    Measuring,
+    environment_options,
+    measured_for,
+    measuring,
+    naming_options,
+    noise_options,
+)
 from service.cli.report_options import Comparison, ReportOptions, add_report_options, print_report, report_options
+from service.cli.same_project import check_same_project
 from service.report.compare_table import terminal_text
 from service.settings import Settings
 
@@ -69,6 +77,7 @@ def register(sub: Subparsers) -> None:
     ci.add_argument("--cpu-isa", default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
     noise_options(ci)
     environment_options(ci)
+    naming_options(ci)
     ci.add_argument("--trigger", default="pr", choices=["push", "pr", "manual"])
     add_report_options(ci, fail_on_default="regression")
     ci.set_defaults(handler=_ci)
@@ -116,6 +125,7 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
         from service.context import http_uploader
 
         http_uploader(settings).check_credentials()
+    check_same_project(settings, options.repo, options.measuring.repository_name, options.base)
     ids = [uuid.uuid4().hex, uuid.uuid4().hex]
     made = run_both(settings, options, run_progress, rounds=rounds, run_ids=ids)
     per_commit, done = made, rounds
@@ -243,7 +253,7 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            python=measured.python, build=measured.build, params=m.params, quick=m.quick,
                            trigger=m.trigger, capture_dir=capture_dir, cpu_isa=m.cpu_isa,
                            cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread,
-                           keep_pages=m.keep_pages, only=only)
+                           keep_pages=m.keep_pages, only=only, repository_name=m.repository_name)
                 for rev in (base, head)]
 
     def first_round_made(per_commit: list[list[dict[str, Any]]]) -> None:

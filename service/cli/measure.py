@@ -37,6 +37,19 @@ def noise_options(parser: argparse.ArgumentParser) -> None:
                              "afresh on every call (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_)")
 
 
+def repository_name_type(text: str) -> str:
+    """``--repository-name``: a name the store can keep (the manifest's pattern), refused at the command line."""
+    if not 1 <= len(text) <= 200 or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in text):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not 1 to 200 letters, digits, '.', '_' or '-'")
+    return text
+
+
+def naming_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repository-name", type=repository_name_type, default=None, metavar="NAME",
+                        help="the name its runs are stored under (default: the repository's folder name); for a "
+                             "project whose folder name another project in the store has")
+
+
 @dataclass(frozen=True)
 class Measuring:
     """How each benchmark of a `run` or `ci` is measured, as the command line gave it."""
@@ -55,6 +68,7 @@ class Measuring:
     benchmarks: Path | None  # --benchmarks DIR or REV:DIR; None: the project file's, else kernels_under_test/
     environment: str | None  # --environment; None: the project file's, else runner
     python: Path | None  # --python
+    repository_name: str | None  # --repository-name; None: the folder's name
 
 
 def measuring(args: argparse.Namespace) -> Measuring:
@@ -63,7 +77,8 @@ def measuring(args: argparse.Namespace) -> Measuring:
                      quick=args.quick, capture=not args.no_capture, cpu_isa=args.cpu_isa,
                      cpu_affinity=args.cpu_affinity, xla_single_thread=args.xla_single_thread,
                      keep_pages=args.keep_pages, trigger=args.trigger,
-                     benchmarks=args.benchmarks, environment=args.environment, python=args.python)
+                     benchmarks=args.benchmarks, environment=args.environment, python=args.python,
+                     repository_name=args.repository_name)
 
 
 @dataclass(frozen=True)

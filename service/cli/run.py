@@ -12,7 +12,15 @@ from typing import Any
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
 from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, run_progress
-from service.cli.measure import Measuring, environment_options, measured_for, measuring, noise_options
+from service.cli.measure import (
+    Measuring,
+    environment_options,
+    measured_for,
+    measuring,
+    naming_options,
+    noise_options,
+)
+from service.cli.same_project import check_same_project, stored_name
 from service.report.compare_table import terminal_text
 from service.settings import Settings
 
@@ -56,6 +64,7 @@ def register(sub: Subparsers) -> None:
                      help="pin the widest x86 ISA XLA may use (AVX2, AVX512...) so that hosts compare")
     noise_options(run)
     environment_options(run)
+    naming_options(run)
     run.add_argument("--branch", default=None, help="branch the commit belongs to (default: detected)")
     run.add_argument("--trigger", default="manual", choices=["push", "pr", "manual", "bisect", "confirm"])
     run.add_argument("--output", type=Path, default=None, help="also write each manifest into this directory")
@@ -165,14 +174,13 @@ def run_revisions(which: Revisions) -> list[list[str]]:
     return [[rev] for rev in picked]
 
 
-def _already_stored(settings: Settings, repo: Path, rev: str) -> bool:
+def _already_stored(settings: Settings, repo: Path, name: str | None, rev: str) -> bool:
     """Whether the local store holds a run of this commit itself, not of a working copy (``--skip-existing``)."""
     from runners.gitrepo import resolve
-    from runners.local import repository_name
     from service.store.runs import commit_measured
 
     with open_context(settings).sessions() as session:
-        return commit_measured(session, repository_name(repo), resolve(repo, rev))
+        return commit_measured(session, stored_name(repo, name), resolve(repo, rev))
 
 
 def cmd_run(settings: Settings, options: RunOptions) -> int:
@@ -191,11 +199,14 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
         from service.context import http_uploader
 
         http_uploader(settings).check_credentials()
+    if options.ingest:  # another project stored under this name: said before measuring, not at ingest
+        check_same_project(settings, repo, m.repository_name, batches[0][0])
     capture_dir = settings.artifacts_dir if m.capture else None
     settings.ensure_dirs()
     for revs in batches:
         try:
-            if options.revisions.skip_existing and all(_already_stored(settings, repo, rev) for rev in revs):
+            if options.revisions.skip_existing and all(_already_stored(settings, repo, m.repository_name, rev)
+                                                             for rev in revs):
                 print(f"{revs[0][:10]}: already stored, skipped")
                 continue
             requests = [RunRequest(repo=repo, rev=rev, samples=m.samples, warmup=m.warmup, suite=m.suite,
@@ -204,7 +215,8 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
                                    working_tree=options.revisions.working_tree, params=m.params, quick=m.quick,
                                    branch=options.branch, trigger=m.trigger, capture_dir=capture_dir,
                                    cpu_isa=m.cpu_isa, cpu_affinity=m.cpu_affinity,
-                                   xla_single_thread=m.xla_single_thread, keep_pages=m.keep_pages)
+                                   xla_single_thread=m.xla_single_thread, keep_pages=m.keep_pages,
+                                   repository_name=m.repository_name)
                         for rev in revs]
             per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds,
                                      after_first_round=_selected_something)

@@ -136,10 +136,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _shas(what: str, values: list[str]) -> list[str]:
+    for sha in values:
+        if len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
+            raise ValueError(f"{what} {_shown(sha)} is not a 40-character lowercase hex sha")
+    return values
+
+
 class RepositoryInfo(_Strict):
     name: str = Field(pattern=_NAME_PATTERN)
     url: str = Field(min_length=1, max_length=2000)
     default_branch: str = Field(default="main", min_length=1, max_length=255)
+    # The root commits the measured commit descends from (runners/gitrepo.py first_commits): two projects given
+    # one name (two folders called "kernels") are told apart by them at ingest. Empty: not known (a shallow clone).
+    first_commits: list[Annotated[str, _Publish({"pattern": _SHA_PATTERN})]] = Field(default_factory=list,
+                                                                                  max_length=64)
+
+    @field_validator("first_commits")
+    @classmethod
+    def _first_commits_are_shas(cls, value: list[str]) -> list[str]:
+        return _shas("first commit", value)
 
 
 class CommitInfo(_Strict):
@@ -154,10 +170,7 @@ class CommitInfo(_Strict):
     @field_validator("parents")
     @classmethod
     def _parents_are_shas(cls, value: list[str]) -> list[str]:
-        for parent in value:
-            if len(parent) != 40 or any(c not in "0123456789abcdef" for c in parent):
-                raise ValueError(f"parent {_shown(parent)} is not a 40-character lowercase hex sha")
-        return value
+        return _shas("parent", value)
 
 
 class BandwidthPointInfo(_Strict):

@@ -123,6 +123,27 @@ RESULT_COLUMNS = ("id", "run_id", "series_id", "status", "message", "samples", "
                   "cost", *ROOFLINE_COLUMNS)
 
 
+def another_project(stored: Sequence[str], roots: Sequence[str]) -> bool:
+    """Whether a history with these root commits is another project than the one stored under its name: both
+    known and sharing none (a shallow clone knows none, and a history merged from two projects shares one)."""
+    return bool(stored) and bool(roots) and not set(stored) & set(roots)
+
+
+def another_project_message(name: str, stored: Sequence[str], roots: Sequence[str]) -> str:
+    return (f"repository {name!r} in this store is another project (its first commit {min(stored)[:12]}, this "
+            f"one's {min(roots)[:12]}): give this one a name of its own (kernelwatch run/ci --repository-name NAME)")
+
+
+def _same_project(repository: Repository, roots: Sequence[str]) -> None:
+    """Conflict where the run's history is another project than the one stored under its name; else its roots
+    are kept with the stored ones (a repository stored before roots were recorded takes the first it is given)."""
+    if another_project(repository.first_commits, roots):
+        raise Conflict(another_project_message(repository.name, repository.first_commits, roots))
+    merged = sorted({*repository.first_commits, *roots})
+    if merged != sorted(repository.first_commits):
+        repository.first_commits = merged
+
+
 def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     """Store one validated manifest; the caller owns the transaction (commit or roll back as a whole)."""
     payload = manifest.model_dump(mode="json")
@@ -136,6 +157,8 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     for optional in ("host_health", "round"):
         if payload[optional] is None:
             del payload[optional]
+    if not payload["repository"]["first_commits"]:
+        del payload["repository"]["first_commits"]
     for result in payload["results"]:
         if result["benchmark_version"] is None:
             del result["benchmark_version"]
@@ -149,8 +172,10 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
     repo_info = manifest.repository
     repository = get_or_create(
         session, Repository, {"name": repo_info.name},
-        lambda: Repository(name=repo_info.name, url=repo_info.url, default_branch=repo_info.default_branch),
+        lambda: Repository(name=repo_info.name, url=repo_info.url, default_branch=repo_info.default_branch,
+                           first_commits=list(repo_info.first_commits)),
     )
+    _same_project(repository, repo_info.first_commits)
     c = manifest.commit
     commit = get_or_create(
         session, Commit, {"repository_id": repository.id, "sha": c.sha},

@@ -32,6 +32,7 @@ class RepositoryView:
     default_branch: str
     commits: int
     runs: int
+    first_commits: list[str]  # the root commits of its stored histories (what tells two projects of one name apart)
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def repositories(session: Session) -> list[RepositoryView]:
         .order_by(Repository.name)
     ).all()
     return [RepositoryView(id=r.id, name=r.name, url=r.url, default_branch=r.default_branch, commits=nc or 0,
-                           runs=nr or 0) for r, nc, nr in rows]
+                           runs=nr or 0, first_commits=list(r.first_commits)) for r, nc, nr in rows]
 
 
 def run_view(session: Session, run_uid: str) -> RunView | None:

@@ -100,6 +100,9 @@ class Repository(Base):
     name: Mapped[str] = mapped_column(String(200), unique=True)
     url: Mapped[str] = mapped_column(String(2000))
     default_branch: Mapped[str] = mapped_column(String(255), default="main")
+    # The root commits of every history stored under this name (the manifests' repository.first_commits, merged):
+    # a project whose roots share none of them is another project with the same name, refused at ingest.
+    first_commits: Mapped[list[str]] = mapped_column(JSON, default=list, server_default="[]")
 
 
 class Commit(Base):

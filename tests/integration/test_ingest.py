@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select
@@ -19,7 +20,7 @@ from service.pipeline.jobs import JobEnv
 from service.pipeline.queue import InProcessQueue
 from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
-from service.store.models import Base, Benchmark, Commit, Finding, Result, Run, Series
+from service.store.models import Base, Benchmark, Commit, Finding, Repository, Result, Run, Series
 from service.store.queries import recent_commits, series_view
 from tests import builders
 
@@ -213,3 +214,57 @@ def test_each_metric_keeps_its_own_direction_and_error_metrics_give_numerics_fin
         ("recall", "1", "higher_is_better"): ("numerics", "regression"),
         ("algbw", "GB/s", "higher_is_better"): ("time", "improvement"),
     }
+
+
+ROOT_A, ROOT_B, ROOT_C = "a" * 40, "b" * 40, "c" * 40
+
+
+def _of_project(roots: list[str], position: int = 0) -> dict[str, Any]:
+    """A run of the repository named "kernels" whose history has these root commits."""
+    doc = builders.manifest(position, repo="kernels")
+    doc["repository"]["first_commits"] = roots
+    return doc
+
+
+def test_another_project_under_a_stored_name_is_refused_whole(sessions: sessionmaker[Session]) -> None:
+    """Two folders called "kernels" holding two projects: the second's run shares no root commit with the stored
+    one's and is refused, nothing of it written (it would have joined the first's series). A clone of the first
+    (the same roots), a shallow clone (none known) and a history merged with another project's (both roots) are the
+    same project, and a merge's roots join the stored ones."""
+    submit_manifest(sessions, queue(sessions), _of_project([ROOT_A]))
+    before = counts(sessions)
+    with pytest.raises(Conflict, match=r"'kernels' in this store is another project .*--repository-name"):
+        submit_manifest(sessions, queue(sessions), _of_project([ROOT_B], position=1))
+    assert counts(sessions) == before
+    for roots in ([ROOT_A], [], [ROOT_A, ROOT_C]):
+        assert submit_manifest(sessions, queue(sessions), _of_project(roots, position=2)).created
+    with sessions() as s:
+        assert s.scalars(select(Repository.first_commits)).one() == [ROOT_A, ROOT_C]
+    # Now a history reaching either root is this project's, a third is not.
+    assert submit_manifest(sessions, queue(sessions), _of_project([ROOT_C], position=3)).created
+    with pytest.raises(Conflict):
+        submit_manifest(sessions, queue(sessions), _of_project([ROOT_B], position=4))
+
+
+def test_a_repository_stored_before_roots_were_recorded_takes_the_first_given(
+        sessions: sessionmaker[Session]) -> None:
+    """Runs stored before manifests named root commits (and every shallow clone's) name none: the first run that
+    does sets them, and a run submitted again as it was digests as it did (the empty list is left out)."""
+    old = _of_project([])
+    del old["repository"]["first_commits"]
+    submit_manifest(sessions, queue(sessions), old)
+    again = copy.deepcopy(old)
+    again["repository"]["first_commits"] = []
+    assert not submit_manifest(sessions, queue(sessions), again).created  # the same run, not a conflict
+    submit_manifest(sessions, queue(sessions), _of_project([ROOT_B], position=1))
+    with sessions() as s:
+        assert s.scalars(select(Repository.first_commits)).one() == [ROOT_B]
+    with pytest.raises(Conflict):
+        submit_manifest(sessions, queue(sessions), _of_project([ROOT_A], position=2))
+
+
+def test_root_commits_that_are_no_shas_are_refused() -> None:
+    for bad in (["A" * 40], ["a" * 39], ["a" * 40 + "\n"], [5]):
+        doc = _of_project(bad)  # type: ignore[arg-type]
+        with pytest.raises(ManifestError, match="first_commits|first commit"):
+            parse_manifest(doc)

@@ -24,6 +24,7 @@ from runners.uploader import HttpUploader, UploadOutcome
 from service.store.models import Artifact, Result, ResultArtifact, Run
 from tests import builders
 from tests.conftest import fresh_redis
+from tests.gitrepo import SCALE_KERNEL, commit_all, suite_repo
 from tests.integration.test_bisect import make_repository
 from tests.processes import clean_env, kernelwatch, start_web
 
@@ -99,6 +100,16 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
                                      env=clean_env(runner_home, KERNELWATCH_URL=root, KERNELWATCH_TOKEN=wrong))
             assert refused.returncode == 2 and "check KERNELWATCH_TOKEN" in refused.stderr, refused.stderr
             assert "[1/" not in refused.stderr  # no benchmark was run
+
+        # Another project in a folder of the same name: the service holds "planted" as the first's, and says so
+        # before this one is measured (at ingest the run would be refused, its measurements lost).
+        other = tmp_path / "elsewhere" / "planted"
+        suite_repo(other, SCALE_KERNEL)
+        commit_all(other, "another project")
+        clash = subprocess.run([sys.executable, "-m", "service.cli", "run", "--repo", str(other), "--samples", "2",
+                                "--no-capture"], capture_output=True, text=True, env=runner_env)
+        assert clash.returncode == 2 and "'planted' in this store is another project" in clash.stderr, clash.stderr
+        assert "[1/" not in clash.stderr
     with sessions() as s:
         assert s.scalar(select(func.count()).select_from(Run).where(Run.run_uid == run_id)) == 1
         assert s.scalar(select(func.count()).select_from(Run)) == 3

@@ -1,0 +1,77 @@
+"""Two projects in folders of one name (two "kernels"): runs are filed under the folder's name, so before root
+commits were recorded the second project's runs joined the first's repository and its benchmarks of the same name
+joined the first's series. Now the second is refused before anything is measured, a clone of the first is the
+first, and --repository-name files the second apart. Real git, real benchmark processes, the local store."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import func, select
+
+from runners.gitrepo import first_commits
+from service.store.db import make_engine, make_session_factory
+from service.store.models import Commit, Repository, Run
+from tests.cli_inprocess import run_cli
+from tests.gitrepo import SCALE_KERNEL, commit_all, git, suite_repo
+from tests.processes import clean_env
+
+
+def project(root: Path, depth: int) -> str:
+    """A suite repository at ``root`` (its folder name is what it is stored under) of one commit; its sha."""
+    suite_repo(root, SCALE_KERNEL.replace("DEPTH = 0", f"DEPTH = {depth}"))
+    return commit_all(root, f"kernels of depth {depth}")
+
+
+def test_two_projects_of_one_folder_name_are_kept_apart(tmp_path: Path) -> None:
+    first, second, clone = tmp_path / "a" / "kernels", tmp_path / "b" / "kernels", tmp_path / "c" / "kernels"
+    first_sha, second_sha = project(first, 0), project(second, 1)
+    subprocess.run(["git", "clone", "-q", str(first), str(clone)], check=True, capture_output=True)
+    env = clean_env(tmp_path / "home")
+    measure = ["--samples", "2", "--warmup", "1", "--no-capture"]
+
+    stored = run_cli(["run", "--repo", str(first), *measure], env)
+    assert stored.returncode == 0, stored.stderr[-3000:]
+    refused = run_cli(["run", "--repo", str(second), *measure], env)
+    assert refused.returncode == 2, (refused.stdout, refused.stderr[-3000:])
+    assert "'kernels' in this store is another project" in refused.stderr
+    assert f"this one's {second_sha[:12]}" in refused.stderr and "--repository-name" in refused.stderr
+    assert "[1/" not in refused.stderr and "ok," not in refused.stdout  # refused before anything was measured
+    gate = run_cli(["ci", "--repo", str(second), "--base", "HEAD", "--head", "HEAD", *measure], env)
+    assert gate.returncode == 2 and "another project" in gate.stderr and "[1/" not in gate.stderr, gate.stderr
+    again = run_cli(["run", "--repo", str(clone), *measure], env)  # the same project, wherever its clone lies
+    assert again.returncode == 0, again.stderr[-3000:]
+    named = run_cli(["run", "--repo", str(second), "--repository-name", "kernels-b", *measure], env)
+    assert named.returncode == 0, named.stderr[-3000:]
+    for bad in ("", "a/b", "k" * 201, "kernels b"):
+        usage = run_cli(["run", "--repo", str(second), "--repository-name", bad, *measure], env)
+        assert usage.returncode == 2 and "--repository-name" in usage.stderr, usage.stderr
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'home' / 'kernelwatch.db'}")
+    with make_session_factory(engine)() as s:
+        runs = dict(s.execute(select(Repository.name, func.count(Run.id)).select_from(Repository).join(Commit)
+                              .join(Run)
+                              .group_by(Repository.name)).all())
+        roots = dict(s.execute(select(Repository.name, Repository.first_commits)).all())
+    engine.dispose()
+    assert runs == {"kernels": 2, "kernels-b": 1}
+    assert roots == {"kernels": [first_sha], "kernels-b": [second_sha]}
+
+
+def test_a_shallow_clone_knows_no_root(tmp_path: Path) -> None:
+    """A CI job's checkout of depth 1: its oldest commit is no root (and differs from job to job), so it names
+    none, and is filed by name alone as before; a full history names its roots, a merged one both."""
+    origin = tmp_path / "origin"
+    root = project(origin, 0)
+    (origin / "NOTES").write_text("more\n")
+    tip = commit_all(origin, "notes")
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", origin.as_uri(), str(shallow)], check=True,
+                   capture_output=True)
+    assert first_commits(shallow, tip) == [] and first_commits(origin, tip) == [root]
+    other = tmp_path / "other"
+    other_root = project(other, 1)
+    git(origin, "fetch", "-q", str(other), "main:other")
+    git(origin, "merge", "-q", "-s", "ours", "--allow-unrelated-histories", "-m", "merge", "other")
+    assert first_commits(origin, git(origin, "rev-parse", "HEAD")) == sorted([root, other_root])
