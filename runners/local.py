@@ -376,7 +376,7 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     Each round starts fresh benchmark processes, so that each round of a commit is a run of its own: the run is
     the unit of replication (a process's own luck, its memory layout and the host's minute, is shared by every
     sample in it and by no other run). Two commits take turns starting a round (AB, BA, AB...), as they take
-    turns per benchmark inside one; more start each round in an order of its own (:func:`_round_order`). Only the
+    turns per benchmark inside one; more start each round in an order of its own (:func:`round_order`). Only the
     first round captures artifacts; the others only time.
 
     ``cache_dir`` holds the checkouts; ``repos_dir`` KernelWatch's clones of local repositories they are made
@@ -403,7 +403,7 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     out: list[list[dict[str, Any]]] = [[] for _ in requests]
     last = first_round + rounds
     for round_index in range(first_round, last):
-        order = _round_order(len(prepared), round_index, ids[0])
+        order = round_order(len(prepared), round_index, ids[0])
         runners: dict[int, SuiteRunner] = {}
         try:
             for i in order:
@@ -429,7 +429,7 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     return out
 
 
-def _round_order(commits: int, round_index: int, seed: str) -> list[int]:
+def round_order(commits: int, round_index: int, seed: str) -> list[int]:
     """The order a round starts the commits' benchmark processes in. Two commits alternate (AB, BA, ...), which
     balances a drift of the host over the session between them. More are shuffled, a permutation of their own
     each round (seeded by the session's first run id, so a redelivered task repeats it): reversed each round,

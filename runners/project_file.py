@@ -10,6 +10,8 @@ the benchmarks it names are applied to every commit, as asv's ``benchmark_dir``)
     build = "python setup.py build_ext --inplace"   # how the project is installed at a commit, when importing it
                                 # from the checkout is not enough (compiled extensions): run in each checkout,
                                 # sandboxed, before its benchmarks (runners/build_step.py)
+    name = "acme-kernels"       # the name its runs are stored under (default: the repository's folder name, or
+                                # a runner's: its URL's last part); `run --repository-name` overrides it
 
 No file: today's behaviour (the commit's own ``kernels_under_test/``). Keys it does not know are refused, so a
 misspelt or not-yet-supported setting is never silently ignored.
@@ -25,7 +27,8 @@ from typing import Any
 
 from runners.build_step import parse_build
 
-KNOWN_KEYS = ("benchmarks", "environment", "python", "build")
+KNOWN_KEYS = ("benchmarks", "environment", "python", "build", "name")
+NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 ENVIRONMENTS = ("runner", "commit")
 
 
@@ -40,6 +43,14 @@ class ProjectSettings:
     environment: str | None = None  # one of ENVIRONMENTS; None: not set
     python: Path | None = None  # absolute
     build: tuple[str, ...] | None = None  # the command's words; None: nothing to build
+    name: str | None = None  # the stored repository's name; None: the folder's (or the origin URL's)
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a stored repository (the manifest's pattern), or None where it can."""
+    if not isinstance(name, str) or not 1 <= len(name) <= 200 or not set(name) <= NAME_CHARACTERS:
+        return f"{str(name)[:80]!r} is not 1 to 200 letters, digits, '.', '_' or '-'"
+    return None
 
 
 def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
@@ -65,7 +76,10 @@ def parse_settings(table: dict[str, Any], source: Path) -> ProjectSettings:
         build = parse_build(table["build"], str(source)) if "build" in table else None
     except ValueError as exc:
         raise ProjectFileError(str(exc)) from None
-    return ProjectSettings(source, path, environment, interpreter, build)
+    name = table.get("name")
+    if name is not None and (problem := name_problem(name)) is not None:
+        raise ProjectFileError(f"{source}: name {problem}")
+    return ProjectSettings(source, path, environment, interpreter, build, name)
 
 
 def check_interpreter(path: Path, what: str) -> Path:

@@ -123,7 +123,8 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
                            pr_number=task.pr_number,
                            cpu_affinity=noise.cpu_affinity, xla_single_thread=noise.xla_single_thread,
                            keep_pages=noise.keep_pages,
-                           capture_dir=home / "artifacts" if task.capture else None, origin=task.repo)
+                           capture_dir=home / "artifacts" if task.capture else None, origin=task.repo,
+                           repository_name=project.name)
                 for sha in commits]
     # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.
     run_ids = [run_id] + [f"{run_id}-c{i}" for i in range(1, len(commits))]

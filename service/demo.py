@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.progress import Progress
 
 import kernels_under_test
-from runners.local import RunRequest, run_commits
+from runners.local import RunRequest, round_order, run_commits
 from service.context import Context
 from service.pipeline.jobs import detect
 from service.store.queries import FindingView, all_findings
@@ -205,7 +205,10 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
     total = len(commits) * rounds
     task = progress.add_task("runs", total=total) if progress else None
     for round_index in range(rounds):
-        for index, (sha, subject, _) in enumerate(commits):
+        # A round's commits start in an order of its own, as `run`'s do (runners/local.py round_order): in one
+        # fixed order the first and last commits were at an end of every round, where a host's settling shows.
+        for index in round_order(len(commits), round_index, round_session):
+            sha, subject, _ = commits[index]
             if progress is not None and task is not None:
                 progress.update(task, description=f"round {round_index + 1}/{rounds} · commit "
                                                   f"{index + 1}/{len(commits)} {sha[:8]} {subject[:40]}")

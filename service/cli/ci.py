@@ -125,7 +125,8 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
         from service.context import http_uploader
 
         http_uploader(settings).check_credentials()
-    check_same_project(settings, options.repo, options.measuring.repository_name, options.base)
+    check_same_project(settings, options.repo, measured_for(options.repo, options.measuring, settings).name,
+                       options.base)
     ids = [uuid.uuid4().hex, uuid.uuid4().hex]
     made = run_both(settings, options, run_progress, rounds=rounds, run_ids=ids)
     per_commit, done = made, rounds
@@ -253,7 +254,7 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            python=measured.python, build=measured.build, params=m.params, quick=m.quick,
                            trigger=m.trigger, capture_dir=capture_dir, cpu_isa=m.cpu_isa,
                            cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread,
-                           keep_pages=m.keep_pages, only=only, repository_name=m.repository_name)
+                           keep_pages=m.keep_pages, only=only, repository_name=measured.name)
                 for rev in (base, head)]
 
     def first_round_made(per_commit: list[list[dict[str, Any]]]) -> None:

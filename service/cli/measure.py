@@ -39,15 +39,18 @@ def noise_options(parser: argparse.ArgumentParser) -> None:
 
 def repository_name_type(text: str) -> str:
     """``--repository-name``: a name the store can keep (the manifest's pattern), refused at the command line."""
-    if not 1 <= len(text) <= 200 or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in text):
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not 1 to 200 letters, digits, '.', '_' or '-'")
+    from runners.project_file import name_problem
+
+    if (problem := name_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
 def naming_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repository-name", type=repository_name_type, default=None, metavar="NAME",
-                        help="the name its runs are stored under (default: the repository's folder name); for a "
-                             "project whose folder name another project in the store has")
+                        help="the name its runs are stored under (default: the project file's name, else the "
+                             "repository's folder name); for a project whose folder name another project in the "
+                             "store has")
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class Measuring:
     benchmarks: Path | None  # --benchmarks DIR or REV:DIR; None: the project file's, else kernels_under_test/
     environment: str | None  # --environment; None: the project file's, else runner
     python: Path | None  # --python
-    repository_name: str | None  # --repository-name; None: the folder's name
+    repository_name: str | None  # --repository-name; None: the project file's, else the folder's
 
 
 def measuring(args: argparse.Namespace) -> Measuring:
@@ -89,6 +92,7 @@ class Measured:
     environment: str = "runner"  # runner | commit (runners/envs.py)
     python: Path | None = None  # a user-named interpreter
     build: tuple[str, ...] | None = None  # the project file's build, run in each checkout (runners/build_step.py)
+    name: str | None = None  # the name runs are stored under: --repository-name, else the project file's
 
 
 def measured_for(repo: Path, options: Measuring, settings: Settings) -> Measured:
@@ -117,4 +121,4 @@ def measured_for(repo: Path, options: Measuring, settings: Settings) -> Measured
     if environment is None and python is None:  # neither option given: the project file's choice
         environment, python = project.environment, project.python
     return Measured(given if given is not None else project.benchmarks, environment or "runner", python,
-                    project.build)
+                    project.build, options.repository_name or project.name)

@@ -200,12 +200,12 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
 
         http_uploader(settings).check_credentials()
     if options.ingest:  # another project stored under this name: said before measuring, not at ingest
-        check_same_project(settings, repo, m.repository_name, batches[0][0])
+        check_same_project(settings, repo, measured.name, batches[0][0])
     capture_dir = settings.artifacts_dir if m.capture else None
     settings.ensure_dirs()
     for revs in batches:
         try:
-            if options.revisions.skip_existing and all(_already_stored(settings, repo, m.repository_name, rev)
+            if options.revisions.skip_existing and all(_already_stored(settings, repo, measured.name, rev)
                                                              for rev in revs):
                 print(f"{revs[0][:10]}: already stored, skipped")
                 continue
@@ -216,7 +216,7 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
                                    branch=options.branch, trigger=m.trigger, capture_dir=capture_dir,
                                    cpu_isa=m.cpu_isa, cpu_affinity=m.cpu_affinity,
                                    xla_single_thread=m.xla_single_thread, keep_pages=m.keep_pages,
-                                   repository_name=m.repository_name)
+                                   repository_name=measured.name)
                         for rev in revs]
             per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds,
                                      after_first_round=_selected_something)

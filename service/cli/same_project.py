@@ -1,6 +1,7 @@
 """Before `run` or `ci` measures: is the repository's name free for it in the store its runs go to?
 
-Runs are filed under a repository's name (its folder's, unless --repository-name gives one), and the store refuses
+Runs are filed under a repository's name (its folder's, unless --repository-name or the project file's ``name``
+gives one), and the store refuses
 a run whose history shares no root commit with the one already stored under that name (another project: two
 folders called "kernels"; service/pipeline/ingest.py). That refusal comes when the run is submitted, after the
 suite was measured; this asks first, so a clash costs a second, not the measurements."""
@@ -15,7 +16,8 @@ from service.settings import Settings
 
 
 def stored_name(repo: Path, given: str | None) -> str:
-    """The name runs of ``repo`` are stored under: ``given`` (--repository-name), else the folder's."""
+    """The name runs of ``repo`` are stored under: ``given`` (--repository-name, else the project file's name:
+    service/cli/measure.py measured_for), else the folder's."""
     from runners.local import repository_name
 
     return given or repository_name(repo)

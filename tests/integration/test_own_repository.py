@@ -185,13 +185,16 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
     shas = library(repo)
     (repo / "benchmarks").mkdir()
     (repo / "benchmarks" / "chains.py").write_text(FASTOPS_BENCHMARK)
-    (repo / "kernelwatch.toml").write_text('benchmarks = "benchmarks"\n')
+    (repo / "kernelwatch.toml").write_text('benchmarks = "benchmarks"\nname = "acme-fastops"\n')
     commit_all(repo, "benchmarks, applied to the whole history")
     uploaded: list[dict[str, object]] = []
     task = SuiteTask(repo=str(repo), commit=shas[0], samples=2, capture=False)
     execute(task, "task-1", home, uploaded.append)
     [manifest] = uploaded
     assert manifest["commit"]["sha"] == shas[0]  # type: ignore[index]
+    # Stored under the name the file gives (not the URL's last part: two hosts' "fastops" are two projects).
+    assert manifest["repository"]["name"] == "acme-fastops"  # type: ignore[index]
+    assert manifest["repository"]["first_commits"] == [shas[0]]  # type: ignore[index]
     [result] = manifest["results"]  # type: ignore[misc]
     assert result["status"] == "ok" and result["suite"] == "fastops", result
     assert "cpu_threads" not in manifest["environment"]  # type: ignore[operator]

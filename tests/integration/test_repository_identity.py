@@ -48,6 +48,16 @@ def test_two_projects_of_one_folder_name_are_kept_apart(tmp_path: Path) -> None:
         usage = run_cli(["run", "--repo", str(second), "--repository-name", bad, *measure], env)
         assert usage.returncode == 2 and "--repository-name" in usage.stderr, usage.stderr
 
+    # The project can name itself, for every runner and user at once (kernelwatch.toml's name); the option wins.
+    third = tmp_path / "d" / "kernels"
+    suite_repo(third, SCALE_KERNEL.replace("DEPTH = 0", "DEPTH = 2"))
+    (third / "kernelwatch.toml").write_text('name = "kernels-c"\n')
+    third_sha = commit_all(third, "a project that names itself")
+    assert run_cli(["run", "--repo", str(third), *measure], env).returncode == 0
+    (third / "kernelwatch.toml").write_text('name = "kernels c"\n')
+    misnamed = run_cli(["run", "--repo", str(third), *measure], env)
+    assert misnamed.returncode == 2 and "name 'kernels c' is not" in misnamed.stderr, misnamed.stderr
+
     engine = make_engine(f"sqlite:///{tmp_path / 'home' / 'kernelwatch.db'}")
     with make_session_factory(engine)() as s:
         runs = dict(s.execute(select(Repository.name, func.count(Run.id)).select_from(Repository).join(Commit)
@@ -55,8 +65,8 @@ def test_two_projects_of_one_folder_name_are_kept_apart(tmp_path: Path) -> None:
                               .group_by(Repository.name)).all())
         roots = dict(s.execute(select(Repository.name, Repository.first_commits)).all())
     engine.dispose()
-    assert runs == {"kernels": 2, "kernels-b": 1}
-    assert roots == {"kernels": [first_sha], "kernels-b": [second_sha]}
+    assert runs == {"kernels": 2, "kernels-b": 1, "kernels-c": 1}
+    assert roots == {"kernels": [first_sha], "kernels-b": [second_sha], "kernels-c": [third_sha]}
 
 
 def test_a_shallow_clone_knows_no_root(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ def test_benchmarks_from_kernelwatch_toml_or_pyproject(tmp_path: Path) -> None:
     ('python = "no/such/python"\n', "is not an executable file"),
     ('python = 3\n', "must be an interpreter's path"),
     ('environment = "commit"\npython = "/usr/bin/python3"\n', "give one"),
+    ('name = "acme/kernels"\n', "name 'acme/kernels' is not 1 to 200"),
+    ("name = 7\n", "name '7' is not"),
+    ('name = ""\n', "name '' is not"),
 ])
 def test_a_wrong_project_file_is_refused_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
     (tmp_path / "bench").mkdir()
