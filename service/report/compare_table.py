@@ -153,7 +153,9 @@ def delta_cell(row: Comparison, alpha: float) -> str:
     detail = (f"(p={row.p_value:.3f} runs={row.base.estimate.runs}+{row.head.estimate.runs}"
               + (f"; {needed})" if needed else ")"))
     if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
-        return f"~ {detail}"
+        # "~" is what the legend says it is, unchanged (the interval within the equivalence bound); an inconclusive
+        # row's change is unknown, not nil, and reads "?" here as in its verdict and the PR comment's delta.
+        return f"{'?' if row.verdict == 'inconclusive' else '~'} {detail}"
     change = _percent(row.ratio) if row.ratio is not None else ("+inf" if row.head.estimate.median > 0 else "0")
     return f"{change} {detail}"
 
