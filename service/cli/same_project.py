@@ -1,10 +1,9 @@
 """Before `run` or `ci` measures: is the repository's name free for it in the store its runs go to?
 
 Runs are filed under a repository's name (its folder's, unless --repository-name or the project file's ``name``
-gives one), and the store refuses
-a run whose history shares no root commit with the one already stored under that name (another project: two
-folders called "kernels"; service/pipeline/ingest.py). That refusal comes when the run is submitted, after the
-suite was measured; this asks first, so a clash costs a second, not the measurements."""
+gives one), and the store refuses a run whose history shares no root commit with the one already stored under that
+name (another project: two folders called "kernels"; service/pipeline/ingest.py). That refusal comes when the run
+is submitted, after the suite was measured; this asks first, so a clash costs a second, not the measurements."""
 
 from __future__ import annotations
 
