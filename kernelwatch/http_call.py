@@ -5,7 +5,9 @@ against a hostile server in a test:
 
 - **Redirects are not followed.** urllib follows a 30x by default and sends the request's headers along, the
   bearer token included, to whatever host the Location names. A KernelWatch API has no reason to redirect; the
-  answer is returned as it is, with its Location, for the caller to report ("give the final address").
+  answer is returned as it is, with its Location, for the caller to report ("give the final address"). A client
+  of an API that does move its own resources (GitHub's) follows them within its origin only
+  (:class:`SameOriginRedirects`).
 - **Bodies are read up to a cap** (:data:`MAX_BODY_BYTES`): a 400 MB reply took the compare client to 990 MB.
 - **A token must be a header value.** One holding a newline or a space made urllib raise with the whole header,
   secret and all, in its message: :func:`check_token` refuses it first and never repeats it.
@@ -49,6 +51,25 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 _OPENER = urllib.request.build_opener(_NoRedirects())
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's scheme, host and port (the default port made explicit): what a credential is scoped to."""
+    parts = urllib.parse.urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or default
+
+
+class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the request's origin only (an API's own moves: GitHub answers a renamed
+    repository's calls with a 301 to another path of api.github.com). urllib's own handler sends the request's
+    headers, the Authorization header included, to any host a Location names; a redirect to another origin is
+    handed back as the 30x it is, for the caller to report."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if origin(urllib.parse.urljoin(req.full_url, newurl)) != origin(req.full_url):
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def check_token(token: str, what: str) -> None:

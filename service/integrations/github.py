@@ -31,10 +31,14 @@ from urllib.parse import quote
 import jwt
 
 from kernelwatch.errors import KernelWatchError, Transient
+from kernelwatch.http_call import SameOriginRedirects
 
 log = logging.getLogger(__name__)
 
 USER_AGENT = "kernelwatch-pr-hook"
+# GitHub moves a renamed or transferred repository's calls with a 301 within api.github.com; never elsewhere with
+# the installation's token (kernelwatch/http_call.py SameOriginRedirects).
+_OPENER = urllib.request.build_opener(SameOriginRedirects())
 API_VERSION = "2022-11-28"
 MAX_RATE_LIMIT_WAIT_S = 60.0  # longer waits go back to the task queue (a retry later) instead of holding a worker
 COMMENTS_PAGE = 100
@@ -204,7 +208,7 @@ class GitHubClient:
                 "User-Agent": USER_AGENT, "Authorization": (auth or self.auth).header(self),
                 **({"Content-Type": "application/json"} if data is not None else {})})
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                with _OPENER.open(request, timeout=self.timeout_s) as response:
                     raw = response.read()
                 return json.loads(raw) if raw.strip() else {}
             except urllib.error.HTTPError as exc:
@@ -217,6 +221,11 @@ class GitHubClient:
                     log.warning("GitHub rate limit on %s %s: waiting %.0f s", method, path, wait)
                     self.sleep(wait)
                     continue
+                if 300 <= exc.code < 400:  # a redirect off the API's origin (SameOriginRedirects follows the rest)
+                    where = exc.headers.get("Location") if exc.headers is not None else None
+                    raise GitHubError(exc.code, method, path, f"a redirect to {str(where)[:200]!r}, not followed: "
+                                      f"only reads are followed, within {self.api_url}'s host (the credentials "
+                                      "never reach another host, a write is never replayed as a read)") from None
                 if exc.code < 500:
                     raise GitHubError(exc.code, method, path, _message(text)) from None
                 failure = f"GitHub answered {exc.code} to {method} {path}"

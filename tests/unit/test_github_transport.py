@@ -125,3 +125,25 @@ def test_signature_check() -> None:
     assert not signature_ok("s3cret", body, None)
     assert not signature_ok("s3cret", body, good.removeprefix("sha256="))
     assert not signature_ok("", body, good)
+
+
+def test_redirects_are_followed_for_reads_on_github_s_own_host_only(fake: FakeGitHub) -> None:
+    """GitHub moves a renamed repository's calls with a 301 on its own host: a read follows it. A redirect to another
+    host is reported, and nothing reaches that host (urllib would send the Authorization header along); a redirected
+    write is reported too (urllib would replay it as a GET without its body, and the creation would read as done)."""
+    api = client(fake)
+    mine = api.create_comment(REPO, 5, "<!-- kernelwatch:pr-comment -->\nresults")
+    fake.failures = [(301, {"Location": "/repos/acme/kernels/issues/5/comments?per_page=100&page=1&moved=1"})]
+    assert api.find_comment(REPO, 5, "<!-- kernelwatch:pr-comment -->") == mine
+    [moved] = [c for c in fake.calls("GET", "/repos/acme/kernels/issues/5/comments") if "moved" in c.query]
+    assert moved.authorization  # followed on its own host, credentials and all
+
+    with serve_fake_github(FakeGitHub(public_key=PUBLIC)) as elsewhere:
+        fake.failures = [(301, {"Location": f"{elsewhere.url}/repos/acme/kernels/issues/5/comments"})]
+        with pytest.raises(GitHubError, match="not followed") as refused:
+            api.find_comment(REPO, 5, "<!-- kernelwatch:pr-comment -->")
+        assert refused.value.status == 301 and elsewhere.requests == []
+    fake.failures = [(307, {"Location": f"{fake.url}/repos/acme/kernels/issues/5/comments"})]
+    with pytest.raises(GitHubError, match="not followed"):
+        api.create_comment(REPO, 5, "second")
+    assert [c["body"] for c in fake.comments.values()] == ["<!-- kernelwatch:pr-comment -->\nresults"]
