@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import JSON, CheckConstraint, Connection, Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -51,7 +52,12 @@ def seed(conn: Connection) -> None:
     present = inspect(conn)
     for table in Base.metadata.sorted_tables:
         columns = {c["name"] for c in present.get_columns(table.name)}
-        conn.execute(table.insert().values({c.name: _value(c) for c in table.columns if c.name in columns}))
+        values = {c.name: _value(c) for c in table.columns if c.name in columns}
+        # An INSERT of the model's table would add a later column's Python-side default (repository.first_commits):
+        # a table of the present columns alone, with the model's types.
+        at_revision = sa.Table(table.name, sa.MetaData(), *(sa.Column(c.name, c.type) for c in table.columns
+                                                             if c.name in columns))
+        conn.execute(at_revision.insert().values(values))
 
 
 def _set(engine: Engine, table: str, column: str, value: str | None) -> None:
