@@ -34,6 +34,12 @@ class Conflict(KernelWatchError):
     http_status = 409
 
 
+class AnotherProject(Conflict):
+    """A run filed under a repository name the store holds for another project (no root commit in common:
+    service/pipeline/ingest.py). Not the conflict of a run id stored already, which a redelivered task may meet and
+    take as done: this run is stored nowhere, and whoever made it must be told."""
+
+
 class PayloadTooLarge(InvalidInput):
     http_status = 413
 

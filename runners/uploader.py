@@ -217,6 +217,8 @@ def _rejection(response: Answer, what: str) -> UploadRejected:
     message = error.get("message") or response.body[:200].decode("utf-8", "replace") or "no message"
     code = error.get("code")
     details = error.get("details") if isinstance(error.get("details"), dict) else None
+    if response.status == 409 and code == "another_project":  # not this run id stored already: stored nowhere
+        return UploadRejected(f"{what}: {message}", 409, code, details)
     if response.status == 409:
         return UploadConflict(f"{what}: the service already holds a different payload under this run id; the stored "
                               f"run is kept ({message})", 409, code, details)

@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError
 from werkzeug.exceptions import HTTPException
 
 from kernelwatch.errors import (
+    AnotherProject,
     ConfigurationError,
     Conflict,
     Forbidden,
@@ -32,13 +33,14 @@ from service.store.db import cancelled_by_timeout
 
 log = logging.getLogger("kernelwatch.api")
 
-# Most specific first: PayloadTooLarge is an InvalidInput.
+# Most specific first: PayloadTooLarge is an InvalidInput, AnotherProject a Conflict.
 CODES: tuple[tuple[type[KernelWatchError], str], ...] = (
     (PayloadTooLarge, "payload_too_large"),
     (InvalidInput, "invalid_input"),
     (Unauthorized, "unauthorized"),
     (Forbidden, "forbidden"),
     (NotFound, "not_found"),
+    (AnotherProject, "another_project"),
     (Conflict, "conflict"),
     (Transient, "unavailable"),
     (ConfigurationError, "misconfigured"),

@@ -56,8 +56,10 @@ OPS: tuple[Op, ...] = (
     Op("get", "/artifacts/{sha256}", "Download an artifact's bytes", errors=(404,),
        extra={"responses": {"200": {"description": "the artifact", "content": BYTES}}}),
     Op("post", "/runs", "Submit a finished run's manifest (format_version 1). Idempotent by run_id: the same "
-       "payload again answers 200, another payload under the same run_id 409; artifacts it references must be "
-       "uploaded first (400 lists the missing ones)", scope="submit", body=_json("Manifest"), ok=(200, 201),
+       "payload again answers 200, another payload under the same run_id 409 (code conflict); a run whose repository "
+       "name the store holds for another project (no root commit in common) 409 with code another_project; "
+       "artifacts it references must be uploaded first (400 lists the missing ones)", scope="submit",
+       body=_json("Manifest"), ok=(200, 201),
        errors=(400, 409, 413)),
     Op("post", "/runs/enqueue", "Enqueue a suite run at a commit on runner.<hardware> (503 in the embedded "
        "form, which has no runner queue)", scope="submit", body=_json("EnqueueRequest"), ok=(202,),

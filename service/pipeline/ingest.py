@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from kernelwatch.errors import Conflict
+from kernelwatch.errors import AnotherProject, Conflict
 from service.contract import ArtifactInfo, BenchmarkResult, Manifest
 from service.contract.manifest import UNSET_IDENTITY
 from service.detect.summary import summarize_many
@@ -135,10 +135,10 @@ def another_project_message(name: str, stored: Sequence[str], roots: Sequence[st
 
 
 def _same_project(repository: Repository, roots: Sequence[str]) -> None:
-    """Conflict where the run's history is another project than the one stored under its name; else its roots
-    are kept with the stored ones (a repository stored before roots were recorded takes the first it is given)."""
+    """AnotherProject (a 409) where the run's history is another project than the one stored under its name; else
+    its roots are kept with the stored ones (a repository stored before roots were recorded takes the first given)."""
     if another_project(repository.first_commits, roots):
-        raise Conflict(another_project_message(repository.name, repository.first_commits, roots))
+        raise AnotherProject(another_project_message(repository.name, repository.first_commits, roots))
     merged = sorted({*repository.first_commits, *roots})
     if merged != sorted(repository.first_commits):
         repository.first_commits = merged

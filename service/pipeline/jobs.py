@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelwatch.errors import Conflict, KernelWatchError, Transient
+from kernelwatch.errors import AnotherProject, Conflict, KernelWatchError, Transient
 from runners.artifacts import ArtifactStore
 from service.detect.types import Detector
 from service.store.db import unit_of_work
@@ -180,6 +180,8 @@ def _uploader(env: JobEnv, queue: TaskQueue) -> Upload:
                 send(manifest)
             else:
                 submit_manifest(env.sessions, queue, manifest, env.artifacts)
+        except AnotherProject:
+            raise  # stored nowhere: the repository's name is another project's in the store (say so, fail the task)
         except (Conflict, UploadConflict):
             pass  # another delivery of this same task stored its own measurement first; keep that one
 

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelwatch.errors import Conflict
+from kernelwatch.errors import AnotherProject, Conflict
 from runners.artifacts import ArtifactStore
 from service.contract import ManifestError, parse_manifest
 from service.detect.series_detector import EDivisiveDetector
@@ -268,3 +268,19 @@ def test_root_commits_that_are_no_shas_are_refused() -> None:
         doc = _of_project(bad)  # type: ignore[arg-type]
         with pytest.raises(ManifestError, match="first_commits|first commit"):
             parse_manifest(doc)
+
+
+def test_a_worker_is_told_of_another_project_not_left_thinking_it_stored(sessions: sessionmaker[Session]) -> None:
+    """A worker's upload takes a run id stored already as done (a redelivered task's), and nothing else: another
+    project's run under a stored name is stored nowhere, so the task fails saying so."""
+    from service.pipeline.jobs import _uploader
+
+    jobs = queue(sessions)
+    upload = _uploader(jobs.env, jobs)
+    stored = _of_project([ROOT_A])
+    upload(stored)
+    changed = copy.deepcopy(stored)
+    changed["results"][0]["samples"] = [9.0, 9.0, 9.0]
+    upload(changed)  # the same run id, other samples: another delivery's measurement kept, no error
+    with pytest.raises(AnotherProject, match="another project"):
+        upload(_of_project([ROOT_B], position=1))

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
-from runners.uploader import HttpUploader, UploadOutcome
+from runners.uploader import HttpUploader, UploadConflict, UploadOutcome, UploadRejected
 from service.store.models import Artifact, Result, ResultArtifact, Run
 from tests import builders
 from tests.conftest import fresh_redis
@@ -110,6 +110,13 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
                                 "--no-capture"], capture_output=True, text=True, env=runner_env)
         assert clash.returncode == 2 and "'planted' in this store is another project" in clash.stderr, clash.stderr
         assert "[1/" not in clash.stderr
+        # A runner uploading such a run anyway is told so: not the 409 of a run id stored already, which a
+        # redelivered task takes as done (service/pipeline/jobs.py), since this run is stored nowhere.
+        doc = builders.manifest(7, repo="planted")
+        doc["repository"]["first_commits"] = ["f" * 40]
+        with pytest.raises(UploadRejected, match="another project") as refused_upload:
+            send(doc)
+        assert not isinstance(refused_upload.value, UploadConflict) and refused_upload.value.code == "another_project"
     with sessions() as s:
         assert s.scalar(select(func.count()).select_from(Run).where(Run.run_uid == run_id)) == 1
         assert s.scalar(select(func.count()).select_from(Run)) == 3
