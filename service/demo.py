@@ -23,6 +23,7 @@ from service.pipeline.jobs import detect
 from service.store.queries import FindingView, all_findings
 
 MARKER = ".kernelwatch-demo"
+DEMO_REPOSITORY = "kernels-demo"  # its folder, and the name its runs are stored under (demo_repository_name)
 DEMO_MODULES = ("__init__.py", "matmul.py", "softmax.py")
 # The benchmarks the demo times: the ones its edits touch, few enough to run ten commits three times in minutes.
 DEMO_SUITE = "matmul/matmul_dense,softmax/softmax_rows"
@@ -134,7 +135,7 @@ def create_demo_repository(workdir: Path) -> tuple[Path, list[tuple[str, str, bo
         if any(workdir.iterdir()) and not (workdir / MARKER).exists():
             raise FileExistsError(f"{workdir} is not empty and is not a KernelWatch demo directory")
         shutil.rmtree(workdir)
-    repo = workdir / "kernels-demo"
+    repo = workdir / DEMO_REPOSITORY
     repo.mkdir(parents=True)
     (workdir / MARKER).write_text("scratch space of `kernelwatch demo`; deleted by the next demo\n")
     _git(repo, "init", "-q", "-b", "main")
@@ -188,6 +189,20 @@ class DemoOutcome:
         return lines
 
 
+def demo_repository_name(ctx: Context, root: str) -> str:
+    """The name the demo's runs are stored under: its folder's, unless the store holds another demo history under
+    it. The demo's commits have fixed dates, so a demo made again is the same history, but its first commit copies
+    this version's suite: after an upgrade that changed the suite, the new history would be refused as another
+    project under the old one's name (service/pipeline/ingest.py), so it gets a name of its own instead."""
+    from service.pipeline.ingest import another_project
+    from service.store.commits import repository_named
+
+    with ctx.sessions() as session:
+        stored = repository_named(session, DEMO_REPOSITORY)
+        roots = list(stored.first_commits) if stored is not None else []
+    return f"{DEMO_REPOSITORY}-{root[:8]}" if another_project(roots, [root]) else DEMO_REPOSITORY
+
+
 def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
              progress: Progress | None = None) -> DemoOutcome:
     """Create the repository, run the suite at every commit, store and detect; the dashboard reads the result.
@@ -197,6 +212,7 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
     than on a few consecutive commits, where it would look like a step.
     """
     repo, commits = create_demo_repository(workdir)
+    name = demo_repository_name(ctx, commits[0][0])
     series_ids: set[int] = set()
     # Every run is a round of one session: a comparison of two commits then knows which of their runs were made
     # in the same minutes (a confirmation's extra rounds of a commit and its parent were not, for the commit
@@ -215,7 +231,7 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
             # The first round captures (HLO, traces, object code: what the drill-down shows); later rounds only
             # time, which is what they are for, without the profiler's overhead on each run.
             request = RunRequest(repo=repo, rev=sha, samples=samples, suite=DEMO_SUITE, branch="main",
-                                 trigger="push",
+                                 trigger="push", repository_name=name,
                                  capture_dir=ctx.settings.artifacts_dir if round_index == 0 else None)
             [manifests] = run_commits([request], ctx.settings.worktree_dir, run_ids=[uuid.uuid4().hex],
                                       first_round=round_index, session=round_session)

@@ -85,3 +85,27 @@ def test_a_shallow_clone_knows_no_root(tmp_path: Path) -> None:
     git(origin, "fetch", "-q", str(other), "main:other")
     git(origin, "merge", "-q", "-s", "ours", "--allow-unrelated-histories", "-m", "merge", "other")
     assert first_commits(origin, git(origin, "rev-parse", "HEAD")) == sorted([root, other_root])
+
+
+def test_the_demo_made_again_is_the_same_project_and_a_changed_one_is_named_apart(tmp_path: Path) -> None:
+    """`kernelwatch demo` twice with one home: fixed dates make the same history, stored under "kernels-demo" both
+    times. A demo of another version (its first commit copies that version's suite: another root) would be refused
+    under the old one's name; it is stored under a name of its own instead of failing."""
+    from service.cli.common import open_context
+    from service.demo import create_demo_repository, demo_repository_name
+    from service.settings import load_settings
+    from tests import builders
+
+    first = create_demo_repository(tmp_path / "one")[1][0][0]
+    assert create_demo_repository(tmp_path / "two")[1][0][0] == first
+    ctx = open_context(load_settings({"KERNELWATCH_HOME": str(tmp_path / "home")}))  # as `demo` opens it
+    try:
+        assert demo_repository_name(ctx, first) == "kernels-demo"  # nothing stored yet
+        stored = builders.manifest(repo="kernels-demo")
+        stored["repository"]["first_commits"] = [first]
+        ctx.submit(stored)
+        assert demo_repository_name(ctx, first) == "kernels-demo"
+        assert demo_repository_name(ctx, "0" * 40) == "kernels-demo-00000000"
+    finally:
+        ctx.close()
+
