@@ -64,10 +64,12 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     """Follows a redirect within the request's origin only (an API's own moves: GitHub answers a renamed
     repository's calls with a 301 to another path of api.github.com). urllib's own handler sends the request's
     headers, the Authorization header included, to any host a Location names; a redirect to another origin is
-    handed back as the 30x it is, for the caller to report."""
+    handed back as the 30x it is, for the caller to report. So is a redirect of anything but a read: urllib turns a
+    redirected POST into a GET without its body, and a comment's creation would read as done."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
-        if origin(urllib.parse.urljoin(req.full_url, newurl)) != origin(req.full_url):
+        if req.get_method() not in ("GET", "HEAD") or origin(urllib.parse.urljoin(req.full_url, newurl)) != origin(
+                req.full_url):
             return None
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 

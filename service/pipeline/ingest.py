@@ -131,7 +131,8 @@ def another_project(stored: Sequence[str], roots: Sequence[str]) -> bool:
 
 def another_project_message(name: str, stored: Sequence[str], roots: Sequence[str]) -> str:
     return (f"repository {name!r} in this store is another project (its first commit {min(stored)[:12]}, this "
-            f"one's {min(roots)[:12]}): give this one a name of its own (kernelwatch run/ci --repository-name NAME)")
+            f"one's {min(roots)[:12]}): give this one a name of its own (kernelwatch run/ci --repository-name NAME, "
+            "or name = 'NAME' in its kernelwatch.toml)")
 
 
 def _same_project(repository: Repository, roots: Sequence[str]) -> None:
