@@ -33,6 +33,7 @@ from runners.host_health import HostSampler, Snapshot, figures
 from runners.pinning import checked_affinity
 from runners.session import Announced, BenchmarkProcess, ChildConfig, ProcessFailed
 from service.contract import FORMAT_VERSION
+from service.contract.manifest import NAME_CHARACTERS, NAME_MAX_LENGTH
 
 ProgressFn = Callable[[int, int, str], None]
 CPU_DEVICE_FLAG = "--xla_force_host_platform_device_count"
@@ -271,7 +272,9 @@ def build_manifest(
 
 
 def repository_name(repo: Path) -> str:
-    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in repo.resolve().name)
+    """The folder's name as the manifest takes it: any other character (a non-ASCII letter too, which the
+    manifest refused after the suite was measured) made a "-", and no longer than a name may be."""
+    name = "".join(c if c in NAME_CHARACTERS else "-" for c in repo.resolve().name)[:NAME_MAX_LENGTH]
     return name or "repository"
 
 

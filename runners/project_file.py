@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from runners.build_step import parse_build
+from service.contract.manifest import NAME_CHARACTERS, NAME_MAX_LENGTH
 
 KNOWN_KEYS = ("benchmarks", "environment", "python", "build", "name")
-NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 ENVIRONMENTS = ("runner", "commit")
 
 
@@ -48,8 +48,8 @@ class ProjectSettings:
 
 def name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a stored repository (the manifest's pattern), or None where it can."""
-    if not isinstance(name, str) or not 1 <= len(name) <= 200 or not set(name) <= NAME_CHARACTERS:
-        return f"{str(name)[:80]!r} is not 1 to 200 letters, digits, '.', '_' or '-'"
+    if not isinstance(name, str) or not 1 <= len(name) <= NAME_MAX_LENGTH or not set(name) <= NAME_CHARACTERS:
+        return f"{str(name)[:80]!r} is not 1 to {NAME_MAX_LENGTH} ASCII letters, digits, '.', '_' or '-'"
     return None
 
 

@@ -53,6 +53,10 @@ Trigger = Literal["push", "pr", "manual", "bisect", "confirm", "schedule"]
 
 _SHA_PATTERN = r"^[0-9a-f]{40}$"
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,200}$"
+# The same rule as characters, for what makes a name (runners/local.py repository_name) or checks one before a run
+# (runners/project_file.py name_problem): a repository's name, a benchmark's suite and name.
+NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+NAME_MAX_LENGTH = 200
 
 # A real suite has hundreds of results; a run's results are stored in one transaction, at ~3,000 a second, so
 # this bounds one submission to seconds. More is refused up front, before any of them is validated.

@@ -73,3 +73,14 @@ def test_the_hosts_health_over_the_run_travels_in_the_manifest() -> None:
 def test_a_host_without_proc_stat_sends_no_host_health() -> None:
     doc = assemble(["a"], [measurement("a")])  # no snapshots, as on macOS
     assert "host_health" not in doc and parse_manifest(doc).host_health is None
+
+
+def test_a_folder_s_name_becomes_a_name_the_manifest_takes(tmp_path: Path) -> None:
+    """A non-ASCII letter passed str.isalnum and the manifest's pattern refused the run after it was measured."""
+    from runners.local import repository_name
+    from service.contract.manifest import NAME_CHARACTERS, NAME_MAX_LENGTH
+
+    for folder, expected in (("kernels", "kernels"), ("nöyau x", "n-yau-x"), ("k" * 250, "k" * NAME_MAX_LENGTH)):
+        (tmp_path / folder).mkdir()
+        name = repository_name(tmp_path / folder)
+        assert name == expected and set(name) <= NAME_CHARACTERS
