@@ -18,6 +18,7 @@ as its runner stored it with its results (Run.calibration), else measured on thi
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,16 +214,31 @@ def _benchmarks(specs: Iterable[Any], kernel: str) -> list[Any]:
     return chosen
 
 
+def _shown(params: Mapping[str, Any]) -> str:
+    """A shape as the user gave it, each value clipped (a 400-digit row count is not echoed whole)."""
+    return ",".join(f"{k}={str(v)[:24] + ('...' if len(str(v)) > 24 else '')}" for k, v in params.items())
+
+
 def _counts(spec: Any, params: Mapping[str, Any]) -> Shape:
     from runners.suite import analytic_cost
 
+    label = f"{spec.suite}/{spec.name}"
     try:
         counts = analytic_cost(spec, params)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{spec.suite}/{spec.name} at {params}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001  (the benchmark's own cost code: whatever it raises is its answer)
+        # A shape its cost function cannot count (a parameter of the wrong kind, one too large for a float):
+        # the user's input, said at the boundary, not a traceback (or, on /model, a 500).
+        raise InvalidInput(f"{label} cannot count the shape {_shown(params)}: "
+                           f"{type(exc).__name__}: {str(exc)[:200]}") from None
+    if counts is None:
+        raise InvalidInput(f"{label} has no FLOP and byte model to predict from")
+    flops, nbytes = counts
+    if not (math.isfinite(flops) and math.isfinite(nbytes)):
+        raise InvalidInput(f"{label} counts the shape {_shown(params)} beyond a float's range "
+                           f"({flops:g} FLOPs, {nbytes:g} bytes)")
     # Zero FLOPs is pure data movement (an all-gather): memory-bound, still predictable. No bytes is not.
-    if counts is None or counts[0] < 0 or counts[1] <= 0:
-        raise InvalidInput(f"{spec.suite}/{spec.name} has no FLOP and byte model to predict from")
+    if flops < 0 or nbytes <= 0:
+        raise InvalidInput(f"{label} has no FLOP and byte model to predict from")
     return Shape(dict(params), counts[0], counts[1])
 
 

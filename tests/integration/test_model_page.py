@@ -79,6 +79,8 @@ def test_the_charts_environment_stands_for_its_chip_in_the_form(client: FlaskCli
     {"kernel": "softmax", "from": "rows=1", "to": "rows=2", "hardware": "tpu-v9"},
     {"kernel": "softmax", "from": "", "to": "rows=2"},
     {"kernel": "<script>alert(1)</script>", "from": "rows=1", "to": "rows=2"},
+    {"kernel": "softmax", "from": "rows=256", "to": f"rows={10 ** 400}"},  # the cost function overflows
+    {"kernel": "softmax", "from": "rows=256", "to": f"rows={10 ** 308}"},  # counts past a float's range
 ])
 def test_bad_predict_input_is_a_400_with_the_reason(client: FlaskClient, query: dict[str, str]) -> None:
     response = client.get("/model", query_string={**query, "predict": "1"})

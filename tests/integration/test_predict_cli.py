@@ -113,3 +113,21 @@ def test_runs_that_kept_their_pages_are_predicted_with_the_fresh_pages_regime_th
     assert mixed.returncode == 0, mixed.stderr
     assert "50.0% (extrapolated)" in mixed.stdout and "4 measured shape(s)" in mixed.stdout, mixed.stdout
     assert "measured under 2 allocator settings" in mixed.stdout and "from 64 MiB" in mixed.stdout, mixed.stdout
+
+
+def test_a_shape_too_large_to_count_is_refused_with_exit_status_2_not_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    store(home, builders.environment(calibration=builders.calibration()), {256: 1e-3, 1024: 3e-3})
+    # 10**400 rows: the suite's cost function (5.0 * rows * cols) cannot make a float of it and raises.
+    raised = kernelwatch(["predict", "--kernel", "softmax", "--from", "rows=256", "--to", f"rows={10 ** 400}",
+                          "--hardware", "cpu"], home)
+    assert raised.returncode == 2, raised.stderr
+    assert "softmax/softmax_rows cannot count the shape rows=100000000000000000000000...,cols=4096: " \
+           "OverflowError" in raised.stderr
+    assert "Traceback" not in raised.stderr
+    # 10**308 rows: a float, but 5 FLOPs an element of 4096 columns is past its range (inf).
+    infinite = kernelwatch(["predict", "--kernel", "softmax", "--from", "rows=256", "--to", f"rows={10 ** 308}",
+                            "--hardware", "cpu"], home)
+    assert infinite.returncode == 2, infinite.stderr
+    assert "beyond a float's range (inf FLOPs, inf bytes)" in infinite.stderr
+    assert "Traceback" not in infinite.stderr
