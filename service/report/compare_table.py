@@ -216,7 +216,7 @@ def shown_line(report: ComparisonReport, rows: Sequence[int] | None) -> str | No
 
 def _layout(lines: Sequence[Sequence[str]]) -> list[str]:
     """Left-aligned columns two spaces apart; rows of one cell (titles, blank lines) are kept as they are."""
-    widths = [0] * max(len(cells) for cells in lines)
+    widths = [0] * max((len(cells) for cells in lines), default=0)  # no line: a filter that listed nothing
     for cells in lines:
         if len(cells) > 1:
             for i, cell in enumerate(cells):

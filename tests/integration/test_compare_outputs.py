@@ -123,6 +123,7 @@ def stored_own(tmp_path: Path) -> Stored:
     (["--fail-on", "regression", "--filter", "^softmax/", "--threshold", "50%"], 0),  # +20 % is under the bar
     (["--fail-on", "regression", "--filter", "^softmax/", "--threshold", "0.05"], 1),
     (["--fail-on", "regression", "--filter", "^norms/"], 1),  # broken in head counts as a regression
+    (["--fail-on", "regression", "--filter", "^nothing-of-that-name/"], 0),  # nothing listed: an empty table
 ])
 def test_exit_status_follows_fail_on(stored: Stored, args: list[str], code: int) -> None:
     proc = compare([stored.base_sha[:10], stored.head_sha[:10], *args], stored.env)
