@@ -10,7 +10,7 @@ import json
 import re
 import statistics
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +29,7 @@ from service.detect.compare import (
     Side,
     compare,
 )
-from service.detect.run_stats import RunNoise, co_measured, session_units
+from service.detect.run_stats import RunNoise, RunOrigin, co_measured, session_units
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
@@ -177,6 +177,21 @@ class _Pool:
     run_ids: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
+    fraction_runs: list[int] = field(default_factory=list)  # the run of each of ``fractions``
+
+    def keep(self, runs: Collection[int]) -> None:
+        """Only these runs' results (run_stats.co_measured chose them); a failure's message is kept whatever its
+        run (no run is known for it)."""
+        samples, sizes, ids, offset = [], [], [], 0
+        for run_id, size in zip(self.run_ids, self.run_sizes, strict=True):
+            if run_id in runs:
+                samples += self.samples[offset:offset + size]
+                sizes.append(size)
+                ids.append(run_id)
+            offset += size
+        self.samples, self.run_sizes, self.run_ids = samples, sizes, ids
+        kept = [(f, r) for f, r in zip(self.fractions, self.fraction_runs, strict=True) if r in runs]
+        self.fractions, self.fraction_runs = [f for f, _ in kept], [r for _, r in kept]
 
     def merge_units(self, units: dict[int, str]) -> None:
         """Each unit's runs taken together as one run (their samples in one), in the order the units first ran;
@@ -278,6 +293,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
                 pool.run_ids.append(run_id)
             if fraction is not None:
                 pool.fractions.append(fraction)
+                pool.fraction_runs.append(run_id)
         else:
             pool.failures.append(((message or "").strip().splitlines() or ["failed"])[0][:500])
     return pools
@@ -305,10 +321,10 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 8  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
+COMPARISON_REVISION = 9  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
 # 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread;
 # 7: only the runs made in sessions both sides share, where each side has enough of them; 8: sides measured apart
-# compared session by session
+# compared session by session; 9: both decided benchmark by benchmark (a confirmation's session holds only some)
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
@@ -364,14 +380,23 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     if base.label.repository != head.label.repository:  # a sha prefix can match in any stored repository
         notes.append(f"base and head are commits of two repositories ({base.label.repository} and "
                      f"{head.label.repository}); --repo NAME looks a reference up in one")
-    base, head, narrowed = _co_measured(session, base, head)
-    notes += narrowed
-    origins = run_origins(session, [*base.run_ids, *head.run_ids])
-    units = session_units({r: origins[r] for r in base.run_ids}, {r: origins[r] for r in head.run_ids})
     keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]] = {}
     base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
     identities = base_pools.keys() | head_pools.keys()
     identities -= _folded(identities, (base_pools, head_pools))
+    # Which runs each benchmark is compared on, and whether its sides were measured apart, is decided benchmark by
+    # benchmark: a confirmation's session holds only the benchmarks it confirms, so deciding it for the sides as a
+    # whole left every other benchmark with no run at all, and its row silently out of the table.
+    origins = run_origins(session, [*base.run_ids, *head.run_ids])
+    paired = {identity: (base_pools[identity], head_pools[identity]) for identity in identities
+              if identity in base_pools and identity in head_pools
+              and base_pools[identity].run_ids and head_pools[identity].run_ids}
+    if not (base.named_runs or head.named_runs):  # runs a user named are compared as named
+        base, head, narrowed = _co_measured(base, head, paired, origins)
+        notes += narrowed
+    apart = {identity: units for identity, (b, h) in paired.items()
+             if (units := session_units({r: origins[r] for r in b.run_ids},
+                                        {r: origins[r] for r in h.run_ids})) is not None}
     # The series' stored spread between runs (service/store/run_noise.py): what a side of one run is tested
     # against, and the prior that moderates the spread of a side of a few (service/detect/run_stats.py says why).
     measured = {pool.series_id for identity in identities
@@ -379,10 +404,9 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
                 if pool is not None and pool.run_sizes}
     compared_runs = [*base.run_ids, *head.run_ids]
     noise = run_noise(session, measured, common, compared_runs) if measured else {}
-    if units is not None and measured:  # measured apart: a session's runs are one replicate (session_units)
-        merged = _sessions_as_replicates(session, units, (base_pools, head_pools), identities, noise, common,
-                                         compared_runs)
-        notes.append(_apart_note(base, head, units, merged, len(identities)))
+    if apart:  # measured apart: a session's runs are one replicate (session_units)
+        merged = _sessions_as_replicates(session, apart, paired, noise, common, compared_runs)
+        notes.append(_apart_note(apart, paired, merged, len(paired)))
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     pairs = []
     for identity in sorted(identities, key=_sort_key):
@@ -395,68 +419,85 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
 
 
-def _co_measured(session: Session, base: ResolvedSide,
-                 head: ResolvedSide) -> tuple[ResolvedSide, ResolvedSide, list[str]]:
-    """The sides narrowed to the runs made in sessions both were measured in (run_stats.co_measured says why),
-    with a note of what was left out; runs a user named are compared as named."""
-    if base.named_runs or head.named_runs:
+def _co_measured(base: ResolvedSide, head: ResolvedSide, paired: Mapping[tuple[Any, ...], tuple[_Pool, _Pool]],
+                 origins: Mapping[int, RunOrigin]) -> tuple[ResolvedSide, ResolvedSide, list[str]]:
+    """Each benchmark's pools narrowed in place to the runs made in sessions both sides measured it in
+    (run_stats.co_measured says why), and the sides' runs to those some benchmark is still compared on (a run left
+    out of every benchmark it measured is left out of the side), with a note of what was left out."""
+    narrowed = 0
+    left_out: dict[int, bool] = {}  # per run: left out of every benchmark it measured
+    for b, h in paired.values():
+        kept = co_measured({r: origins[r] for r in b.run_ids}, {r: origins[r] for r in h.run_ids})
+        for pool, runs in ((b, set(kept.base)), (h, set(kept.head))):
+            for run in pool.run_ids:
+                left_out[run] = left_out.get(run, True) and run not in runs
+        if kept.left_out != (0, 0):
+            narrowed += 1
+            b.keep(set(kept.base))
+            h.keep(set(kept.head))
+    if not narrowed:
         return base, head, []
-    origins = run_origins(session, [*base.run_ids, *head.run_ids])
-    kept = co_measured({r: origins[r] for r in base.run_ids}, {r: origins[r] for r in head.run_ids})
-    if kept.left_out == (0, 0):
-        return base, head, []
-    sides = []
-    for side, ids in ((base, kept.base), (head, kept.head)):
-        uid, keep = dict(zip(side.run_ids, side.label.runs, strict=True)), set(ids)
-        ordered = tuple(r for r in side.run_ids if r in keep)
+    sides, dropped = [], []
+    for side in (base, head):
+        uid = dict(zip(side.run_ids, side.label.runs, strict=True))
+        ordered = tuple(r for r in side.run_ids if not left_out.get(r, False))
+        dropped.append(len(side.run_ids) - len(ordered))
         sides.append(dataclasses.replace(side, run_ids=ordered, label=dataclasses.replace(
             side.label, runs=tuple(uid[r] for r in ordered))))
     left = " and ".join(f"{n} of {name}'s {len(side.run_ids)} runs" for name, side, n
-                        in (("base", base, kept.left_out[0]), ("head", head, kept.left_out[1])) if n)
-    note = (f"{left} were made in sessions the other side was not measured in (a confirmation's or a re-run's "
-            f"rounds): runs made apart carry the host's state of their own minutes, so only the "
-            f"{len(kept.base)}+{len(kept.head)} runs interleaved in the sessions both sides share are compared")
+                        in (("base", base, dropped[0]), ("head", head, dropped[1])) if n)
+    which = "" if narrowed == len(paired) else f" (for {narrowed} of {len(paired)} benchmarks; the others' rows " \
+                                               f"compare every run)"
+    note = (f"{left or 'some runs'} were made in sessions the other side was not measured in (a confirmation's or a "
+            f"re-run's rounds): runs made apart carry the host's state of their own minutes, so only the "
+            f"{len(sides[0].run_ids)}+{len(sides[1].run_ids)} runs interleaved in the sessions both sides share are "
+            f"compared{which}")
     return sides[0], sides[1], [note]
 
 
-def _sessions_as_replicates(session: Session, units: dict[int, str],
-                            pools: tuple[dict[tuple[Any, ...], _Pool], dict[tuple[Any, ...], _Pool]],
-                            identities: Collection[tuple[Any, ...]], noise: dict[int, RunNoise],
+def _sessions_as_replicates(session: Session, apart: Mapping[tuple[Any, ...], dict[int, str]],
+                            paired: Mapping[tuple[Any, ...], tuple[_Pool, _Pool]], noise: dict[int, RunNoise],
                             environments: set[int], compared_runs: Sequence[int]) -> int:
-    """For sides measured apart: each benchmark whose history shows sessions of one commit landing farther apart
-    than their runs explain, or cannot tell (run_noise.sessions_vary), has each session's runs taken together and
-    is judged against the spread between sessions (``noise`` updated in place); how many such benchmarks."""
-    series = {pool.series_id for side in pools for pool in side.values()}
+    """For the benchmarks whose sides were measured apart (``apart``: each one's runs' units, session_units): each
+    whose history shows sessions of one commit landing farther apart than their runs explain, or cannot tell
+    (run_noise.sessions_vary), has each session's runs taken together and is judged against the spread between
+    sessions (``noise`` updated in place); how many such benchmarks."""
+    series = {pool.series_id for identity in apart for pool in paired[identity]}
     vary = sessions_vary(session, series, environments, compared_runs)
     between = run_noise(session, series, environments, compared_runs, by_session=True)
     merged = 0
-    for identity in identities:
-        pair = [side.get(identity) for side in pools]
-        if not vary.get(next(p for p in pair if p is not None).series_id, True):
+    for identity, units in apart.items():
+        pair = paired[identity]
+        if not vary.get(pair[0].series_id, True):
             continue
         merged += 1
         for pool in pair:
-            if pool is not None:
-                pool.merge_units(units)
-                noise.pop(pool.series_id, None)
-                if pool.series_id in between:
-                    noise[pool.series_id] = between[pool.series_id]
+            pool.merge_units(units)
+            noise.pop(pool.series_id, None)
+            if pool.series_id in between:
+                noise[pool.series_id] = between[pool.series_id]
     return merged
 
 
-def _apart_note(base: ResolvedSide, head: ResolvedSide, units: dict[int, str], apart: int, rows: int) -> str:
-    start = ("base and head were measured apart (no session holds runs of both): a session's runs share the host's "
-             "minutes and can agree more closely than sessions do")
+def _apart_note(apart: Mapping[tuple[Any, ...], dict[int, str]],
+                paired: Mapping[tuple[Any, ...], tuple[_Pool, _Pool]], merged: int, rows: int) -> str:
+    which = "" if len(apart) == rows else f"for {len(apart)} of {rows} benchmarks, "
+    start = (f"{which}base and head were measured apart (no session holds runs of both): a session's runs share the "
+             f"host's minutes and can agree more closely than sessions do")
     together = ("measured together (`kernelwatch run --commit BASE --commit HEAD --rounds 4`, or `kernelwatch ci`), "
                 "the runs themselves are compared")
-    if apart == 0:
+    if merged == 0:
         return (f"{start}; here every benchmark's history shows sessions of one commit agreeing as closely as their "
                 f"runs, so the runs are compared as replicates; {together}")
-    counts = [f"{len({units[r] for r in side.run_ids})} session(s) of {len(side.run_ids)} run(s)"
-              for side in (base, head)]
-    which = "" if apart == rows else (f" for {apart} of {rows} benchmarks (the others' histories show sessions of one "
-                                      f"commit agreeing as closely as their runs, and compare runs)")
-    return (f"{start}, so each session counts here as one run (base {counts[0]}, head {counts[1]}){which}, judged "
+    units = {run: unit for runs in apart.values() for run, unit in runs.items()}
+    counts = []
+    for side in (0, 1):
+        runs = {r for identity in apart for r in paired[identity][side].run_ids}
+        counts.append(f"{len({units[r] for r in runs})} session(s) of {len(runs)} run(s)")
+    more = "" if merged == len(apart) else (f" for {merged} of those {len(apart)} benchmarks (the others' histories "
+                                            f"show sessions of one commit agreeing as closely as their runs, and "
+                                            f"compare runs)")
+    return (f"{start}, so each session counts here as one run (base {counts[0]}, head {counts[1]}){more}, judged "
             f"against the spread between sessions of one commit; {together}")
 
 

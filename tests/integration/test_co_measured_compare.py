@@ -128,3 +128,36 @@ def test_where_sessions_agree_as_their_runs_do_runs_are_compared(sessions: sessi
     [note] = [n for n in outcome.notes if "measured apart" in n]
     assert "the runs are compared as replicates" in note
 
+
+
+def test_a_confirmation_of_one_benchmark_leaves_every_other_benchmark_compared(
+        sessions: sessionmaker[Session]) -> None:
+    """A range run makes each commit a session of its own, and a confirmation then measures the flagged benchmark
+    alone, for the commit and its parent, in a session of both. Compared, the flagged benchmark is compared on the
+    confirmation's runs (the one session both sides share), and every other benchmark on its own runs, measured
+    apart. Deciding that for the sides as a whole once kept only the confirmation's runs, which hold no matmul:
+    the matmul row vanished from the table, neither compared nor said missing."""
+    def both(position: int, level: float, session: str, index: int, seed: int) -> dict[str, Any]:
+        rng = np.random.default_rng(seed)
+        results = [builders.result(suite=suite, name=name, samples=[float(level * scale * (1 + 0.01 * v))
+                                                                    for v in rng.standard_normal(10)])
+                   for suite, name, scale in (("softmax", "softmax_rows", 1.0), ("matmul", "matmul_dense", 3.0))]
+        return builders.manifest(position, results, round={"session": session, "index": index})
+
+    base = [both(0, 1.0e-3, "rangebase0000002", i, seed=300 + i) for i in range(2)]
+    head = [both(1, 1.0e-3, "rangehead0000002", i, seed=310 + i) for i in range(2)]
+    confirm = [run(position, 1e-3 * (2.0 if position else 1.0), "confirmboth00001", i, seed=320 + 2 * i + position)
+               for i in range(3) for position in (0, 1)]  # softmax alone, 2x slower in the head
+    ingest(sessions, base + head + confirm)
+    with sessions() as session:
+        outcome = compare_refs(session, base[0]["commit"]["sha"], head[0]["commit"]["sha"])
+    rows = {row.key.suite: row for row in outcome.report.rows}
+    assert set(rows) == {"softmax", "matmul"}, outcome.report.rows
+    softmax, matmul = rows["softmax"], rows["matmul"]
+    assert softmax.base.estimate.runs == softmax.head.estimate.runs == 3  # type: ignore[union-attr]
+    assert softmax.verdict == "regression" and 1.9 < (softmax.ratio or 0) < 2.1, softmax
+    # matmul: the range's runs, one session a side (each commit's two runs are one replicate there).
+    assert matmul.base is not None and matmul.head is not None and matmul.verdict != "regression", matmul
+    assert len(outcome.base.runs) == 5 and len(outcome.head.runs) == 5  # every run compares some benchmark
+    [note] = [n for n in outcome.notes if "measured apart" in n]
+    assert note.startswith("for 1 of 2 benchmarks, base and head were measured apart"), note
