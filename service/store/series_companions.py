@@ -16,7 +16,7 @@ the series' benchmark and environment, whichever of its metrics carries them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -130,7 +130,7 @@ def series_companions(session: Session, view: SeriesView) -> SeriesCompanions:
     if series is None:
         return SeriesCompanions(toolchain="")
     env: Environment = series.environment
-    static, error = _benchmark_signals(session, series, {p.sha for p in view.points})
+    static, error = _benchmark_signals(session, series, [p.sha for p in view.points])
     siblings = _siblings(session, series)
     return SeriesCompanions(toolchain=toolchain_text(env.details), runs=_point_runs(session, view), static=static,
                             error=error, siblings=siblings,
@@ -173,10 +173,12 @@ def _point_runs(session: Session, view: SeriesView) -> dict[str, PointRun]:
 
 
 def _benchmark_signals(session: Session, series: Series,
-                       shas: set[str]) -> tuple[list[CompanionTrace], list[CompanionTrace]]:
+                       shas: Sequence[str]) -> tuple[list[CompanionTrace], list[CompanionTrace]]:
     """(static, error): per commit of the series, the newest default-branch run's kernel counts and max abs error of the
     benchmark in this environment (a commit measured twice compiled the same code; the newest is what a
-    click on the main point opens too)."""
+    click on the main point opens too). ``shas``: the series' commits in its order, which every trace's points
+    follow (read in the order the runs were made, a line drawn through them went back and forth between commits
+    on the chart's axis of commits)."""
     results = (
         select(Result.id.label("result_id"), Commit.sha.label("sha"), Result.max_abs_error.label("error"),
                Run.started_at.label("started_at"))
@@ -188,11 +190,12 @@ def _benchmark_signals(session: Session, series: Series,
         .subquery()
     )
     order = (results.c.started_at, results.c.result_id)
+    wanted = set(shas)
     error: dict[str, CompanionPoint] = {}
     for rid, sha, value in session.execute(
             select(results.c.result_id, results.c.sha, results.c.error)
             .where(results.c.error.is_not(None)).order_by(*order)):
-        if sha in shas:
+        if sha in wanted:
             error[sha] = CompanionPoint(sha=sha, value=value, result_id=rid)  # newest run last: it wins
     counts: dict[str, dict[str, CompanionPoint]] = defaultdict(dict)
     for rid, sha, isa, instructions, bundles in session.execute(
@@ -201,7 +204,7 @@ def _benchmark_signals(session: Session, series: Series,
             .join(KernelCode, KernelCode.result_id == results.c.result_id)
             .group_by(results.c.result_id, results.c.sha, results.c.started_at, KernelCode.isa)
             .order_by(*order, KernelCode.isa)):
-        if sha not in shas:
+        if sha not in wanted:
             continue
         # An LLO program's "instructions" are its ops; its bundles are what the TPU issues, the count to watch.
         if bundles is not None:
@@ -209,8 +212,11 @@ def _benchmark_signals(session: Session, series: Series,
         if instructions is not None:
             name = f"{isa} ops" if isa == "tpu-llo" else f"{isa} instructions"
             counts[name][sha] = CompanionPoint(sha=sha, value=float(instructions), result_id=rid)
-    static = [CompanionTrace(name=name, points=list(by_sha.values())) for name, by_sha in sorted(counts.items())]
-    return static, [CompanionTrace(name="max abs error", points=list(error.values()))] if error else []
+    def ordered(by_sha: dict[str, CompanionPoint]) -> list[CompanionPoint]:
+        return [by_sha[sha] for sha in dict.fromkeys(shas) if sha in by_sha]
+
+    static = [CompanionTrace(name=name, points=ordered(by_sha)) for name, by_sha in sorted(counts.items())]
+    return static, [CompanionTrace(name="max abs error", points=ordered(error))] if error else []
 
 
 def _siblings(session: Session, series: Series) -> list[SiblingSeries]:

@@ -136,3 +136,25 @@ def test_series_page_shows_intervals_runs_companions_and_other_toolchains(
     newer = client.get(f"/series/{ids['0.10.3']}").get_data(as_text=True)
     assert [t["name"] for t in _figure(newer)["data"]] == ["samples", "median", "max abs error"]  # no listing
     assert "jax 0.10.3 → 0.10.2" in newer
+
+
+def test_a_series_measured_out_of_order_draws_its_companions_in_commit_order(
+        sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:
+    """The demo runs its commits in an order of its own each round, and a backfill measures old commits last: a
+    companion line drawn in the order the runs were made went back and forth across the chart's axis of commits
+    (a code size that changed once drew a box over every commit between)."""
+    app = app_for(database_url, tmp_path)
+    ctx = app.extensions["kernelwatch"]
+    docs = builders.step_series_manifests([1e-3] * 3 + [2e-3] * 3)
+    for made, position in enumerate((4, 1, 5, 0, 3, 2)):  # the order the runs were made in
+        doc = docs[position]
+        doc["results"][0]["max_abs_error"] = 1e-7 * (1 + position)
+        doc["started_at"] = f"2026-03-01T00:{made:02d}:00+00:00"
+        doc["finished_at"] = f"2026-03-01T00:{made:02d}:30+00:00"
+        ctx.submit(doc)
+    with ctx.sessions() as s:
+        series = s.scalar(select(Series.id).where(Series.metric == "wall_time"))
+    fig = _figure(app.test_client().get(f"/series/{series}").get_data(as_text=True))
+    median, error = fig["data"][1], next(t for t in fig["data"] if t["name"] == "max abs error")
+    assert error["x"] == median["x"] and len(error["x"]) == 6
+    assert error["y"] == pytest.approx([1e-7 * (1 + p) for p in range(6)])
