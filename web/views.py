@@ -252,6 +252,13 @@ def plotly_js():  # type: ignore[no-untyped-def]
     return send_file(PLOTLY_JS, mimetype="text/javascript", max_age=86400)
 
 
+# Browsers ask for /favicon.ico of every site: without an icon each page's first load logged a 404 in the console.
+@bp.get("/static/favicon.svg")
+@bp.get("/favicon.ico")
+def favicon():  # type: ignore[no-untyped-def]
+    return send_file(STATIC / "favicon.svg", mimetype="image/svg+xml", max_age=86400)
+
+
 @bp.get("/static/inbox.js")
 def inbox_js():  # type: ignore[no-untyped-def]
     return send_file(STATIC / "inbox.js", mimetype="text/javascript", max_age=3600)

@@ -74,7 +74,7 @@ OPS: tuple[Op, ...] = (
        "findings_limit findings (those that flag the commit first) and finding_count; `next` is the cursor of the "
        "following page (null on the last)",
        query=(*FILTERS, ("limit", "integer", "commits per page, 1 to 1000, default 100"), CURSOR, FINDINGS_LIMIT),
-       errors=(400,)),
+       errors=(400, 404)),
     Op("get", "/series/{series_id}", "A series: per-commit points (samples, median) and findings", errors=(404,)),
     Op("get", "/findings", "Findings, newest first (by when detection found them), a page at a time; `next` is the "
        "cursor of the following page (null on the last)",
@@ -82,7 +82,7 @@ OPS: tuple[Op, ...] = (
               ("kind", "string", "time, static, numerics or efficiency"),
               ("direction", "string", "regression or improvement"),
               *FILTERS, ("limit", "integer", "findings per page, 1 to 1000, default 100"), CURSOR),
-       errors=(400,)),
+       errors=(400, 404)),
     Op("get", "/alerts", "Alerts, newest first, a page at a time, with notes and their worst findings_limit findings "
        "(largest relative change) and finding_count; `total` counts the matching alerts (null with hardware); "
        "`next` is the cursor of the following page (null on the last)",

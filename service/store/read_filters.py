@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import ColumnElement, func, literal, or_, select, tuple_
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from kernelwatch.errors import NotFound
 from service.store.models import Environment, Repository
 from service.store.times import utc
 
@@ -38,10 +39,14 @@ class Page(Generic[T, K]):
 
 
 def repository_ids(session: Session, name: str | None) -> list[int] | None:
-    """The ids a repository filter allows (empty for an unknown name); None when there is no filter."""
+    """The ids a repository filter allows; None when there is no filter. An unknown name is NotFound, as the alerts'
+    filter says it: an empty page for it read as a repository with nothing measured, which a typo is not."""
     if name is None:
         return None
-    return list(session.scalars(select(Repository.id).where(Repository.name == name)))
+    ids = list(session.scalars(select(Repository.id).where(Repository.name == name)))
+    if not ids:
+        raise NotFound(f"no repository named {name[:200]!r}")
+    return ids
 
 
 def environment_ids(session: Session, hardware: str | None) -> list[int] | None:

@@ -51,7 +51,8 @@ def page(ctx: Context, rid: int) -> tuple[str, str]:
 
 
 def test_a_cost_analysis_that_disagrees_is_shown_and_one_that_agrees_is_not(context: Context) -> None:
-    disagrees = builders.result(name="padded", cost={"flops": FLOPS * 1.02, "bytes accessed": BYTES * 1.8})
+    disagrees = builders.result(name="padded", cost={"flops": FLOPS * 1.02, "bytes accessed": BYTES * 1.8,
+                                                     "footprint bytes": 50.3e6})
     halves = builders.result(name="fused", cost={"flops": FLOPS * 0.5, "bytes accessed": BYTES})
     agrees = builders.result(name="agrees", cost={"flops": FLOPS * 1.05, "bytes accessed": BYTES * 0.95})
     context.submit(builders.manifest(results=[disagrees, halves, agrees]))
@@ -67,6 +68,7 @@ def test_a_cost_analysis_that_disagrees_is_shown_and_one_that_agrees_is_not(cont
     assert "XLA counts 1.8× the benchmark's bytes (+80 %)" in text
     assert "XLA counts" not in text.replace("XLA counts 1.8× the benchmark's bytes", "")  # FLOPs within 10 %
     assert "fused ops' bytes once, transcendentals apart, and padded shapes" in html  # the why-tooltip
+    assert "XLA footprint bytes 50.3 MB" in text  # every count of bytes in bytes (it read "50.3 M")
 
     _, text = page(context, result_id(context, "fused"))
     assert "XLA counts 0.5× the benchmark's FLOPs (-50 %)" in text and "benchmark's bytes" not in text

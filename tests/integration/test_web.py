@@ -54,6 +54,11 @@ def test_index_and_series_show_the_finding(sessions: sessionmaker[Session], data
     js = client.get("/static/plotly.min.js")
     assert js.status_code == 200 and len(js.data) > 1_000_000
     assert client.get("/series/424242").status_code == 404
+    # An icon of its own: a browser asks every site for one, and a 404 there was an error in every page's console.
+    assert '<link rel="icon" href="/static/favicon.svg"' in page
+    for path in ("/favicon.ico", "/static/favicon.svg"):
+        icon = client.get(path)
+        assert icon.status_code == 200 and icon.mimetype == "image/svg+xml" and b"<svg" in icon.data
 
 
 def test_untrusted_text_is_escaped(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -> None:

@@ -84,6 +84,14 @@ def test_ratio_figure_draws_geomeans_first_and_skips_rows_without_a_ratio() -> N
     assert trace["marker"]["color"][1] != trace["marker"]["color"][2]  # regression and improvement differ
 
 
+def test_ratio_figure_stops_its_axis_past_minus_100_percent() -> None:
+    """A 5x regression makes the axis reach +400 % and more; its mirror, -400 %, is where no time can fall."""
+    pairs = [Pair(BenchmarkKey("s", "slow"), runs_of(samples(1.0)), runs_of(samples(5.0))),
+             Pair(BenchmarkKey("s", "fast"), runs_of(samples(1.0)), runs_of(samples(0.8)))]
+    low, high = ratio_figure(compare(pairs).rows)["layout"]["xaxis"]["range"]
+    assert high > 400 and low == -105
+
+
 def test_ratio_figure_numbers_duplicate_labels() -> None:
     pairs = [Pair(BenchmarkKey("s", "a", environment=env), runs_of(samples(1.0)), runs_of(samples(1.2)))
              for env in ("cpu", "gpu")]

@@ -66,3 +66,18 @@ def test_the_axes_span_the_points_and_every_level_has_a_roof_across_them() -> No
     dots = fig["data"][-1]
     assert list(dots["text"]) == ["softmax/rows", "norms/rmsnorm"]  # suite/name on the chart, params in the hover
     assert dots["customdata"][0][0] == "softmax/rows [rows=256]"
+
+
+def test_shapes_of_one_benchmark_are_told_apart_and_not_printed_over_one_another() -> None:
+    """Two shapes of softmax at one intensity stand one above the other: both named by the parameter that differs,
+    the lower labelled below it; and a y-axis spanning three decades is ticked by decade (plotly's own choice
+    labelled 60G, 70G, 80G, 90G and 100G on top of one another)."""
+    points = [point("softmax/rows [cols=4096,rows=256]", 0.6, 2.2e9),
+              point("softmax/rows [cols=4096,rows=1024]", 0.6, 2.5e9), point("norms/rmsnorm [hidden=8]", 2.0, 3e9)]
+    fig = model_figure(points, RooflinePeaks(300e9, 100e9), "cpu · cpu")
+    dots = fig["data"][-1]
+    assert list(dots["text"]) == ["softmax/rows rows=256", "softmax/rows rows=1024", "norms/rmsnorm"]
+    assert list(dots["textposition"]) == ["bottom center", "top center", "top center"]
+    assert fig["layout"]["yaxis"]["dtick"] == 1  # every decade: 2.2e9 / 3 .. 300e9 x 2 is three of them
+    narrow = model_figure([point("a", 1.0, 5e9), point("b", 1.5, 6e9)], None, "cpu · cpu")
+    assert narrow["layout"]["yaxis"]["dtick"] == "D2"  # under two decades: 1, 2 and 5 of each

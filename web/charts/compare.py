@@ -1,7 +1,9 @@
 """The compare chart: each listed benchmark's change head/base with its interval, coloured by verdict.
 
 PURE: comparison rows in, a plotly figure (a plain dict) out. The change is drawn in percent of the base on a
-symmetric axis, so a +20 % regression and a -20 % improvement lie as far from zero; the geomeans sit on top.
+symmetric axis, so a +20 % regression and a -20 % improvement lie as far from zero; the geomeans sit on top. The
+axis stops a little past -100 % whatever the largest change (no time falls by more): made symmetric about a +399 %
+regression it ran to -439 %, half the chart where no result can lie.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ UNCHANGED = "#6a737d"
 INCONCLUSIVE = "#d4a72c"
 GEOMEAN = "#1f77b4"
 ROW_HEIGHT = 22  # pixels per benchmark: labels stay readable however many rows a page lists
+FLOOR = -105.0  # the axis's left end at most: a time falls by 100 % at most, and the marker needs its room
 
 
 def _colour(verdict: str) -> str:
@@ -77,7 +80,7 @@ def ratio_figure(rows: Sequence[Comparison], geomeans: Sequence[Geomean] = ()) -
             "height": max(220, 90 + ROW_HEIGHT * len(points)),
             "margin": {"l": 20, "r": 20, "t": 30, "b": 50},
             "xaxis": {"title": {"text": "change head vs base (%), 95% interval", "standoff": 8},
-                      "range": [-extent * 1.1, extent * 1.1], "zeroline": True, "zerolinecolor": "#1b1f24",
+                      "range": [max(-extent * 1.1, FLOOR), extent * 1.1], "zeroline": True, "zerolinecolor": "#1b1f24",
                       "zerolinewidth": 1, "ticksuffix": "%"},
             "yaxis": {"autorange": "reversed", "automargin": True, "type": "category"},
         },

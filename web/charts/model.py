@@ -47,6 +47,37 @@ def _short(label: str) -> str:
     return label.split(" [", 1)[0]
 
 
+def _point_labels(points: Sequence[ModelPoint], achieved: Sequence[float]) -> tuple[list[str], list[str]]:
+    """Each point's label and its position. A benchmark's shapes share its name, so where it has several the label
+    adds the parameters that tell them apart; and of its points the lowest is labelled below, the rest above, since
+    its shapes often share an intensity and stand one above the other (two names printed on one another, as before,
+    read as neither)."""
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(points):
+        groups.setdefault(_short(p.label), []).append(i)
+    labels, positions = [""] * len(points), ["top center"] * len(points)
+    for name, members in groups.items():
+        params = [dict(part.split("=", 1) for part in _params_of(points[i].label)) for i in members]
+        varying = [k for k in params[0] if len({ps.get(k) for ps in params}) > 1]
+        for i, ps in zip(members, params, strict=True):
+            labels[i] = name + ("".join(f" {k}={ps[k]}" for k in varying) if len(members) > 1 else "")
+        if len(members) > 1:
+            positions[min(members, key=lambda i: achieved[i])] = "bottom center"
+    return labels, positions
+
+
+def _params_of(label: str) -> list[str]:
+    """The ``k=v`` parts of a point's label (service/store/model_points.py: "suite/name [k=v,k=v]")."""
+    inside = label.split(" [", 1)[1].rstrip("]") if " [" in label else ""
+    return [part for part in inside.split(",") if "=" in part]
+
+
+def _log_ticks(low: float, high: float) -> int | str:
+    """A log axis's tick step: every decade where the axis spans two or more (plotly's own choice labels every
+    digit of each decade there, printed over one another on a chart of ordinary height), else 1, 2 and 5 of each."""
+    return 1 if math.log10(high / low) >= 2 else "D2"
+
+
 def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hardware: str,
                  memory_roofs: Sequence[MemoryRoof] = ()) -> dict[str, Any]:
     """The suite on its hardware's roofline. The axes span the points (half a decade either side) and the ridge
@@ -83,12 +114,13 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
         title = f"Roofline · {hardware} · {len(points)} benchmark(s)"
     else:
         title = f"Roofline · {hardware} · {NO_PEAKS_NOTE}"
+    labels, positions = _point_labels(points, achieved)
     fig.add_trace(go.Scatter(
         x=intensities, y=achieved, mode="markers+text", name="benchmarks",
         # A point above its roof is drawn as a cross: the roof does not bound it, so its fraction is no figure.
         marker={"color": ["#d62728" if p.bound == "compute" else "#4c78a8" for p in points], "size": 9,
                 "symbol": ["x" if p.above else "circle" for p in points]},
-        text=[_short(p.label) for p in points], textposition="top center", textfont={"size": 9},
+        text=labels, textposition=positions, textfont={"size": 9},
         customdata=[[p.label, format_si(p.achieved_flops_per_s, "FLOP/s"),
                      "above the roof: none" if p.above else f"{p.fraction:.1%}" if p.fraction is not None else "-",
                      p.bound, p.peak_source or "no roof"] for p in points],
@@ -97,8 +129,8 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
     if points:
         y_low = min(achieved) / 3
         y_high = max([*achieved, *tops]) * 2
-        fig.update_xaxes(range=[math.log10(low), math.log10(high)])
-        fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)])
+        fig.update_xaxes(range=[math.log10(low), math.log10(high)], dtick=_log_ticks(low, high))
+        fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)], dtick=_log_ticks(y_low, y_high))
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", title="achieved FLOP/s", tickformat="~s")
     fig.update_layout(title=title, template="plotly_white", margin={"l": 70, "r": 20, "t": 50, "b": 50},
