@@ -312,6 +312,21 @@ def prune_checkouts(cache_dir: Path, unused_for_s: float, now: float, dry_run: b
     return gone
 
 
+def work_tree_top(path: Path) -> Path:
+    """The top of the git work tree that holds ``path``: a command given a subdirectory of a repository (run from
+    ``src/``, ``--repo .`` in a package's folder) measures the repository, whose clone is made from its top (git
+    cannot clone a subdirectory) and whose project file lies there. ``path`` itself where git finds no work tree
+    (its error comes later, naming the path), or where it is the top already."""
+    path = path.expanduser()
+    if not path.is_dir():
+        return path
+    proc = run_git(["-C", str(path), "rev-parse", "--show-toplevel"])
+    top = proc.stdout.strip()
+    if proc.returncode != 0 or not top:
+        return path
+    return path if Path(top).resolve() == path.resolve() else Path(top)
+
+
 def local_path(location: str) -> Path | None:
     """The repository itself when ``location`` is a local directory (as a path, or as the file:// URL a manifest
     records); None for a remote URL."""

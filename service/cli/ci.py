@@ -24,6 +24,7 @@ from service.cli.measure import (
     measuring,
     naming_options,
     noise_options,
+    repository_top,
 )
 from service.cli.report_options import Comparison, ReportOptions, add_report_options, print_report, report_options
 from service.cli.same_project import check_same_project
@@ -104,8 +105,8 @@ class CiRun:
 
 
 def _ci(args: argparse.Namespace, settings: Settings) -> int:
-    return cmd_ci(settings, CiOptions(args.base, args.head, args.repo, measuring(args), args.rounds, args.max_rounds,
-                                      args.hardware, report_options(args)))
+    return cmd_ci(settings, CiOptions(args.base, args.head, repository_top(args.repo), measuring(args), args.rounds,
+                                      args.max_rounds, args.hardware, report_options(args)))
 
 
 def cmd_ci(settings: Settings, options: CiOptions) -> int:

@@ -4,6 +4,7 @@ where the benchmarks are (the options, else the repository's project file)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,6 +94,18 @@ class Measured:
     python: Path | None = None  # a user-named interpreter
     build: tuple[str, ...] | None = None  # the project file's build, run in each checkout (runners/build_step.py)
     name: str | None = None  # the name runs are stored under: --repository-name, else the project file's
+
+
+def repository_top(repo: Path) -> Path:
+    """``--repo``, or the top of the git work tree it lies in, said on stderr when they differ (runners/gitrepo.py
+    work_tree_top): a subdirectory was refused with git's "cannot clone ...: repository does not exist"."""
+    from runners.gitrepo import work_tree_top
+
+    top = work_tree_top(repo)
+    if top != repo.expanduser():
+        print(f"kernelwatch: measuring the repository at {top} (the top of the git work tree holding {repo})",
+              file=sys.stderr)
+    return top
 
 
 def measured_for(repo: Path, options: Measuring, settings: Settings) -> Measured:

@@ -19,6 +19,7 @@ from service.cli.measure import (
     measuring,
     naming_options,
     noise_options,
+    repository_top,
 )
 from service.cli.same_project import check_same_project, stored_name
 from service.report.compare_table import terminal_text
@@ -101,8 +102,9 @@ class RunOptions:
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
-    revisions = Revisions(repo=args.repo, commit=args.commit, commits=args.commits, commits_file=args.commits_file,
-                          every=args.every, working_tree=args.working_tree, skip_existing=args.skip_existing)
+    revisions = Revisions(repo=repository_top(args.repo), commit=args.commit, commits=args.commits,
+                          commits_file=args.commits_file, every=args.every, working_tree=args.working_tree,
+                          skip_existing=args.skip_existing)
     return cmd_run(settings, RunOptions(revisions, measuring(args), args.rounds, args.branch, args.output,
                                         ingest=not args.no_ingest))
 

@@ -109,3 +109,26 @@ def test_the_demo_made_again_is_the_same_project_and_a_changed_one_is_named_apar
     finally:
         ctx.close()
 
+
+
+def test_a_subdirectory_of_a_repository_measures_the_repository(tmp_path: Path) -> None:
+    """`--repo src/` (or `ci` run from a package's folder, its --repo "."): git cannot clone a subdirectory, and the
+    command said "cannot clone .../src: repository ... does not exist". It measures the repository, says so, and
+    stores it under the repository's name, not the subdirectory's."""
+    root = tmp_path / "kernels"
+    project(root, 0)
+    (root / "src").mkdir()
+    (root / "src" / "README").write_text("the package\n")
+    sha = commit_all(root, "a package folder")
+    env = clean_env(tmp_path / "home")
+    measure = ["--samples", "2", "--warmup", "1", "--no-capture"]
+    done = run_cli(["run", "--repo", str(root / "src"), *measure], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"measuring the repository at {root} (the top of the git work tree holding {root / 'src'})" in done.stderr
+    engine = make_engine(f"sqlite:///{tmp_path / 'home' / 'kernelwatch.db'}")
+    with make_session_factory(engine)() as s:
+        stored = s.execute(select(Repository.name, Commit.sha).join(Commit).join(Run)).all()
+    engine.dispose()
+    assert [tuple(row) for row in stored] == [("kernels", sha)]
+    outside = run_cli(["run", "--repo", str(tmp_path), *measure], env)  # no work tree at all: git's error, one line
+    assert outside.returncode == 2 and "Traceback" not in outside.stderr, outside.stderr[-2000:]
