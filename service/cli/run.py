@@ -7,8 +7,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
 from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, run_progress
@@ -24,6 +25,9 @@ from service.cli.measure import (
 from service.cli.same_project import check_same_project, stored_name
 from service.report.compare_table import terminal_text
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.context import Context
 
 
 def register(sub: Subparsers) -> None:
@@ -266,15 +270,36 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
                   f"{'' if sent.created else ' (already stored; nothing changed)'}")
     elif options.ingest:
         ctx = open_context(settings)
+        started = datetime.now(UTC)
         for m in manifests:
             ctx.submit(m)
             # the run id `compare` and the API take (the store's row number is no name a user can give back)
             kind = " (a working copy's run: an environment of its own)" if m.environment.working_tree else ""
             print(f"stored as run {m.run_id}{kind}")
+        print_found(ctx, started, manifests[0].repository.name if manifests else None)
+
+
+def print_found(ctx: Context, since: datetime, repository: str | None) -> None:
+    """What detection found in the runs just stored (the in-process queue has done it, confirmation rounds
+    included, by the time ``submit`` returns): the alerts a finding made since ``since`` raised or joined. Said
+    only in the store's log and on the inbox before; a regression the command had just measured went unsaid."""
+    from service.pipeline.alerts import alerts_found_since
+    from service.report.alerts_text import alerts_to_text
+
+    if ctx.celery is not None:  # the distributed form: the workers detect, after this command has returned
+        print("detection runs in the service's workers: `kernelwatch alerts list` shows what they find")
+        return
+    with ctx.sessions() as session:
+        found = alerts_found_since(session, since, repository)
+    if found:
+        print(f"found (kernelwatch alerts list has every alert):\n{alerts_to_text(found)}", end="")
+    else:
+        print("found nothing new: no change point, static diff or numerics change in these runs' series")
 
 
 def cmd_ingest(settings: Settings, path: Path) -> int:
     from service.contract import MAX_MANIFEST_BYTES
+    from service.store.models import Run
 
     # The cap POST /runs has: /dev/zero or a runaway file is refused at it, not read into memory whole.
     try:
@@ -285,6 +310,13 @@ def cmd_ingest(settings: Settings, path: Path) -> int:
     if len(payload) > MAX_MANIFEST_BYTES:
         raise InvalidInput(f"{path} is larger than a manifest may be ({MAX_MANIFEST_BYTES} bytes)")
     ctx = open_context(settings)
+    started = datetime.now(UTC)
     outcome = ctx.submit(payload)
-    print(f"run {outcome.run_id} {'stored' if outcome.created else 'already stored; nothing changed'}")
+    with ctx.sessions() as session:
+        # the run id `compare` and the API take, as `run` prints it (the store's row number is no name to give back)
+        stored = session.get(Run, outcome.run_id)
+        uid = stored.run_uid if stored is not None else str(outcome.run_id)
+    print(f"run {uid} {'stored' if outcome.created else 'already stored; nothing changed'}")
+    if outcome.created:
+        print_found(ctx, started, None)
     return EXIT_OK

@@ -183,6 +183,18 @@ def list_alerts(session: Session, repository: str | None = None, state: str | No
     return alerts_page(session, ReadFilters(repository=repository), state=state).items
 
 
+def alerts_found_since(session: Session, since: datetime, repository: str | None = None) -> list[AlertView]:
+    """The alerts a finding made at or after ``since`` raised or joined (of ``repository`` where given), newest
+    first: what `kernelwatch run` and `ingest` print of what detection found in the runs they stored."""
+    repo_id = stored.repository_id(session, repository) if repository is not None else None
+    if repository is not None and repo_id is None:
+        return []  # nothing stored under that name: nothing found in it
+    ids = stored.alerts_found_since(session, since, repo_id)
+    if not ids:
+        return []
+    return [a for a in alerts_page(session, ReadFilters(repository=repository)).items if a.id in ids]
+
+
 def alerts_page(session: Session, filters: ReadFilters, state: str | None = None, limit: int | None = None,
                 after: int | None = None, findings_limit: int | None = None) -> Page[AlertView, int]:
     """Alerts newest first, ``limit`` at a time (None: all), after the alert id ``after``; each with at most

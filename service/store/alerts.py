@@ -265,3 +265,12 @@ def _add_findings(session: Session, findings: dict[int | None, list[AlertFinding
             id=f.id, series_id=f.series_id, benchmark=label_of(f.suite, f.name, f.params), metric=f.metric,
             unit=f.unit, direction=f.direction, magnitude=f.magnitude, confidence=f.confidence,
             p_value=f.p_value, detector=f.detector))
+
+
+def alerts_found_since(session: Session, since: datetime, repository_id: int | None = None) -> set[int]:
+    """The alerts holding a finding made at or after ``since`` (of one repository's series where given): a new
+    alert, or an old one a new finding joined, which what a command raised is."""
+    query = select(Finding.alert_id).where(Finding.created_at >= utc(since), Finding.alert_id.is_not(None))
+    if repository_id is not None:
+        query = query.join(Series, Series.id == Finding.series_id).where(Series.repository_id == repository_id)
+    return {alert_id for alert_id in session.scalars(query.distinct()) if alert_id is not None}

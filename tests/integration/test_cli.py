@@ -60,6 +60,7 @@ def test_run_at_a_commit_stores_its_results(tmp_path: Path, suite_repo: Path, pg
                         "--suite", "softmax/*", "--params", "rows=256", "--output", str(out)], env)
     assert proc.returncode == 0, proc.stderr
     assert "1 ok, 0 failed (complete)" in proc.stdout
+    assert "found nothing new" in proc.stdout  # one run: no history to change against
     [written] = list(out.iterdir())
     manifest = json.loads(written.read_text())
     first_sha = git(suite_repo, "rev-parse", "HEAD~1")
@@ -84,6 +85,26 @@ def test_run_at_a_commit_stores_its_results(tmp_path: Path, suite_repo: Path, pg
     with make_session_factory(engine)() as s:
         assert s.scalar(select(func.count(Run.id))) == 1
     engine.dispose()
+
+
+def test_ingest_prints_the_alert_its_run_raised(tmp_path: Path) -> None:
+    """A regression the command has just stored and detected is said by it (README: the CLI's commands print what
+    detection found), not only on the inbox: runs of a history whose time doubles at its fifth commit."""
+    from tests.cli_inprocess import run_cli
+
+    env = env_for(tmp_path, None)
+    said = []
+    for i, doc in enumerate(builders.step_series_manifests([1e-3] * 4 + [2e-3] * 4)):
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps(doc))
+        done = run_cli(["ingest", str(path)], env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"run {doc['run_id']} stored\n")  # the id compare takes, not a row number
+        said.append(done.stdout)
+    assert "found nothing new" in said[0]
+    raised = [out for out in said if "found (kernelwatch alerts list has every alert):" in out]
+    assert raised, said
+    assert "regression" in raised[0] and "+100" in raised[0] and "softmax/softmax_rows" in raised[0], raised[0]
 
 
 def test_ingest_refuses_a_bad_manifest_with_exit_2(tmp_path: Path) -> None:
