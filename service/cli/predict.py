@@ -53,10 +53,17 @@ def cmd_predict(settings: Settings, options: PredictOptions) -> int:
     from service.report.predict_text import predictions_to_text
     from service.store.family_points import stored_points
 
+    root = options.suite_root or default_suite_root()
     try:
-        specs = discover(options.suite_root or default_suite_root())
+        specs = discover(root)
     except SuiteNotFound as exc:
         raise InvalidInput(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001  (the suite's own import-time code: whatever it raises is its answer)
+        # predict imports the suite in this process (its cost functions count the shapes), so what the suite
+        # imports must be importable here: a project's own package under src/ is not, unless PYTHONPATH says so.
+        raise InvalidInput(f"cannot import the suite at {root}: {type(exc).__name__}: {str(exc)[:300]} (predict "
+                           f"imports it in this process: its own packages must be importable here, e.g. "
+                           f"PYTHONPATH=src)") from None
     ctx = open_context(settings)
     try:
         with ctx.sessions() as session:

@@ -336,8 +336,14 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         measured = _measured(spec, family)
         if not measured:
             flags = ", ".join(f"{k}={v}" for k, v in variant.items())
+            # Stored shapes this suite's cost function cannot count are another benchmark's of the same name (another
+            # project's, or another version's): said, not read as "nothing measured" (the README's Your repository).
+            uncounted = (f"; its {len(on_hardware)} stored shape(s) there are none this suite counts (another "
+                         f"project's or another version's benchmark of that name: give --suite-root, the checkout "
+                         f"holding the kernels_under_test/ that measured them)"
+                         ) if on_hardware and not _measured(spec, on_hardware) else ""
             notes.append(f"no measurements of {label}{f' ({flags})' if flags else ''} on {chosen}: roofline only, "
-                         f"at an assumed {DEFAULT_EFFICIENCY:.0%} of it")
+                         f"at an assumed {DEFAULT_EFFICIENCY:.0%} of it{uncounted}")
         source, target = _counts(spec, shapes.source), _counts(spec, shapes.target)
         # The host's steps are read from every benchmark's stored points: only where a shape's level has none of
         # its own variant's measured shapes (the page and the command stay one query per benchmark otherwise).

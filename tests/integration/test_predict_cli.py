@@ -5,12 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from runners.suite import discover
 from service.contract import parse_manifest
 from service.pipeline.ingest import ingest_manifest
 from service.settings import load_settings
 from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
 from tests import builders
 from tests.cli_inprocess import run_cli
+from tests.conftest import REPO_ROOT
 from tests.processes import clean_env
 
 
@@ -131,3 +133,40 @@ def test_a_shape_too_large_to_count_is_refused_with_exit_status_2_not_a_tracebac
     assert infinite.returncode == 2, infinite.stderr
     assert "beyond a float's range (inf FLOPs, inf bytes)" in infinite.stderr
     assert "Traceback" not in infinite.stderr
+
+
+def test_stored_shapes_another_suite_measured_are_said_to_be_not_ones_it_counts(tmp_path: Path) -> None:
+    """Another project's softmax/softmax_rows (its parameters are not this suite's): its stored shapes cannot be
+    counted by this suite's cost function, and the prediction said only "no measurements", as if none were made."""
+    home = tmp_path / "home"
+    url = load_settings({"KERNELWATCH_HOME": str(home)}).effective_database_url
+    home.mkdir(parents=True)
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        with unit_of_work(make_session_factory(engine)) as session:
+            theirs = [builders.result(params={"n": n}, samples=[1e-3, 1.01e-3, 0.99e-3]) for n in (256, 1024)]
+            ingest_manifest(session, parse_manifest(builders.manifest(0, theirs, environment=builders.environment(
+                calibration=builders.calibration()))))
+    finally:
+        engine.dispose()
+    done = kernelwatch(["predict", "--kernel", "softmax", "--from", "rows=256", "--to", "rows=512"], home)
+    assert done.returncode == 0, done.stderr
+    assert "its 2 stored shape(s) there are none this suite counts" in done.stdout, done.stdout
+    assert "--suite-root" in done.stdout
+
+
+def test_a_suite_that_cannot_be_imported_is_one_line_and_exit_status_2(tmp_path: Path) -> None:
+    """--suite-root of a project whose benchmarks import its own package (under src/, not installed here)."""
+    suite = tmp_path / "checkout" / "kernels_under_test"
+    suite.mkdir(parents=True)
+    (suite / "__init__.py").write_text("")
+    (suite / "norms.py").write_text("import mykernels_not_here\n")
+    try:
+        done = kernelwatch(["predict", "--kernel", "norms", "--from", "rows=1", "--to", "rows=2", "--suite-root",
+                            str(tmp_path / "checkout")], tmp_path / "home")
+    finally:  # this process's kernels_under_test is the shipped suite again, for the tests after this one
+        discover(REPO_ROOT)
+    assert done.returncode == 2, done.stderr
+    assert "cannot import the suite at" in done.stderr and "ModuleNotFoundError" in done.stderr, done.stderr
+    assert "PYTHONPATH=src" in done.stderr and "Traceback" not in done.stderr
