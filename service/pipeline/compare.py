@@ -32,6 +32,7 @@ from service.detect.compare import (
 from service.detect.run_stats import RunNoise, RunOrigin, co_measured, session_units
 from service.model.result_roofline import EFFICIENCY_METRIC
 from service.pipeline.git_refs import RefResolver
+from service.pipeline.identity import environment_fingerprint
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
 from service.report.compare_table import SideLabel, comparison_from_json, geomeans_from_json, params_from_json
 from service.store import comparisons as stored_comparisons
@@ -213,6 +214,28 @@ class _Pool:
         return Side((), "failed", "; ".join(dict.fromkeys(self.failures)) or None)
 
 
+def like_fingerprint(env: Environment) -> str:
+    """What a comparison pairs environments by: the fingerprint without the working copy's digest. A run of
+    uncommitted edits (`run --working-tree`) is an environment of its own, so that it is never a point of its
+    commit's history; compared with a run of the commit itself (or another working copy's) it is the same
+    hardware, toolchain and settings with other code, which is what a comparison is for: "try an edit before
+    committing it" was refused as "base and head ran in different environments"."""
+    details = env.details or {}
+    if "working_tree" not in details:
+        return env.fingerprint
+    return environment_fingerprint({k: v for k, v in details.items() if k != "working_tree"})
+
+
+def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide) -> set[int]:
+    """The environments of either side that the other side ran in too, by :func:`like_fingerprint`."""
+    if not (base.environment_ids - head.environment_ids or head.environment_ids - base.environment_ids):
+        return set(base.environment_ids)  # the usual case: the same environments, no row to read
+    likes = {e.id: like_fingerprint(e)
+             for e in stored_comparisons.environments(session, base.environment_ids | head.environment_ids)}
+    shared = {likes[i] for i in base.environment_ids} & {likes[i] for i in head.environment_ids}
+    return {i for i in base.environment_ids | head.environment_ids if likes[i] in shared}
+
+
 def _environment_label(env: Environment) -> str:
     return f"{env.backend} {env.device_count}x {env.device_kind} [{env.fingerprint[:10]}]"
 
@@ -263,7 +286,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     # What identifies a benchmark and an environment, read off each ORM object once (not once per result).
     benchmarks = {b.id: (b.suite, b.name, b.params_key, b.params)
                   for b in stored_comparisons.benchmarks(session, {row[4] for row in rows})}
-    envs = {e.id: (e.fingerprint, _environment_label(e))
+    envs = {e.id: (like_fingerprint(e), _environment_label(e))
             for e in stored_comparisons.environments(session, environments)}
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
@@ -369,7 +392,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         found = stored_outcome(session, base, head, params)
         if found is not None:
             return found
-    common = set(base.environment_ids & head.environment_ids)
+    common = _like_environments(session, base, head)
     if not common:
         raise InvalidInput(f"base and head ran in different environments (base: "
                            f"{_describe(session, set(base.environment_ids))}; head: "
@@ -377,6 +400,9 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
+    if common - (base.environment_ids & head.environment_ids):  # paired by like_fingerprint: a working copy's runs
+        notes.append("runs of a working copy (uncommitted edits, `run --working-tree`) are compared with the other "
+                     "side's made on the same hardware and toolchain")
     if base.label.repository != head.label.repository:  # a sha prefix can match in any stored repository
         notes.append(f"base and head are commits of two repositories ({base.label.repository} and "
                      f"{head.label.repository}); --repo NAME looks a reference up in one")

@@ -161,3 +161,24 @@ def test_a_confirmation_of_one_benchmark_leaves_every_other_benchmark_compared(
     assert len(outcome.base.runs) == 5 and len(outcome.head.runs) == 5  # every run compares some benchmark
     [note] = [n for n in outcome.notes if "measured apart" in n]
     assert note.startswith("for 1 of 2 benchmarks, base and head were measured apart"), note
+
+
+def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Session]) -> None:
+    """`run --working-tree` (uncommitted edits, stored under HEAD's sha in an environment of its own) against runs of
+    the commit itself: the same hardware and toolchain with other code, so compared, where it was refused as
+    "base and head ran in different environments"; the edit's 1.5x is a regression."""
+    rng = np.random.default_rng(7)
+
+    def runs(level: float, working_tree: str) -> list[dict[str, Any]]:
+        return [builders.manifest(0, [builders.result(samples=[float(level * (1 + 0.01 * v))
+                                                               for v in rng.standard_normal(10)])],
+                                  environment=builders.environment(working_tree=working_tree))
+                for level in (level, level * 1.01, level * 0.99)]
+
+    clean, edited = runs(1e-3, ""), runs(1.5e-3, "ab" * 32)
+    ingest(sessions, clean + edited)
+    with sessions() as session:
+        outcome = compare_refs(session, ",".join(d["run_id"] for d in clean), ",".join(d["run_id"] for d in edited))
+    [row] = outcome.report.rows
+    assert row.verdict == "regression" and 1.45 < (row.ratio or 0) < 1.55, row
+    assert any("runs of a working copy" in note for note in outcome.notes), outcome.notes
