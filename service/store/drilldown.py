@@ -288,7 +288,11 @@ class KernelListing:
 
 def records_result_id(session: Session, result_id: int) -> int | None:
     """The result holding the artifacts for ``result_id``: itself, or the run's result of the same benchmark
-    and environment that captured them (lowest id). None when the result does not exist."""
+    and environment that captured them (lowest id), or else one of another run of the same commit, benchmark and
+    environment that did: of the same interleaved session first, else the newest. Only a session's first round
+    captures (the rest time only), and the series' point opens its newest run, so a result page reached from the
+    chart had no trace, HLO or assembly to show while its commit's compiled code and trace were stored a round
+    before. None when the result does not exist."""
     result = session.get(Result, result_id)
     if result is None:
         return None
@@ -303,7 +307,20 @@ def records_result_id(session: Session, result_id: int) -> int | None:
         .where(Result.run_id == result.run_id, Series.benchmark_id == series.benchmark_id,
                Series.environment_id == series.environment_id)
         .order_by(Result.id).limit(1))
-    return sibling if sibling is not None else result_id
+    if sibling is not None:
+        return sibling
+    run = session.get(Run, result.run_id)
+    assert run is not None  # a foreign key
+    captured = (select(Result.id).join(Series, Series.id == Result.series_id)
+                .join(ResultArtifact, ResultArtifact.result_id == Result.id).join(Run, Run.id == Result.run_id)
+                .where(Run.commit_id == run.commit_id, Series.benchmark_id == series.benchmark_id,
+                       Series.environment_id == series.environment_id,
+                       Series.benchmark_version == series.benchmark_version))  # the same benchmark code
+    same_session = session.scalar(captured.where(Run.round_session == run.round_session).order_by(Result.id)
+                                  .limit(1)) if run.round_session is not None else None
+    other = same_session if same_session is not None else session.scalar(
+        captured.order_by(Result.id.desc()).limit(1))
+    return other if other is not None else result_id
 
 
 def result_header(session: Session, result_id: int) -> ResultHeader | None:

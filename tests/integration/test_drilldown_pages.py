@@ -310,3 +310,41 @@ def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
 
         xprof.wait_until(listed, 90, "xprof to list the result's trace")
         assert [str(run) for run in runs] == [xplane.parent.name], runs
+
+
+def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[dict[str, Any], Path],
+                                                              sqlite_database: str, tmp_path: Path) -> None:
+    """Only a session's first round captures; the rest time only. A later round's result (the one the series
+    chart's point opens: the newest) shows the records its commit's first round captured, and says whose, rather
+    than "no trace is kept"; `kernelwatch trace` on it lays that trace out."""
+    import copy
+    import uuid
+
+    from service.store.traces import trace_files
+
+    manifest, artifacts = captured
+    at_head(sqlite_database)
+    settings = load_settings({"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": sqlite_database})
+    ctx = Context.create(settings)
+    shutil.copytree(artifacts, ctx.artifacts.root, dirs_exist_ok=True)
+    first = copy.deepcopy(manifest)
+    first["round"] = {"session": "roundsession0001", "index": 0}
+    later = copy.deepcopy(first)
+    later["run_id"], later["round"] = uuid.uuid4().hex, {"session": "roundsession0001", "index": 1}
+    for result in later["results"]:
+        result.pop("artifacts", None)
+    ctx.submit(first)
+    ctx.submit(later)
+    with ctx.sessions() as s:
+        captured_id, timed_id = s.scalars(select(Result.id).join(Series).where(Series.metric == "wall_time")
+                                          .order_by(Result.id)).all()
+        header = drilldown.result_header(s, timed_id)
+        assert header is not None and header.records_result_id == captured_id
+        assert trace_files(header) and {a.kind for a in header.artifacts} >= {"hlo", "xplane"}
+    from tests.cli_inprocess import run_cli
+
+    laid = run_cli(["trace", str(timed_id), "--no-serve", "--logdir", str(tmp_path / "logs")],
+                   {"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": sqlite_database,
+                    "PATH": os.environ.get("PATH", "")})
+    assert laid.returncode == 0, laid.stderr
+    assert list((tmp_path / "logs").rglob("*.xplane.pb"))
