@@ -30,7 +30,9 @@ def client(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -
     ctx = Context.create(settings)
     h200 = builders.environment(**builders.H200)
     ctx.submit(builders.manifest(0, [softmax(256, 2e-5), softmax(1024, 5e-5)], environment=h200))
-    ctx.submit(builders.manifest(1, [softmax(256, 1e-5)], environment=h200))  # newer: this one is drawn
+    big = builders.result("matmul", "mm", params={"n": 4096}, samples=[1e-3, 1.01e-3, 0.99e-3],
+                          flops=2.0 * 4096 ** 3, bytes_accessed=3.0 * 4096 ** 2 * 4)  # 683 FLOP/B: compute-bound
+    ctx.submit(builders.manifest(1, [softmax(256, 1e-5), big], environment=h200))  # newer: this one is drawn
     ctx.submit(builders.manifest(2, [softmax(64, 1e-5)]))  # a CPU without calibration: no figures, not offered
     try:
         yield create_app(settings, context=ctx).test_client()
@@ -50,6 +52,11 @@ def test_the_suite_on_the_h200_roofline(client: FlaskClient) -> None:
     assert "rows=256,cols=4096" in page and "rows=1024,cols=4096" in page
     assert "rows=64" not in page  # the uncalibrated CPU host has no figures
     assert "NVIDIA H200" in page and 'href="/model"' in page
+    # Each row's roof is the one that binds it: the compute peak for the matmul, the memory's for softmax.
+    rows = {row.split("</td>")[0]: row for row in page.split('<tr><td>')[1:]}
+    matmul = next(row for label, row in rows.items() if "matmul/mm" in label)
+    assert "compute" in matmul and "FLOP/s" in matmul and "B/s" not in matmul, matmul
+    assert all("B/s" in row for label, row in rows.items() if "softmax" in label)
 
 
 def test_the_predict_form_renders_the_commands_table(client: FlaskClient) -> None:
