@@ -109,6 +109,22 @@ def _ci(args: argparse.Namespace, settings: Settings) -> int:
                                       args.max_rounds, args.hardware, report_options(args)))
 
 
+def _warn_if_one_commit(options: CiOptions) -> None:
+    """Base and head naming one commit (``--base HEAD`` on a branch with nothing committed yet) measure the code
+    against itself: said, so that the table is read as the A/A check it is. (Whether the working copy holds edits
+    is not asked: `git status` in the user's repository could run its filters; `ci` measures commits either way.)"""
+    from runners.gitrepo import GitError, resolve
+
+    try:
+        base, head = resolve(options.repo, options.base), resolve(options.repo, options.head)
+    except GitError:
+        return  # an unknown revision: run_commits says so, in its own words
+    if base == head:
+        print(f"kernelwatch: warning: --base {options.base} and --head {options.head} are one commit "
+              f"({base[:12]}): this compares its code with itself (uncommitted edits are not measured: `kernelwatch "
+              f"run --working-tree` measures them)", file=sys.stderr)
+
+
 def cmd_ci(settings: Settings, options: CiOptions) -> int:
     from service.detect.compare import ROUNDS_PER_LOOK, adaptive_looks, looks_alpha, more_runs_would_decide
 
@@ -128,6 +144,7 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
         http_uploader(settings).check_credentials()
     check_same_project(settings, options.repo, measured_for(options.repo, options.measuring, settings).name,
                        options.base)
+    _warn_if_one_commit(options)
     ids = [uuid.uuid4().hex, uuid.uuid4().hex]
     made = run_both(settings, options, run_progress, rounds=rounds, run_ids=ids)
     per_commit, done = made, rounds

@@ -130,5 +130,11 @@ def test_a_subdirectory_of_a_repository_measures_the_repository(tmp_path: Path) 
         stored = s.execute(select(Repository.name, Commit.sha).join(Commit).join(Run)).all()
     engine.dispose()
     assert [tuple(row) for row in stored] == [("kernels", sha)]
+    # ci from the package's folder too; and --base naming the commit --head names is said to be an A/A check.
+    gate = run_cli(["ci", "--repo", str(root / "src"), "--base", "HEAD", "--rounds", "1", *measure], env)
+    assert gate.returncode == 0, gate.stderr[-3000:]
+    assert "measuring the repository at" in gate.stderr
+    assert f"--base HEAD and --head HEAD are one commit ({sha[:12]}): this compares its code with itself" \
+        in gate.stderr, gate.stderr
     outside = run_cli(["run", "--repo", str(tmp_path), *measure], env)  # no work tree at all: git's error, one line
     assert outside.returncode == 2 and "Traceback" not in outside.stderr, outside.stderr[-2000:]
