@@ -226,14 +226,27 @@ def like_fingerprint(env: Environment) -> str:
     return environment_fingerprint({k: v for k, v in details.items() if k != "working_tree"})
 
 
-def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide) -> set[int]:
-    """The environments of either side that the other side ran in too, by :func:`like_fingerprint`."""
-    if not (base.environment_ids - head.environment_ids or head.environment_ids - base.environment_ids):
-        return set(base.environment_ids)  # the usual case: the same environments, no row to read
-    likes = {e.id: like_fingerprint(e)
-             for e in stored_comparisons.environments(session, base.environment_ids | head.environment_ids)}
-    shared = {likes[i] for i in base.environment_ids} & {likes[i] for i in head.environment_ids}
-    return {i for i in base.environment_ids | head.environment_ids if likes[i] in shared}
+def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide) -> dict[int, str]:
+    """The environments compared, each with the fingerprint its results pair by: those both sides ran in, by
+    their own fingerprint; and where one side's runs are of a working copy and the other's are not (or of another
+    working copy), with no environment of that hardware and toolchain in common, those two by
+    :func:`like_fingerprint`. Never two environments of one side together: a commit's runs hold its working copy's
+    too (stored under its sha), which are not the commit's code."""
+    exact = base.environment_ids & head.environment_ids
+    if base.environment_ids == head.environment_ids:
+        return {}  # the usual case, no row to read: every environment by its own fingerprint (see _pools)
+    paired: dict[int, str] = {}
+    envs = stored_comparisons.environments(session, base.environment_ids | head.environment_ids)
+    groups: dict[str, tuple[list[int], list[int]]] = {}
+    for env in envs:
+        sides = groups.setdefault(like_fingerprint(env), ([], []))
+        for index, side in enumerate((base, head)):
+            if env.id in side.environment_ids:
+                sides[index].append(env.id)
+    for like, (on_base, on_head) in groups.items():
+        if len(on_base) == 1 and len(on_head) == 1 and on_base[0] not in exact and on_head[0] not in exact:
+            paired[on_base[0]] = paired[on_head[0]] = like
+    return paired
 
 
 def _environment_label(env: Environment) -> str:
@@ -276,9 +289,13 @@ def _parse_samples(texts: Sequence[str | None]) -> list[list[float]]:
 
 
 def _pools(session: Session, side: ResolvedSide, environments: set[int],
-           keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]]) -> dict[tuple[Any, ...], _Pool]:
+           keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]],
+           like: Mapping[int, str] | None = None) -> dict[tuple[Any, ...], _Pool]:
     """``keys``: per series, its pool identity and benchmark key, shared by both sides so that each is made once
-    (two repositories' series of one benchmark share an identity, and so pair up)."""
+    (two repositories' series of one benchmark share an identity, and so pair up). ``like``: the environments
+    paired by :func:`like_fingerprint` (a working copy's with its commit's), by that fingerprint; every other by
+    its own."""
+    like = like or {}
     # The result rows carry only what varies per result; each series, benchmark and environment is read once
     # (a commit of 5,000 results names 1,000 benchmarks and 5 environments: joining them into every row
     # multiplied the bytes read and decoded several times over).
@@ -286,7 +303,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
     # What identifies a benchmark and an environment, read off each ORM object once (not once per result).
     benchmarks = {b.id: (b.suite, b.name, b.params_key, b.params)
                   for b in stored_comparisons.benchmarks(session, {row[4] for row in rows})}
-    envs = {e.id: (like_fingerprint(e), _environment_label(e))
+    envs = {e.id: (like.get(e.id, e.fingerprint), _environment_label(e))
             for e in stored_comparisons.environments(session, environments)}
     pools: dict[tuple[Any, ...], _Pool] = {}
     sample_lists = _parse_samples([row[3] for row in rows])
@@ -392,7 +409,8 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         found = stored_outcome(session, base, head, params)
         if found is not None:
             return found
-    common = _like_environments(session, base, head)
+    like = _like_environments(session, base, head)
+    common = set(base.environment_ids & head.environment_ids) | set(like)
     if not common:
         raise InvalidInput(f"base and head ran in different environments (base: "
                            f"{_describe(session, set(base.environment_ids))}; head: "
@@ -400,14 +418,14 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
-    if common - (base.environment_ids & head.environment_ids):  # paired by like_fingerprint: a working copy's runs
+    if like:  # paired by like_fingerprint: a working copy's runs
         notes.append("runs of a working copy (uncommitted edits, `run --working-tree`) are compared with the other "
                      "side's made on the same hardware and toolchain")
     if base.label.repository != head.label.repository:  # a sha prefix can match in any stored repository
         notes.append(f"base and head are commits of two repositories ({base.label.repository} and "
                      f"{head.label.repository}); --repo NAME looks a reference up in one")
     keys: dict[int, tuple[tuple[Any, ...], BenchmarkKey]] = {}
-    base_pools, head_pools = _pools(session, base, common, keys), _pools(session, head, common, keys)
+    base_pools, head_pools = _pools(session, base, common, keys, like), _pools(session, head, common, keys, like)
     identities = base_pools.keys() | head_pools.keys()
     identities -= _folded(identities, (base_pools, head_pools))
     # Which runs each benchmark is compared on, and whether its sides were measured apart, is decided benchmark by

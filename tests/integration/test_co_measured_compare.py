@@ -169,9 +169,9 @@ def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Sessi
     "base and head ran in different environments"; the edit's 1.5x is a regression."""
     rng = np.random.default_rng(7)
 
-    def runs(level: float, working_tree: str) -> list[dict[str, Any]]:
-        return [builders.manifest(0, [builders.result(samples=[float(level * (1 + 0.01 * v))
-                                                               for v in rng.standard_normal(10)])],
+    def runs(level: float, working_tree: str, position: int = 0) -> list[dict[str, Any]]:
+        return [builders.manifest(position, [builders.result(samples=[float(level * (1 + 0.01 * v))
+                                                                      for v in rng.standard_normal(10)])],
                                   environment=builders.environment(working_tree=working_tree))
                 for level in (level, level * 1.01, level * 0.99)]
 
@@ -182,3 +182,14 @@ def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Sessi
     [row] = outcome.report.rows
     assert row.verdict == "regression" and 1.45 < (row.ratio or 0) < 1.55, row
     assert any("runs of a working copy" in note for note in outcome.notes), outcome.notes
+
+    # A commit's runs hold its working copy's too (stored under its sha): compared by commit, those stay out of the
+    # commit's side (another environment, said), never pooled with the commit's own runs.
+    parent = runs(1e-3, "", position=1)
+    ingest(sessions, parent)
+    with sessions() as session:
+        by_commit = compare_refs(session, parent[0]["commit"]["sha"], clean[0]["commit"]["sha"])
+    [row] = by_commit.report.rows
+    assert row.head is not None and row.head.estimate is not None and row.head.estimate.runs == 3, row
+    assert row.verdict != "regression" and 0.95 < (row.ratio or 0) < 1.05, row
+    assert any(note.startswith("head also ran on") for note in by_commit.notes), by_commit.notes
