@@ -142,7 +142,7 @@ def run_revisions(which: Revisions) -> list[list[str]]:
     """The commits to run, each inner list one run_commits call: ``--commit`` once or twice (two interleaved),
     or a ``--commits`` range / ``--commits-file`` list, one commit at a time (``--every N``: every Nth, the last
     always), oldest first."""
-    from runners.gitrepo import GitError, check_rev, first_parent_range
+    from runners.gitrepo import GitError, check_rev, first_parent_range, resolve
 
     ranged = which.commits is not None or which.commits_file is not None
     if ranged and which.commit:
@@ -168,6 +168,8 @@ def run_revisions(which: Revisions) -> list[list[str]]:
             text = _commits_file_text(which.commits_file)
             uncommented = (line.split("#", 1)[0].strip() for line in text.splitlines())
             listed = [check_rev(rev) for rev in uncommented if rev]
+            for rev in listed:  # every line known before the first is measured, not after it
+                resolve(which.repo, rev)
     except OSError as exc:
         raise InvalidInput(f"--commits-file: {exc}") from None
     except GitError as exc:

@@ -127,6 +127,10 @@ def test_ranges_lists_and_every(tmp_path: Path) -> None:
     listed = tmp_path / "list"
     listed.write_text(f"# the release candidates\n{shas[1]}\n\n{shas[5]}  # rc2\n")
     assert run_revisions(_args(repo, commits_file=listed)) == [[shas[1]], [shas[5]]]
+    # a line naming no commit is refused before the first line's commit is measured, not after
+    listed.write_text(f"{shas[1]}\nrelease-candidate-3\n")
+    with pytest.raises(InvalidInput, match="release-candidate-3"):
+        run_revisions(_args(repo, commits_file=listed))
     for bad in ({"commits": "main"}, {"commits": "--all..main"}, {"commits": f"{shas[0]}...main"},
                 {"commits": f"{shas[6]}..{shas[6]}"}, {"commits": f"{shas[0]}..main", "every": 0},
                 {"commits": "a..b", "commit": ["HEAD"]}, {"commits_file": tmp_path / "missing"}):
