@@ -23,7 +23,8 @@ Target (issue 20), on every family: model p90 at most half the peer's, and model
         [--shuffle]  # each round in an order of its own (seeded): what ran before a shape differs per round
         [--repeat F2]  # F2: another --save of the same sweeps; prints how far two measurements of a shape disagree
 
-bench/model_sets/ keeps saved sets of the hosts this ran on (``--load bench/model_sets/2026-12-06-epyc-t.json``):
+bench/model_sets/ keeps saved sets of the hosts this ran on (``--load bench/model_sets/2026-12-06-epyc-t.json``; an EPYC
+(t, u) and an AMX Xeon (v, w)):
 a change to the model is judged on every host's measurements, not only this one's.
 
 XLA's CPU thread pool is limited to --threads (default 1): steadier on a shared machine, and the calibration
