@@ -36,6 +36,9 @@ from runners.ptx_to_sass import SassTools, find_tools, sm_arch
 from runners.sandbox import DEFAULT_OPEN_FILES, Limits, allow_cpu, apply_limits, explain_failure
 from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
 
+# The benchmarks an empty selection's announcement names at most (a suite of thousands is not sent whole).
+MAX_DECLARED = 200
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="runners.child")
@@ -124,9 +127,9 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
           origin_problem: Callable[[], str | None] = lambda: None) -> int:
     """Announce the suite, then run what the parent asks for; ``origin_problem`` says before each benchmark is
     timed whether the code under test came from somewhere other than the checkout (it then fails untimed)."""
+    specs = discover(args.root.resolve(), args.suite_dir)
     instances: dict[str, BenchmarkInstance] = {
-        i.key: i for i in select(discover(args.root.resolve(), args.suite_dir), args.suite,
-                                 parse_param_filter(args.params), quick=args.quick)
+        i.key: i for i in select(specs, args.suite, parse_param_filter(args.params), quick=args.quick)
     }
     environment = announced_environment(args.dirty, calibration_enabled(), pinned=args.cpu_affinity is not None)
     _send(outbox, {"ready": {
@@ -134,6 +137,8 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
         "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
                         "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
                         "timeout_s": i.spec.timeout_s} for k, i in instances.items()],
+        # What the suite declares, where the selection holds none of it: a mistyped --suite is told what exists.
+        "declared": [] if instances else sorted({f"{s.suite}/{s.name}" for s in specs})[:MAX_DECLARED],
     }})
     capturer = None
     if args.capture_dir is not None:

@@ -131,6 +131,7 @@ class SuiteRunner:
         self.backend = str(primary.environment["backend"])
         self.announced: dict[str, Announced] = {b.key: b for b in primary.benchmarks
                                                 if request.only is None or b.key in request.only}
+        self.declared = primary.declared  # what the suite declares, where the selection is empty
         self.runs: dict[int, EnvironmentRun] = {}
 
     def _group(self, devices: int) -> int:
@@ -390,7 +391,8 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     numbered and ordered as if made in one call (`ci --max-rounds` adds rounds while a benchmark is undecided).
 
     ``after_first_round`` sees each commit's manifests of this call's first round; what it raises ends the call
-    there (a check of what every round would repeat: an empty selection, the wrong backend).
+    there (a check of what every round would repeat: an empty selection, the wrong backend). Where it is given, a
+    selection empty at every commit is :class:`NothingSelected` first, naming what the suites declare.
 
     ``session`` names the interleaved session the runs are rounds of, for a caller that interleaves commits
     itself, a call per commit and round (the demo); by default a session of several commits or rounds is named
@@ -428,8 +430,23 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
             for runner in runners.values():
                 runner.close()
         if round_index == first_round and after_first_round is not None:
+            if not any(runner.announced for runner in runners.values()):  # the check's own case, with the names
+                raise NothingSelected(sorted({name for runner in runners.values() for name in runner.declared}))
             after_first_round(out)
     return out
+
+
+class NothingSelected(Exception):
+    """No commit's suite holds a benchmark of the selection (``--suite``, ``--params``, ``--quick``): the same in
+    every round, so said after the first. ``declared``: suite/name of what the suites declare (at most
+    runners.child.MAX_DECLARED of each), for the message."""
+
+    def __init__(self, declared: Sequence[str]) -> None:
+        self.declared = list(declared)
+        shown = ", ".join(self.declared[:40]) + (f", ... ({len(self.declared)} in all)"
+                                                 if len(self.declared) > 40 else "")
+        super().__init__("the suite selected no benchmark (check --suite and --params): "
+                         + (f"it declares {shown}" if self.declared else "it declares none"))
 
 
 def round_order(commits: int, round_index: int, seed: str) -> list[int]:

@@ -167,6 +167,7 @@ class BenchmarkProcess:
             self.calibrated: dict[str, Any] = ready["calibrated"]
             self.environment: dict[str, Any] = {}
             self.benchmarks: list[Announced] = []
+            self.declared: list[str] = []
             return
         self.environment = ready["ready"]["environment"]
         key = self.environment.pop("calibration_key", None)
@@ -186,6 +187,8 @@ class BenchmarkProcess:
         self.benchmarks = [Announced(key=b["key"], suite=b["suite"], name=b["name"], params=b["params"],
                                      unit=b["unit"], direction=b["direction"], devices=int(b["devices"]),
                                      timeout_s=float(b["timeout_s"])) for b in ready["ready"]["benchmarks"]]
+        # suite/name of every benchmark the suite declares, sent only where the selection holds none of them
+        self.declared = [str(name) for name in ready["ready"].get("declared", [])]
 
     def _kept_calibration(self, key: str) -> dict[str, Any]:
         """The host's calibration for this process's environment: the kept one, else measured now in a process

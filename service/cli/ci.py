@@ -262,7 +262,7 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
     from runners.build_step import BuildFailed
     from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
-    from runners.local import RunRequest, run_commits
+    from runners.local import NothingSelected, RunRequest, run_commits
 
     m, repo, base, head = options.measuring, options.repo, options.base, options.head
     capture_dir = settings.artifacts_dir if m.capture else None  # (round 0's only: run_commits)
@@ -287,8 +287,8 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
     try:
         return run_commits(requests, settings.worktree_dir, progress, run_ids=run_ids, rounds=rounds,
                            first_round=first_round, after_first_round=first_round_made)
-    except (GitError, EnvironmentBuildError, BuildFailed) as exc:  # an unknown ref, an unbuildable commit
-        raise InvalidInput(str(exc)) from None
+    except (GitError, EnvironmentBuildError, BuildFailed, NothingSelected) as exc:  # an unknown ref, an unbuildable
+        raise InvalidInput(str(exc)) from None  # commit, a --suite that names nothing the suite declares
 
 
 def ci_runs(per_commit: Sequence[Sequence[dict[str, Any]]]) -> list[CiRun]:

@@ -195,7 +195,7 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
     from runners.build_step import BuildFailed
     from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
-    from runners.local import RunRequest, run_commits
+    from runners.local import NothingSelected, RunRequest, run_commits
     from runners.session import ProcessFailed
 
     repo, m = options.revisions.repo, options.measuring
@@ -228,7 +228,7 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
                         for rev in revs]
             per_commit = run_commits(requests, settings.worktree_dir, run_progress, rounds=options.rounds,
                                      after_first_round=_selected_something)
-        except (GitError, EnvironmentBuildError, BuildFailed) as exc:
+        except (GitError, EnvironmentBuildError, BuildFailed, NothingSelected) as exc:
             raise InvalidInput(str(exc)) from None
         except ProcessFailed as exc:
             # the suite could not even start (none found, or it failed to import): one line, not two tracebacks

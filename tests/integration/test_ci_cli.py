@@ -129,6 +129,7 @@ def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:
     assert unknown.returncode == 2 and "no-such-branch" in unknown.stderr and unknown.stdout == ""
     nothing = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--suite", "nope/*"], env)
     assert nothing.returncode == 2 and "selected no benchmark" in nothing.stderr, nothing.stderr
+    assert "it declares " in nothing.stderr and "/" in nothing.stderr.split("it declares ", 1)[1], nothing.stderr
     # A GPU job whose JAX fell back to the CPU must not pass its gate on CPU numbers.
     wrong = kernelwatch(["ci", "--repo", str(planted), "--base", "main~1", "--hardware", "h200", *SUITE[:4],
                          "--samples", "1", "--no-capture"], env)
