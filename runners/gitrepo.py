@@ -118,6 +118,8 @@ def check_location(location: str) -> str:
             return location
     elif _SCP_LIKE.match(location) and "::" not in location:
         return location
+    if location.startswith(("/", "~", "./", "../")):  # meant as a local path, which no directory answers
+        raise GitError(f"no directory {location[:200]!r}: a local repository is named by its path")
     raise GitError(f"not a repository location KernelWatch accepts: {location[:80]!r} (a local path, or a "
                    "file://, https://, ssh:// or git:// URL, or user@host:path)")
 

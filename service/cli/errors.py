@@ -20,7 +20,7 @@ def exit_status(exc: BaseException, settings: Settings | None) -> int | None:
     caller re-raises it. ``settings`` is None when reading them failed."""
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    if isinstance(exc, KernelWatchError | FileExistsError | UploadError):
+    if isinstance(exc, KernelWatchError | FileExistsError | UploadError) or _git_refused(exc):
         # An error may quote what it refused (a repository's exception, a manifest's field): never raw escapes.
         print(terminal_text(f"kernelwatch: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
@@ -32,6 +32,14 @@ def exit_status(exc: BaseException, settings: Settings | None) -> int | None:
         print(f"kernelwatch: error: cannot use the database at {where}: {reason}", file=sys.stderr)
         return EXIT_USAGE
     return None
+
+
+def _git_refused(exc: BaseException) -> bool:
+    """runners.gitrepo's GitError (an unknown revision, a path that is no repository): the user's input, said in
+    one line (`submit --commit deadbeef` ended in a traceback); tested without importing git's module for
+    commands that never touch it: if it raised, it was loaded."""
+    gitrepo = sys.modules.get("runners.gitrepo")
+    return gitrepo is not None and isinstance(exc, gitrepo.GitError)
 
 
 def _database_unreachable(exc: BaseException) -> bool:

@@ -52,9 +52,10 @@ def _submit(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(settings: Settings, options: SubmitOptions) -> int:
-    from runners.gitrepo import resolve
+    from runners.gitrepo import check_location, resolve
     from service.task_names import RUN_SUITE_TASK, runner_queue
 
+    check_location(options.repo)  # what the runner would refuse (a path that names no directory), refused here
     commit = options.commit
     if Path(options.repo).expanduser().is_dir():
         commit = resolve(Path(options.repo).expanduser(), options.commit)  # pin: a branch moves, the run must not

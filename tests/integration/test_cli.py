@@ -179,3 +179,15 @@ def test_a_revision_that_names_no_commit_says_so(tmp_path: Path, suite_repo: Pat
     git(empty, "init", "-q", "-b", "main")
     unborn = kernelwatch(["run", "--repo", str(empty)], env)
     assert unborn.returncode == 2 and "names no commit there" in unborn.stderr, unborn.stderr
+
+
+def test_submit_refuses_a_commit_or_a_path_that_is_not_there_in_one_line(tmp_path: Path, suite_repo: Path) -> None:
+    """`submit --commit deadbeef` ended in a GitError traceback (exit 1); a local path naming no directory was
+    queued, then refused by the runner as "not a repository location KernelWatch accepts"."""
+    env = env_for(tmp_path, None)
+    unknown = kernelwatch(["submit", "--repo", str(suite_repo), "--commit", "deadbeef", "--quick"], env)
+    assert unknown.returncode == 2 and "cannot resolve 'deadbeef'" in unknown.stderr, unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    missing = kernelwatch(["submit", "--repo", str(tmp_path / "nowhere"), "--commit", "main"], env)
+    assert missing.returncode == 2 and f"no directory '{tmp_path / 'nowhere'}'" in missing.stderr, missing.stderr
+    assert "queued" not in missing.stdout and "Traceback" not in missing.stderr
