@@ -488,14 +488,16 @@ def _co_measured(base: ResolvedSide, head: ResolvedSide, paired: Mapping[tuple[A
         dropped.append(len(side.run_ids) - len(ordered))
         sides.append(dataclasses.replace(side, run_ids=ordered, label=dataclasses.replace(
             side.label, runs=tuple(uid[r] for r in ordered))))
+    why = ("made in sessions the other side was not measured in (a confirmation's or a re-run's rounds): runs made "
+           "apart carry the host's state of their own minutes")
+    if narrowed < len(paired):  # the sides' run counts are no row's: each row's runs=B+H says its own
+        return sides[0], sides[1], [f"for {narrowed} of {len(paired)} benchmarks some runs were {why}, so only the "
+                                    f"runs interleaved in the sessions both sides share are compared (each row's "
+                                    f"runs=B+H); the others' rows compare every run"]
     left = " and ".join(f"{n} of {name}'s {len(side.run_ids)} runs" for name, side, n
                         in (("base", base, dropped[0]), ("head", head, dropped[1])) if n)
-    which = "" if narrowed == len(paired) else f" (for {narrowed} of {len(paired)} benchmarks; the others' rows " \
-                                               f"compare every run)"
-    note = (f"{left or 'some runs'} were made in sessions the other side was not measured in (a confirmation's or a "
-            f"re-run's rounds): runs made apart carry the host's state of their own minutes, so only the "
-            f"{len(sides[0].run_ids)}+{len(sides[1].run_ids)} runs interleaved in the sessions both sides share are "
-            f"compared{which}")
+    note = (f"{left or 'some runs'} were {why}, so only the {len(sides[0].run_ids)}+{len(sides[1].run_ids)} runs "
+            f"interleaved in the sessions both sides share are compared")
     return sides[0], sides[1], [note]
 
 

@@ -161,6 +161,10 @@ def test_a_confirmation_of_one_benchmark_leaves_every_other_benchmark_compared(
     assert len(outcome.base.runs) == 5 and len(outcome.head.runs) == 5  # every run compares some benchmark
     [note] = [n for n in outcome.notes if "measured apart" in n]
     assert note.startswith("for 1 of 2 benchmarks, base and head were measured apart"), note
+    # The sides' totals (5+5 runs) are no row's: the note says which rows were narrowed, not a count of its own.
+    [narrowed] = [n for n in outcome.notes if "interleaved in the sessions both sides share" in n]
+    assert narrowed.startswith("for 1 of 2 benchmarks some runs were made in sessions"), narrowed
+    assert "each row's runs=B+H" in narrowed and "5+5" not in narrowed
 
 
 def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Session]) -> None:
