@@ -42,6 +42,8 @@ def cmd_worker(settings: Settings, queues: str, concurrency: int, pool: str | No
     from service.tasks import make_celery
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
+    if any(q.startswith("runner.") for q in names) and settings.uploads_over_http:
+        _check_runner_credentials(settings)
     pool = pool or ("solo" if all(q.startswith("runner.") for q in names) else "prefork")
     # Without mingle and gossip: mingle asks the other workers for their revoked tasks and clocks at every start and
     # waits a full second for replies (celery/worker/consumer/mingle.py, an inspect with timeout=1.0); gossip keeps
@@ -55,6 +57,19 @@ def cmd_worker(settings: Settings, queues: str, concurrency: int, pool: str | No
         argv += ["--hostname", hostname]
     make_celery(settings).worker_main(argv)
     return EXIT_OK
+
+
+def _check_runner_credentials(settings: Settings) -> None:
+    """A runner whose token the service refuses (a wrong one, one that cannot submit) does not start: it took tasks,
+    measured each suite, and lost every run at its upload, seen only in its own log. A service that does not
+    answer yet is said and not waited for: each upload retries, and the compose file starts runners after web."""
+    from runners.uploader import UploadUnavailable
+    from service.context import http_uploader
+
+    try:
+        http_uploader(settings).check_credentials()
+    except UploadUnavailable as exc:
+        print(f"kernelwatch worker: warning: {exc} (starting anyway: each upload retries)", file=sys.stderr)
 
 
 def cmd_beat(settings: Settings) -> int:

@@ -100,6 +100,12 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
                                      env=clean_env(runner_home, KERNELWATCH_URL=root, KERNELWATCH_TOKEN=wrong))
             assert refused.returncode == 2 and "check KERNELWATCH_TOKEN" in refused.stderr, refused.stderr
             assert "[1/" not in refused.stderr  # no benchmark was run
+            # A runner worker with it does not start (it took tasks, measured them and lost every run at upload).
+            worker = subprocess.run([sys.executable, "-m", "service.cli", "worker", "--queues", "runner.cpu"],
+                                    capture_output=True, text=True, timeout=120,
+                                    env=clean_env(runner_home, KERNELWATCH_URL=root, KERNELWATCH_TOKEN=wrong,
+                                                  KERNELWATCH_REDIS_URL="redis://127.0.0.1:6379/15"))
+            assert worker.returncode == 2 and "check KERNELWATCH_TOKEN" in worker.stderr, worker.stderr[-2000:]
 
         # Another project in a folder of the same name: the service holds "planted" as the first's, and says so
         # before this one is measured (at ingest the run would be refused, its measurements lost).
