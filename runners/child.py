@@ -33,7 +33,14 @@ from runners.fingerprint import environment_info
 from runners.harness import TimingPlan, measure
 from runners.pinning import format_cpu_list, parse_cpu_list, pin
 from runners.ptx_to_sass import SassTools, find_tools, sm_arch
-from runners.sandbox import DEFAULT_OPEN_FILES, Limits, allow_cpu, apply_limits, explain_failure
+from runners.sandbox import (
+    DEFAULT_OPEN_FILES,
+    Limits,
+    allow_cpu,
+    apply_limits,
+    end_with_parent,
+    explain_failure,
+)
 from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
 
 # The benchmarks an empty selection's announcement names at most (a suite of thousands is not sent whole).
@@ -167,6 +174,7 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    end_with_parent()
     apply_limits(Limits(memory_mb=args.memory_limit_mb, open_files=args.open_files_limit))
     if args.cpu_affinity is not None:
         # Before JAX is imported: XLA sizes its thread pools from the CPUs this process may run on.

@@ -144,6 +144,35 @@ def apply_limits(limits: Limits) -> None:
     _set(resource.RLIMIT_CORE, 0)  # a crashing kernel must not leave its memory (inputs, maybe secrets) on disk
 
 
+# prctl(2)'s option that has the kernel signal this process when the thread that started it ends.
+PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """Have the kernel kill this benchmark process when the process that started it dies (Linux; elsewhere
+    nothing). A runner killed with SIGKILL (an OOM kill, a node drained) left its benchmark process running at full
+    CPU until its benchmark ended, reparented, while the runner's restart measured its next runs on a host that
+    process kept busy. The parent is the thread that started it, which in the runner is the one that waits for it
+    (runners/local.py closes every benchmark process before run_commits returns). A parent gone before this call
+    is seen by the end-of-file of its pipe, at the process's first read; one that dies between the two reads of the
+    parent's id here, by the second."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl to call: the pipe's end-of-file still ends it, between benchmarks
+        return
+    if os.getppid() != parent:  # the parent died between the two reads: no signal will come
+        os._exit(1)
+
+
 def allow_cpu(seconds: int) -> None:
     """Let this process use ``seconds`` more CPU time from now; past it, SIGXCPU ends it. A soft limit that is
     moved per benchmark, since one process runs many of them."""
