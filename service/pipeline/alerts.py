@@ -189,10 +189,9 @@ def alerts_found_since(session: Session, since: datetime, repository: str | None
     repo_id = stored.repository_id(session, repository) if repository is not None else None
     if repository is not None and repo_id is None:
         return []  # nothing stored under that name: nothing found in it
-    ids = stored.alerts_found_since(session, since, repo_id)
-    if not ids:
-        return []
-    return [a for a in alerts_page(session, ReadFilters(repository=repository)).items if a.id in ids]
+    views = [stored.alert_view(session, alert_id) for alert_id in sorted(
+        stored.alerts_found_since(session, since, repo_id), reverse=True)]  # newest (highest id) first
+    return [view for view in views if view is not None]
 
 
 def alerts_page(session: Session, filters: ReadFilters, state: str | None = None, limit: int | None = None,

@@ -4,7 +4,7 @@ ingest stored roofline figures for. Stored columns only: the page draws what ing
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
@@ -39,6 +39,7 @@ class ModelPoint:
     peak_bytes_per_s: float | None
     peak_source: str | None
     above: bool = False  # measured faster than its roof allows (Result.roofline_above): the roof is wrong for it
+    params: dict[str, Any] = field(default_factory=dict)  # the benchmark's parameters (in the label, formatted)
 
 
 def _with_figures() -> Any:
@@ -105,7 +106,7 @@ def model_points(session: Session, repository: str, environment_id: int) -> list
             intensity=float(row.roofline_intensity), achieved_flops_per_s=float(row.flops) / float(row.median),
             bound=str(row.roofline_bound), fraction=row.roofline_fraction,
             peak_flops_per_s=row.roofline_peak_flops_per_s, peak_bytes_per_s=row.roofline_peak_bytes_per_s,
-            peak_source=row.roofline_peak_source, above=bool(row.roofline_above)))
+            peak_source=row.roofline_peak_source, above=bool(row.roofline_above), params=dict(row.params)))
     return sorted(points, key=lambda p: p.label)
 
 

@@ -13,9 +13,13 @@ from web.charts.model import NO_PEAKS_NOTE, MemoryRoof, model_figure, suite_peak
 
 def point(label: str, intensity: float, achieved: float, peaks: tuple[float, float] | None = (100e9, 10e9),
           bound: str = "memory") -> ModelPoint:
+    # The parameters as service/store/model_points.py formats them into the label ("suite/name [k=v,k=v]").
+    inside = label.split(" [", 1)[1].rstrip("]") if " [" in label else ""
+    params = dict(part.split("=", 1) for part in inside.split(",") if "=" in part)
     return ModelPoint(result_id=1, label=label, intensity=intensity, achieved_flops_per_s=achieved, bound=bound,
                       fraction=0.5, peak_flops_per_s=peaks[0] if peaks else None,
-                      peak_bytes_per_s=peaks[1] if peaks else None, peak_source="host" if peaks else None)
+                      peak_bytes_per_s=peaks[1] if peaks else None, peak_source="host" if peaks else None,
+                      params=params)
 
 
 def test_the_roof_rises_to_the_ridge_then_stays_flat_and_every_benchmark_is_a_point() -> None:

@@ -57,19 +57,13 @@ def _point_labels(points: Sequence[ModelPoint], achieved: Sequence[float]) -> tu
         groups.setdefault(_short(p.label), []).append(i)
     labels, positions = [""] * len(points), ["top center"] * len(points)
     for name, members in groups.items():
-        params = [dict(part.split("=", 1) for part in _params_of(points[i].label)) for i in members]
-        varying = [k for k in params[0] if len({ps.get(k) for ps in params}) > 1]
+        params = [points[i].params for i in members]
+        varying = [k for k in params[0] if len({str(ps.get(k)) for ps in params}) > 1]
         for i, ps in zip(members, params, strict=True):
             labels[i] = name + ("".join(f" {k}={ps[k]}" for k in varying) if len(members) > 1 else "")
         if len(members) > 1:
             positions[min(members, key=lambda i: achieved[i])] = "bottom center"
     return labels, positions
-
-
-def _params_of(label: str) -> list[str]:
-    """The ``k=v`` parts of a point's label (service/store/model_points.py: "suite/name [k=v,k=v]")."""
-    inside = label.split(" [", 1)[1].rstrip("]") if " [" in label else ""
-    return [part for part in inside.split(",") if "=" in part]
 
 
 def _log_ticks(low: float, high: float) -> int | str:
