@@ -81,12 +81,12 @@ def workers() -> Iterator[list[ServiceProcess]]:
         w.stop()
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll_s: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(poll_s)
 
 
 def test_a_killed_detect_worker_loses_nothing_and_doubles_nothing(
@@ -119,12 +119,13 @@ def test_a_killed_detect_worker_loses_nothing_and_doubles_nothing(
         with sessions() as s:
             return int(s.scalar(select(func.count(func.distinct(Finding.series_id)))) or 0)
 
-    # Worker A finishes one task, takes the next: kill it, pool child included, in the middle of that one.
+    # Worker A finishes one task, takes the next: kill it, pool child included, in the middle of that one. Killed
+    # the moment its log says so, polled often: on a fast host a task lasts ~0.4 s, and a pause before the kill
+    # let it finish first (the kill then found nothing in flight).
     workers.append(detect_worker("a", env, tmp_path))
     a = workers[0]
     wait_for(lambda: len(tasks(a, "succeeded")) >= 1 and len(tasks(a, "received")) > len(tasks(a, "succeeded")),
-             60, "worker A to be running its second task")
-    time.sleep(0.4)
+             60, "worker A to be running its second task", poll_s=0.01)
     a.kill()
     in_flight = set(tasks(a, "received")) - set(tasks(a, "succeeded"))
     assert in_flight, "worker A had no task in flight when it was killed"
