@@ -48,6 +48,7 @@ from service.task_names import (
     RUN_SUITE_TASK,
     RUN_TRACKED_TASK,
 )
+from service.tracked import SCHEDULE_TRIGGER
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -165,7 +166,23 @@ def run_suite(env: JobEnv, queue: TaskQueue, task_id: str, kwargs: dict[str, Any
         if job_id is not None:
             queue.enqueue_follow_up_failed(
                 int(job_id), f"the {kwargs.get('trigger', 'follow-up')} run could not be made: {exc}"[:2000])
+        if kwargs.get("trigger") == SCHEDULE_TRIGGER and env.redis_url is not None:
+            _record_scheduled_failure(env.redis_url, task_id, str(exc) or type(exc).__name__)
         raise
+
+
+def _record_scheduled_failure(redis_url: str, task_id: str, reason: str) -> None:
+    """A tracked tip's scheduled run failed: its queued mark says why, for the ticks that find it
+    (service/pipeline/tracking.py)."""
+    import redis
+
+    from service.pipeline.tracking import record_failure
+
+    client = redis.Redis.from_url(redis_url, socket_timeout=10)
+    try:
+        record_failure(client, task_id, reason)
+    finally:
+        client.close()
 
 
 def _uploader(env: JobEnv, queue: TaskQueue) -> Upload:
@@ -254,7 +271,7 @@ def github_delivery_sweep(env: JobEnv, queue: TaskQueue) -> list[int]:
     return lost
 
 
-def run_tracked(env: JobEnv, queue: TaskQueue, repo: str, branch: str, hardware: str) -> dict[str, str]:
+def run_tracked(env: JobEnv, queue: TaskQueue, repo: str, branch: str, hardware: str) -> dict[str, Any]:
     """A beat tick: queue the default suite at the branch's tip on runner.<hardware>, once per tip."""
     import redis
 
@@ -274,6 +291,11 @@ def run_tracked(env: JobEnv, queue: TaskQueue, repo: str, branch: str, hardware:
                        RedisQueuedMarks(client), send, env.track_mark_ttl_s)
     finally:
         client.close()
+    if outcome.action == "failed":
+        log.warning("the scheduled run of %s@%s at %s failed: %s; queued again in %d s, when its mark lapses",
+                    repo, branch, outcome.sha[:12], outcome.failure, outcome.retry_in_s or 0)
+        return {"sha": outcome.sha, "action": outcome.action, "task_id": outcome.task_id,
+                "failure": outcome.failure, "retry_in_s": outcome.retry_in_s}
     return {"sha": outcome.sha, "action": outcome.action, "task_id": outcome.task_id}
 
 

@@ -10,6 +10,8 @@ Two checks make ticks idempotent, each covering what the other cannot see:
   nothing, so the tick marks the task id in Redis with ``SET NX EX``: the first tick sets it and sends, later ticks
   find it and skip. The mark lives in the broker's Redis, so a Redis that lost its queues lost the marks with them
   and the tip is queued again; a run that failed before storing anything is queued again when its mark expires.
+  Until then the mark holds the runner's reason (``record_failure``): the ticks report the tip ``failed``, with
+  that reason and when it will be tried again, not ``already-queued`` as if a run were still on its way.
 
 Should both checks ever miss (a mark expired while the task still waited), the second message carries the same
 task id, so its run has the same run id and ingest refuses it as a duplicate: runner time lost, nothing stored
@@ -33,6 +35,8 @@ from service.tracked import TrackedBranch, scheduled_run_kwargs, scheduled_task_
 
 GIT_TIMEOUT_S = 60
 MARK_PREFIX = "kernelwatch:scheduled:"
+FAILED_PREFIX = "failed: "  # a mark's value once its run failed (record_failure); "1" while the run is on its way
+MAX_REASON_CHARS = 500
 
 TipResolver = Callable[[str, str], str]
 IsStored = Callable[[str], bool]
@@ -45,13 +49,19 @@ class QueuedMarks(Protocol):
 
     def clear(self, task_id: str) -> None: ...
 
+    def failure(self, task_id: str) -> tuple[str, int] | None:
+        """The reason the marked task's run failed (``record_failure``) and the seconds its mark has left; None
+        while no failure is recorded (the run is on its way, or the mark has lapsed)."""
+
 
 @dataclass(frozen=True)
 class TickOutcome:
     branch: TrackedBranch
     sha: str
     task_id: str
-    action: Literal["queued", "stored", "already-queued"]
+    action: Literal["queued", "stored", "already-queued", "failed"]
+    failure: str | None = None  # "failed": the runner's reason
+    retry_in_s: int | None = None  # "failed": when the mark lapses and the next tick queues the tip again
 
 
 def tick(branch: TrackedBranch, resolve_tip: TipResolver, is_stored: IsStored, marks: QueuedMarks, send: Send,
@@ -62,6 +72,9 @@ def tick(branch: TrackedBranch, resolve_tip: TipResolver, is_stored: IsStored, m
     if is_stored(task_id):
         return TickOutcome(branch, sha, task_id, "stored")
     if not marks.mark(task_id, mark_ttl_s):
+        failed = marks.failure(task_id)
+        if failed is not None:
+            return TickOutcome(branch, sha, task_id, "failed", failure=failed[0], retry_in_s=failed[1])
         return TickOutcome(branch, sha, task_id, "already-queued")
     try:
         send(runner_queue(branch.hardware), task_id, scheduled_run_kwargs(branch, sha))
@@ -133,3 +146,28 @@ class RedisQueuedMarks:
             self.client.delete(MARK_PREFIX + task_id)
         except redis.exceptions.RedisError:
             pass  # the mark expires on its own
+
+    def failure(self, task_id: str) -> tuple[str, int] | None:
+        import redis
+
+        try:
+            with self.client.pipeline() as pipe:
+                value, ttl = pipe.get(MARK_PREFIX + task_id).ttl(MARK_PREFIX + task_id).execute()
+        except redis.exceptions.RedisError as exc:
+            raise Transient(f"Redis unavailable: {exc}") from exc
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        if not isinstance(text, str) or not text.startswith(FAILED_PREFIX):
+            return None
+        return text[len(FAILED_PREFIX):], max(0, int(ttl))
+
+
+def record_failure(client: Any, task_id: str, reason: str) -> None:
+    """Keep why a scheduled run failed in its queued mark, which keeps its expiry (``SET XX KEEPTTL``: a mark that
+    lapsed is not brought back, the next tick queues the tip again). Best effort: a Redis that cannot be reached
+    costs the ticks the reason, not the runner its task's outcome."""
+    import redis
+
+    try:
+        client.set(MARK_PREFIX + task_id, FAILED_PREFIX + reason[:MAX_REASON_CHARS], xx=True, keepttl=True)
+    except redis.exceptions.RedisError:
+        pass

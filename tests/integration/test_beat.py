@@ -20,7 +20,7 @@ from runners.worker import SuiteTask, execute
 from service import tasks
 from service.settings import load_settings
 from service.store.db import upgrade
-from service.task_names import RUN_TRACKED_TASK
+from service.task_names import RUN_SUITE_TASK, RUN_TRACKED_TASK
 from service.tracked import scheduled_task_id
 from tests.conftest import fresh_redis
 from tests.gitrepo import commit_all, git, suite_repo
@@ -125,6 +125,38 @@ def test_each_tip_is_queued_once_on_its_runner_queue(worker_env: None, repo: Pat
     assert outcome["action"] == "queued" and outcome["sha"] == git(repo, "rev-parse", "main")
     [again] = queued(client, "runner.cpu")
     assert again["kwargs"]["commit"] == outcome["sha"] != main
+
+
+def test_a_failed_scheduled_run_reads_failed_with_its_reason_until_its_mark_lapses(worker_env: None,
+                                                                                    repo: Path) -> None:
+    # main's tip carries a project file the runner refuses: its scheduled run fails before storing anything.
+    (repo / "kernelwatch.toml").write_text('benchmarks = "../elsewhere"\n')
+    commit_all(repo, "a project file pointing outside the repository")
+    settings = load_settings()
+    app = tasks.make_celery(settings)
+    run_tracked = app.tasks[RUN_TRACKED_TASK]
+    [tick_args] = [e["args"] for e in app.conf.beat_schedule.values()
+                   if e["task"] == RUN_TRACKED_TASK and e["args"][1] == "main"]
+    client = redis.Redis.from_url(TICK_REDIS_URL)
+    assert run_tracked(*tick_args)["action"] == "queued"
+    [message] = queued(client, "runner.cpu")
+
+    # A runner takes it (the run_suite task itself, under the message's id) and fails.
+    client.lpop("runner.cpu")
+    failed = app.tasks[RUN_SUITE_TASK].apply(kwargs=message["kwargs"], task_id=message["id"])
+    assert failed.failed() and "kernelwatch.toml: benchmarks = '../elsewhere'" in str(failed.result)
+
+    outcome = run_tracked(*tick_args)
+    assert outcome["action"] == "failed" and outcome["sha"] == message["kwargs"]["commit"]
+    assert "kernelwatch.toml: benchmarks = '../elsewhere'" in outcome["failure"]
+    mark = f"kernelwatch:scheduled:{message['id']}"
+    assert 0 < outcome["retry_in_s"] <= client.ttl(mark) + 1  # the mark kept its expiry
+    assert queued(client, "runner.cpu") == []
+
+    # Once the mark lapses the tip is queued again, as before.
+    client.delete(mark)
+    assert run_tracked(*tick_args)["action"] == "queued"
+    assert len(queued(client, "runner.cpu")) == 1
 
 
 def beat_env(home: Path, track: str, period: str) -> dict[str, str]:

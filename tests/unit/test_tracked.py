@@ -99,6 +99,7 @@ def test_a_tip_on_a_hardware_has_one_task_id() -> None:
 class FakeMarks:
     def __init__(self) -> None:
         self.marked: dict[str, int] = {}
+        self.failed: dict[str, tuple[str, int]] = {}
 
     def mark(self, task_id: str, ttl_s: int) -> bool:
         if task_id in self.marked:
@@ -108,6 +109,9 @@ class FakeMarks:
 
     def clear(self, task_id: str) -> None:
         self.marked.pop(task_id, None)
+
+    def failure(self, task_id: str) -> tuple[str, int] | None:
+        return self.failed.get(task_id)
 
 
 class Tips:
@@ -142,6 +146,11 @@ def test_a_tip_is_queued_once_then_skipped_while_queued_and_once_stored() -> Non
 
     tips.tips["main"] = "2" * 40  # the branch moved: its new tip is queued
     assert run() == "queued" and len(sent) == 2 and sent[1][2]["commit"] == "2" * 40
+
+    # Its run fails before storing anything: while the mark lasts the tip reads failed, with the runner's reason.
+    marks.failed[sent[1][1]] = ("no suite", 42)
+    outcome = tick(branch, tips, stored.__contains__, marks, lambda *a: sent.append(a), 99)
+    assert (outcome.action, outcome.failure, outcome.retry_in_s) == ("failed", "no suite", 42) and len(sent) == 2
 
 
 def test_a_send_that_fails_leaves_the_tip_unmarked_for_the_retry() -> None:
