@@ -48,7 +48,7 @@ def cmd_alerts_list(settings: Settings, repo: str | None, state: str | None, fmt
     from service.pipeline.alerts import list_alerts
     from service.report.alerts_text import alerts_to_json, alerts_to_text
 
-    ctx = open_context(settings)
+    ctx = open_context(settings, reads=True)
     with ctx.sessions() as session:
         alerts = list_alerts(session, repository=repo, state=state)
     if fmt == "json":

@@ -53,11 +53,24 @@ def at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
-def open_context(settings: Settings) -> Context:
+def uploads_elsewhere(settings: Settings) -> bool:
+    """Whether this host's runs go to a service (KERNELWATCH_URL and KERNELWATCH_TOKEN) while its own store is the
+    embedded file: a read of that file then sees none of them."""
+    return settings.uploads_over_http and settings.database_url is None
+
+
+def open_context(settings: Settings, *, reads: bool = False) -> Context:
     """The store, queue and notifier of ``settings``, its schema checked to be current (the embedded SQLite file,
-    ours alone, brought up to date without asking)."""
+    ours alone, brought up to date without asking). ``reads``: a command that reports what is stored says so on
+    stderr where this host's runs are uploaded elsewhere (:func:`uploads_elsewhere`), rather than print an empty
+    answer as if nothing were measured."""
     from service.context import Context
     from service.store.db import current_revision, upgrade
+
+    if reads and uploads_elsewhere(settings):
+        print(f"note: reading this host's own store ({settings.effective_database_url}); the runs made here go "
+              f"to {settings.service_url} (KERNELWATCH_URL): read them there (its dashboard and API, or "
+              f"`kernelwatch compare`, which reads from it)", file=sys.stderr)
 
     ctx = Context.create(settings)
     if settings.database_url is None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernelwatch.errors import InvalidInput, NotFound
-from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, open_context
+from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, open_context, uploads_elsewhere
 from service.cli.report_options import Comparison, ReportOptions, add_report_options, print_report, report_options
 from service.settings import Settings
 
@@ -26,7 +27,8 @@ def register(sub: Subparsers) -> None:
     compare.add_argument("--repo", default=None, help="look commits up in this repository (by name); branch and tag "
                                                       "names are resolved with git at its stored URL")
     compare.add_argument("--url", default=None, help="read from this KernelWatch service (http://host:8000) instead "
-                                                     "of the configured database")
+                                                     "of the configured database (default: KERNELWATCH_URL where it "
+                                                     "and KERNELWATCH_TOKEN are set and no database is)")
     compare.add_argument("--token", default=None, help="API token for --url when its reads need one (default: "
                                                        "$KERNELWATCH_TOKEN)")
     add_report_options(compare, fail_on_default="none")
@@ -55,6 +57,12 @@ def cmd_compare(settings: Settings, options: CompareOptions) -> int:
     if options.url:
         found = compare_remote(options.url, token_for(options.token), settings.repos_dir, options.base,
                                options.head, options.repo, report.alpha, report.min_effect)
+    elif uploads_elsewhere(settings):
+        # This host's runs went to the service (as `ci` compares there): its own store holds none of them.
+        assert settings.service_url is not None
+        print(f"reading from {settings.service_url} (KERNELWATCH_URL; --url names another)", file=sys.stderr)
+        found = compare_remote(settings.service_url, options.token or settings.service_token, settings.repos_dir,
+                               options.base, options.head, options.repo, report.alpha, report.min_effect)
     else:
         found = compare_stored(settings, options.base, options.head, options.repo, report.alpha, report.min_effect)
     return EXIT_FOUND if print_report(found, report).fail else EXIT_OK

@@ -64,7 +64,7 @@ def cmd_predict(settings: Settings, options: PredictOptions) -> int:
         raise InvalidInput(f"cannot import the suite at {root}: {type(exc).__name__}: {str(exc)[:300]} (predict "
                            f"imports it in this process: its own packages must be importable here, e.g. "
                            f"PYTHONPATH=src)") from None
-    ctx = open_context(settings)
+    ctx = open_context(settings, reads=True)
     try:
         with ctx.sessions() as session:
             reports = predict_reports(specs, options.kernel, options.source, options.target,

@@ -52,7 +52,7 @@ def cmd_trace(settings: Settings, result_id: int, logdir: Path | None, port: int
     from service.store.drilldown import result_header
     from service.store.traces import TraceUnavailable, trace_bytes, trace_files, trace_profile
 
-    ctx = open_context(settings)
+    ctx = open_context(settings, reads=True)
     with ctx.sessions() as session:
         header = result_header(session, result_id)
     if header is None:

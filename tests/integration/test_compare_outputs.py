@@ -225,6 +225,24 @@ def test_url_prints_what_the_database_gives(stored: Stored, web: tuple[str, str]
     assert missing.returncode == 2 and "404" in missing.stderr
 
 
+def test_a_host_that_uploads_compares_on_the_service_and_says_its_own_store_is_not_it(
+        stored: Stored, web: tuple[str, str], tmp_path: Path) -> None:
+    """KERNELWATCH_URL and KERNELWATCH_TOKEN set, no database: this host's runs went to the service, so `compare`
+    reads there (as `ci` does), and a command that reads this host's own (empty) store says so."""
+    url, token = web
+    refs = [stored.base_sha[:10], stored.head_sha[:10]]
+    uploader = clean_env(tmp_path / "home", KERNELWATCH_URL=url, KERNELWATCH_TOKEN=token)
+    assert "KERNELWATCH_DATABASE_URL" not in uploader
+    local = compare([*refs, "--format", "json"], stored.env)
+    remote = compare([*refs, "--format", "json"], uploader)
+    assert remote.returncode == 0, remote.stderr
+    assert json.loads(remote.stdout) == json.loads(local.stdout)
+    assert f"reading from {url}" in remote.stderr
+
+    listed = run_cli(["alerts", "list"], uploader)
+    assert listed.returncode == 0 and f"the runs made here go to {url}" in listed.stderr
+
+
 def test_pages_are_joined_into_the_whole_comparison(stored: Stored, web: tuple[str, str]) -> None:
     url, token = web
     whole = CompareClient(url, token).compare(stored.base_sha, stored.head_sha)
