@@ -35,7 +35,15 @@ def bearer(header: str | None) -> str | None:
 
 
 def _caller() -> TokenView:
-    raw = bearer(request.headers.get("Authorization"))
+    header = request.headers.get("Authorization")
+    raw = bearer(header)
+    if raw is None and header and header.strip():
+        # A header was sent, in another scheme (`Token ...`, `Basic ...`) or without its value: saying "no token"
+        # to a caller who sent one sends them looking for the wrong mistake.
+        scheme = header.strip().partition(" ")[0][:40]
+        raise Unauthorized(f"the Authorization header's scheme is {scheme!r}, with no token after it"
+                           if scheme.lower() == "bearer" else
+                           f"the Authorization header uses the {scheme!r} scheme: send Authorization: Bearer <token>")
     if raw is None:
         raise Unauthorized("this needs a token: send Authorization: Bearer <token> "
                            "(make one with `kernelwatch token create NAME --scope SCOPE`)")

@@ -81,6 +81,19 @@ def test_every_write_refuses_bad_tokens(api: Api) -> None:
     assert not api.ctx.artifacts.has("0" * 64)
 
 
+def test_a_header_in_another_scheme_is_told_which_scheme_to_use(api: Api) -> None:
+    with unit_of_work(api.ctx.sessions) as s:
+        token = create_token(s, "writer", ["submit"])[1]
+    for header, said in ((f"Token {token}", "uses the 'Token' scheme: send Authorization: Bearer <token>"),
+                         ("Bearer", "scheme is 'Bearer', with no token after it"),
+                         (None, "this needs a token: send Authorization: Bearer <token>")):
+        headers = {"Authorization": header} if header is not None else {}
+        response = api.client.post("/api/v1/runs", json=builders.manifest(), headers=headers)
+        assert response.status_code == 401
+        assert said in error_of(response)["message"]
+        assert token not in response.get_data(as_text=True)  # the refusal does not echo a secret back
+
+
 def test_admin_holds_every_scope_and_last_use_is_recorded(api: Api) -> None:
     doc = builders.manifest()
     assert api.client.post("/api/v1/runs", json=doc, headers=api.auth("admin")).status_code == 201
