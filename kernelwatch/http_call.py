@@ -113,3 +113,19 @@ def send(request: urllib.request.Request, timeout: float, limit: int = MAX_BODY_
             return Answer(exc.code, _read(exc, limit), location if 300 <= exc.code < 400 else None)
         finally:
             exc.close()
+
+
+FOREIGN_EXCERPT_CHARS = 120
+_TAG = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.IGNORECASE | re.DOTALL)
+
+
+def foreign_body(body: bytes) -> str:
+    """What to quote of an error body that is not the service's JSON error shape (a proxy's or another server's HTML
+    page, a wrong URL's 404): its text without markup or control characters, on one line and short, said to be
+    foreign, so that a one-line error neither carries a page of HTML nor passes for the service's own message."""
+    text = _TAG.sub(" ", body[:4096].decode("utf-8", "replace"))
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    if not text:
+        return "an empty body, not a KernelWatch answer"
+    cut = text if len(text) <= FOREIGN_EXCERPT_CHARS else text[:FOREIGN_EXCERPT_CHARS - 1] + "…"
+    return f"not a KernelWatch answer: {cut!r}"

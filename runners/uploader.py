@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, send
+from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, foreign_body, send
 from runners.artifacts import ArtifactError, ArtifactStore
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,7 @@ def _error_of(response: Answer) -> dict[str, Any]:
 
 def _rejection(response: Answer, what: str) -> UploadRejected:
     error = _error_of(response)
-    message = error.get("message") or response.body[:200].decode("utf-8", "replace") or "no message"
+    message = error.get("message") or foreign_body(response.body)
     code = error.get("code")
     details = error.get("details") if isinstance(error.get("details"), dict) else None
     if response.status == 409 and code == "another_project":  # not this run id stored already: stored nowhere

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelwatch.errors import Forbidden, InvalidInput, KernelWatchError, NotFound, Transient, Unauthorized
-from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, send
+from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, foreign_body, send
 
 PAGE_LIMIT = 5000  # the API's largest page: a suite of a few thousand results comes in one request
 _TRANSIENT = frozenset({502, 503, 504})
@@ -122,7 +122,7 @@ class CompareClient:
             return decoded
         error = decoded.get("error") if isinstance(decoded, dict) else None
         message = error.get("message") if isinstance(error, dict) else None
-        message = message or body[:200].decode("utf-8", "replace") or "no message"
+        message = message if isinstance(message, str) and message else foreign_body(body)
         if status in (401, 403):
             message += " (give --token or set KERNELWATCH_TOKEN)"
         raise _BY_STATUS.get(status, KernelWatchError)(f"{self.api}{path}: {status}: {message}")

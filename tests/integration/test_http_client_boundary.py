@@ -104,6 +104,33 @@ def test_an_answer_that_is_no_comparison_is_one_line(servers: tuple[Hostile, Hos
     assert len(answered.stderr.strip().splitlines()) == 1
 
 
+def test_another_server_s_error_page_is_quoted_short_and_said_to_be_foreign(servers: tuple[Hostile, Hostile],
+                                                                             tmp_path: Path) -> None:
+    """A URL that reaches some other server (a proxy, a wrong path): its 404 page of HTML is not the service's
+    message, and a one-line error carries neither its markup nor its length."""
+    first, _ = servers
+    page = ("<!DOCTYPE html><html><head><title>404 Not Found</title><style>body{color:red}</style></head>"
+            "<body>\n<h1>Not Found</h1>\n<p>The requested URL was not found on this server.</p>"
+            + "<p>padding</p>" * 200 + "</body></html>").encode()
+
+    def reply(h: JsonHandler) -> None:
+        h.send_response(404)
+        h.send_header("Content-Type", "text/html")
+        h.send_header("Content-Length", str(len(page)))
+        h.end_headers()
+        h.wfile.write(page)
+
+    first.reply = reply
+    answered = compare(first.url)
+    assert answered.returncode == 2 and len(answered.stderr.strip().splitlines()) == 1, answered.stderr
+    assert "not a KernelWatch answer: '404 Not Found Not Found The requested URL" in answered.stderr
+    assert "<" not in answered.stderr and "color:red" not in answered.stderr and len(answered.stderr) < 400
+    uploader = HttpUploader(first.url, TOKEN, ArtifactStore(tmp_path / "artifacts"), retries=0)
+    with pytest.raises(UploadRejected, match="not a KernelWatch answer: '404 Not Found") as refused:
+        uploader(builders.manifest())
+    assert "<" not in str(refused.value)
+
+
 def test_an_answer_past_the_cap_is_not_read_whole(servers: tuple[Hostile, Hostile]) -> None:
     first, _ = servers
     chunk = b" " * 2**20
