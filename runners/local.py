@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kernelwatch.errors import InvalidInput
 from runners.gitrepo import (
     GitError,
     checkout,
@@ -436,10 +437,10 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
     return out
 
 
-class NothingSelected(Exception):
+class NothingSelected(InvalidInput):
     """No commit's suite holds a benchmark of the selection (``--suite``, ``--params``, ``--quick``): the same in
     every round, so said after the first. ``declared``: suite/name of what the suites declare (at most
-    runners.child.MAX_DECLARED of each), for the message."""
+    runners.child.MAX_DECLARED of each), for the message. The user's input: one line and exit 2 from any command."""
 
     def __init__(self, declared: Sequence[str]) -> None:
         self.declared = list(declared)

@@ -41,6 +41,11 @@ class SuiteTask:
     also: tuple[str, ...] = ()
     pr_number: int | None = None  # the pull request these runs are for (trigger "pr")
     rounds: int = 1  # runs per commit, each a fresh process (runners.local.run_commits): the replicates
+    # A person asked for this run (`kernelwatch submit`): a selection that holds no benchmark at any of its commits
+    # fails the task (runners.local.NothingSelected, naming what the suites declare) rather than store runs with no
+    # results. Off for the service's own tasks: a pull request's merge-base, a scheduled tip, a bisection step may
+    # predate the suite, and an empty run is then what there is to store.
+    selection_required: bool = False
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SuiteTask:
@@ -99,6 +104,11 @@ def _first_resolved(repo: Path, revs: list[str]) -> str:
     return resolve(repo, revs[-1])
 
 
+def _any_round(_manifests: list[list[dict[str, Any]]]) -> None:
+    """Nothing to check of a first round beyond what run_commits checks once it is given a check: that the
+    selection held a benchmark somewhere (``SuiteTask.selection_required``)."""
+
+
 def run_id_for(task_id: str) -> str:
     return task_id.replace("-", "")
 
@@ -129,7 +139,8 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     # Derived ids, so that a redelivered task stores each of its commits' runs under the same id again.
     run_ids = [run_id] + [f"{run_id}-c{i}" for i in range(1, len(commits))]
     manifests = [m for per_commit in run_commits(requests, home / "worktrees", run_ids=run_ids,
-                                                 rounds=max(1, task.rounds))
+                                                 rounds=max(1, task.rounds),
+                                                 after_first_round=_any_round if task.selection_required else None)
                  for m in per_commit]
     for manifest in manifests:
         upload(manifest)

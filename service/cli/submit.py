@@ -61,7 +61,8 @@ def cmd_submit(settings: Settings, options: SubmitOptions) -> int:
         commit = resolve(Path(options.repo).expanduser(), options.commit)  # pin: a branch moves, the run must not
     task = {"repo": options.repo, "commit": commit, "suite": options.suite, "params": options.params,
             "quick": options.quick, "samples": options.samples, "trigger": options.trigger,
-            "branch": options.branch, "capture": options.capture, "rounds": options.rounds}
+            "branch": options.branch, "capture": options.capture, "rounds": options.rounds,
+            "selection_required": True}
     if settings.redis_url:
         from service.celery_app import celery_app
 

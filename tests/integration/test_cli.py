@@ -191,3 +191,16 @@ def test_submit_refuses_a_commit_or_a_path_that_is_not_there_in_one_line(tmp_pat
     missing = kernelwatch(["submit", "--repo", str(tmp_path / "nowhere"), "--commit", "main"], env)
     assert missing.returncode == 2 and f"no directory '{tmp_path / 'nowhere'}'" in missing.stderr, missing.stderr
     assert "queued" not in missing.stdout and "Traceback" not in missing.stderr
+
+
+def test_submit_of_a_selection_that_holds_no_benchmark_stores_nothing(tmp_path: Path, suite_repo: Path) -> None:
+    """`submit --suite typo` ran, stored a run with no results and said "ran ... runs <id>", as if measured."""
+    env = env_for(tmp_path, None)
+    empty = kernelwatch(["submit", "--repo", str(suite_repo), "--commit", "HEAD", "--suite", "no_such_suite",
+                         "--samples", "2", "--no-capture"], env)
+    assert empty.returncode == 2 and "the suite selected no benchmark" in empty.stderr, empty.stderr
+    assert "it declares " in empty.stderr and "ran " not in empty.stdout and "Traceback" not in empty.stderr
+    engine = make_engine(f"sqlite:///{tmp_path / 'home' / 'kernelwatch.db'}")
+    with make_session_factory(engine)() as session:
+        assert session.scalar(select(func.count(Run.id))) == 0
+    engine.dispose()
