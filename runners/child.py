@@ -41,7 +41,7 @@ from runners.sandbox import (
     end_with_parent,
     explain_failure,
 )
-from runners.suite import BenchmarkInstance, discover, parse_param_filter, select
+from runners.suite import BenchmarkInstance, discover, module_of, parse_param_filter, select
 
 # The benchmarks an empty selection's announcement names at most (a suite of thousands is not sent whole).
 MAX_DECLARED = 200
@@ -134,7 +134,8 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
           origin_problem: Callable[[], str | None] = lambda: None) -> int:
     """Announce the suite, then run what the parent asks for; ``origin_problem`` says before each benchmark is
     timed whether the code under test came from somewhere other than the checkout (it then fails untimed)."""
-    specs = discover(args.root.resolve(), args.suite_dir)
+    unimportable: dict[str, str] = {}
+    specs = discover(args.root.resolve(), args.suite_dir, unimportable)
     instances: dict[str, BenchmarkInstance] = {
         i.key: i for i in select(specs, args.suite, parse_param_filter(args.params), quick=args.quick)
     }
@@ -143,7 +144,9 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
         "environment": environment,
         "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
                         "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
-                        "timeout_s": i.spec.timeout_s} for k, i in instances.items()],
+                        "timeout_s": i.spec.timeout_s, "module": module_of(i.spec)} for k, i in instances.items()],
+        # Suite modules whose import raised here (by name: the error): the others are announced all the same.
+        "unimportable": unimportable,
         # What the suite declares, where the selection holds none of it: a mistyped --suite is told what exists.
         "declared": [] if instances else sorted({f"{s.suite}/{s.name}" for s in specs})[:MAX_DECLARED],
     }})

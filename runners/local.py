@@ -133,7 +133,17 @@ class SuiteRunner:
         self.announced: dict[str, Announced] = {b.key: b for b in primary.benchmarks
                                                 if request.only is None or b.key in request.only}
         self.declared = primary.declared  # what the suite declares, where the selection is empty
+        self.unimportable = primary.unimportable  # suite modules whose import raised here: name -> error
+        # Benchmarks another commit's suite declares in a module that did not import here: recorded failed with
+        # the import's error, never run (:func:`cover_unimportable`).
+        self._not_imported: dict[str, str] = {}
         self.runs: dict[int, EnvironmentRun] = {}
+
+    def stand_in(self, bench: Announced, message: str) -> None:
+        """``bench``, announced by another commit's suite, is of a module that did not import in this checkout:
+        it is planned here too, and recorded as failed with ``message`` when its turn comes."""
+        self.announced[bench.key] = bench
+        self._not_imported[bench.key] = message
 
     def _group(self, devices: int) -> int:
         """0 is the default process; N > 0 a process simulating N devices on a CPU host."""
@@ -165,7 +175,10 @@ class SuiteRunner:
         bench = self.announced[key]
         group = self._group(bench.devices)
         before = self._sampler.snapshot()  # the environment run's start, if this is its first benchmark
-        if group and self.backend != "cpu":
+        if key in self._not_imported:
+            measurements = [bench.failed(self._not_imported[key])]
+            process = None
+        elif group and self.backend != "cpu":
             measurements = [bench.failed(f"needs {bench.devices} devices; this {self.backend} host has "
                                          f"{self.primary_devices}")]
             process = None
@@ -199,6 +212,32 @@ def _with_flag(flag: str, value: str, flags: str | None = None) -> str:
     current = os.environ.get("XLA_FLAGS", "") if flags is None else flags
     kept = [f for f in current.split() if not f.startswith(flag + "=")]
     return " ".join([*kept, f"{flag}={value}"])
+
+
+class ModuleNotImported(InvalidInput):
+    """A suite module did not import at a commit, and no other commit of the call declares its benchmarks, so
+    there is nothing to record them under: the user's to fix (or to move the import into the factory)."""
+
+
+def cover_unimportable(runners: Sequence[SuiteRunner]) -> None:
+    """Where a suite module did not import at one commit (``SuiteRunner.unimportable``) and did at another of the
+    same call, the benchmarks the others declare in it are planned at that commit too, failed with the import's
+    error (``SuiteRunner.stand_in``): `ci` then reads a module that head broke as benchmarks that worked in base
+    and fail in head, and one that base cannot import yet (a pull request adding a kernel and its benchmark) as
+    failed in base, never as the whole suite failing. A module that did not import at a commit and whose
+    benchmarks no other commit declares is :class:`ModuleNotImported`."""
+    for runner in runners:
+        for module, error in runner.unimportable.items():
+            found = {b.key: b for other in runners if other is not runner for b in other.announced.values()
+                     if b.module == module and b.key not in runner.announced}
+            if not found:
+                also = " (nor at any other commit of this run)" if len(runners) > 1 else ""
+                raise ModuleNotImported(
+                    f"the benchmark module {module!r} does not import at {runner.request.rev}{also}: {error}; its "
+                    "benchmarks cannot be declared there (fix the import, or import the kernel inside the "
+                    "benchmark's factory)")
+            for bench in found.values():
+                runner.stand_in(bench, f"the benchmark module {module!r} did not import at this commit: {error}")
 
 
 def interleave(runners: Sequence[SuiteRunner], progress: ProgressFn | None = None) -> None:
@@ -418,6 +457,7 @@ def run_commits(requests: Sequence[RunRequest], cache_dir: Path, progress: Progr
                     request = dataclasses.replace(request, capture_dir=None)
                 runners[i] = SuiteRunner(prepared[i].worktree, request, dirty=prepared[i].dirty,
                                          python=prepared[i].python, harness_dir=prepared[i].harness_dir)
+            cover_unimportable([runners[i] for i in order])
             interleave([runners[i] for i in order], _round_progress(progress, round_index, first_round, last))
             for i in order:
                 # A stable id per round: a redelivered task re-running the same commits maps to the same runs.

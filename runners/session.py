@@ -52,6 +52,7 @@ class Announced:
     direction: str
     devices: int
     timeout_s: float
+    module: str = ""  # the suite module that declares it (runners.suite.module_of)
 
     def failed(self, message: str) -> dict[str, Any]:
         """The failed measurement the child would have sent, had it lived to send it."""
@@ -168,6 +169,7 @@ class BenchmarkProcess:
             self.environment: dict[str, Any] = {}
             self.benchmarks: list[Announced] = []
             self.declared: list[str] = []
+            self.unimportable: dict[str, str] = {}
             return
         self.environment = ready["ready"]["environment"]
         key = self.environment.pop("calibration_key", None)
@@ -186,9 +188,12 @@ class BenchmarkProcess:
                 self.environment["calibration"] = calibration
         self.benchmarks = [Announced(key=b["key"], suite=b["suite"], name=b["name"], params=b["params"],
                                      unit=b["unit"], direction=b["direction"], devices=int(b["devices"]),
-                                     timeout_s=float(b["timeout_s"])) for b in ready["ready"]["benchmarks"]]
+                                     timeout_s=float(b["timeout_s"]), module=str(b.get("module", "")))
+                           for b in ready["ready"]["benchmarks"]]
         # suite/name of every benchmark the suite declares, sent only where the selection holds none of them
         self.declared = [str(name) for name in ready["ready"].get("declared", [])]
+        # suite modules whose import raised in this checkout: module name -> the error, one line
+        self.unimportable = {str(k): str(v) for k, v in (ready["ready"].get("unimportable") or {}).items()}
 
     def _kept_calibration(self, key: str) -> dict[str, Any]:
         """The host's calibration for this process's environment: the kept one, else measured now in a process

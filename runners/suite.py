@@ -22,6 +22,7 @@ import itertools
 import pkgutil
 import sys
 import textwrap
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,17 +282,44 @@ def load_suite_dir(directory: Path) -> ModuleType:
     return package
 
 
-def discover(root: Path, suite_dir: Path | None = None) -> list[BenchmarkSpec]:
+def discover(root: Path, suite_dir: Path | None = None,
+             unimportable: dict[str, str] | None = None) -> list[BenchmarkSpec]:
     """Every benchmark declared in the suite, in module then declaration order: the one in ``suite_dir`` when
-    given (kept apart from the checkout ``root``), else ``kernels_under_test`` at ``root``."""
+    given (kept apart from the checkout ``root``), else ``kernels_under_test`` at ``root``.
+
+    ``unimportable``: where given, a module whose import raises is recorded there (its name: the error's last
+    line) and the others are still discovered. A benchmark module commonly imports the kernel it measures, and a
+    pull request that adds both cannot import the new module at its merge-base; that must cost the new benchmarks
+    at that commit, not the whole suite (runners/local.py says what becomes of them)."""
     package = load_suite_dir(suite_dir) if suite_dir is not None else load_suite_package(root)
     specs: list[BenchmarkSpec] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        try:
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+        except Exception as exc:  # the repository's own import-time code: whatever it raises is its answer
+            if unimportable is None:
+                raise
+            unimportable[info.name] = _import_error(exc)
+            continue
         specs.extend(specs_in_module(module))
     return specs
+
+
+MAX_IMPORT_ERROR_CHARS = 2000
+
+
+def _import_error(exc: BaseException) -> str:
+    """The error a module's import ended in, as one line: its type and message (a traceback would carry the
+    runner's paths into a stored message)."""
+    text = " ".join("".join(traceback.format_exception_only(type(exc), exc)).split())
+    return text[:MAX_IMPORT_ERROR_CHARS]
+
+
+def module_of(spec: BenchmarkSpec) -> str:
+    """The suite module a benchmark is declared in, by the name ``discover`` records an import failure under."""
+    return str(getattr(spec.factory, "__module__", "")).rpartition(".")[2]
 
 
 def parse_param_filter(text: str | None) -> dict[str, str]:

@@ -263,6 +263,7 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
     from runners.envs import EnvironmentBuildError
     from runners.gitrepo import GitError
     from runners.local import NothingSelected, RunRequest, run_commits
+    from runners.session import ProcessFailed
 
     m, repo, base, head = options.measuring, options.repo, options.base, options.head
     capture_dir = settings.artifacts_dir if m.capture else None  # (round 0's only: run_commits)
@@ -289,6 +290,11 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            first_round=first_round, after_first_round=first_round_made)
     except (GitError, EnvironmentBuildError, BuildFailed, NothingSelected) as exc:  # an unknown ref, an unbuildable
         raise InvalidInput(str(exc)) from None  # commit, a --suite that names nothing the suite declares
+    except ProcessFailed as exc:
+        # The suite could not start at all (none found, its package failed to import): one line and exit 2, never a
+        # traceback and exit 1, which a CI job reads as a regression found.
+        last = str(exc).strip().splitlines()[-1] if str(exc).strip() else "no message"
+        raise InvalidInput(f"the benchmark process failed ({base} or {head}): {last}") from None
 
 
 def ci_runs(per_commit: Sequence[Sequence[dict[str, Any]]]) -> list[CiRun]:

@@ -232,8 +232,9 @@ def cmd_run(settings: Settings, options: RunOptions) -> int:
             raise InvalidInput(str(exc)) from None
         except ProcessFailed as exc:
             # the suite could not even start (none found, or it failed to import): one line, not two tracebacks
-            raise InvalidInput(f"the benchmark process failed at {revs[0]}: {str(exc).strip().splitlines()[-1]}"
-                               if str(exc).strip() else f"the benchmark process failed at {revs[0]}") from None
+            where = revs[0] if len(revs) == 1 else f"one of {', '.join(r[:12] for r in revs)}"
+            raise InvalidInput(f"the benchmark process failed at {where}: {str(exc).strip().splitlines()[-1]}"
+                               if str(exc).strip() else f"the benchmark process failed at {where}") from None
         _store_runs(settings, options, [doc for commit_manifests in per_commit for doc in commit_manifests])
     return EXIT_OK
 
