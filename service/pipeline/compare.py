@@ -177,12 +177,13 @@ class _Pool:
     run_sizes: list[int] = field(default_factory=list)
     run_ids: list[int] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    failure_runs: list[int] = field(default_factory=list)  # the run of each of ``failures``
     fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
     fraction_runs: list[int] = field(default_factory=list)  # the run of each of ``fractions``
 
     def keep(self, runs: Collection[int]) -> None:
-        """Only these runs' results (run_stats.co_measured chose them); a failure's message is kept whatever its
-        run (no run is known for it)."""
+        """Only these runs' results (run_stats.co_measured chose them), failures included: a failure in a session
+        left out is no more this comparison's than that session's times."""
         samples, sizes, ids, offset = [], [], [], 0
         for run_id, size in zip(self.run_ids, self.run_sizes, strict=True):
             if run_id in runs:
@@ -193,6 +194,13 @@ class _Pool:
         self.samples, self.run_sizes, self.run_ids = samples, sizes, ids
         kept = [(f, r) for f, r in zip(self.fractions, self.fraction_runs, strict=True) if r in runs]
         self.fractions, self.fraction_runs = [f for f, _ in kept], [r for _, r in kept]
+        failed = [(m, r) for m, r in zip(self.failures, self.failure_runs, strict=True) if r in runs]
+        self.failures, self.failure_runs = [m for m, _ in failed], [r for _, r in failed]
+
+    @property
+    def failed_runs(self) -> int:
+        """Runs in which it failed (a run that both failed and measured it, a re-measured benchmark, counts)."""
+        return len(set(self.failure_runs))
 
     def merge_units(self, units: dict[int, str]) -> None:
         """Each unit's runs taken together as one run (their samples in one), in the order the units first ran;
@@ -336,6 +344,7 @@ def _pools(session: Session, side: ResolvedSide, environments: set[int],
                 pool.fraction_runs.append(run_id)
         else:
             pool.failures.append(((message or "").strip().splitlines() or ["failed"])[0][:500])
+            pool.failure_runs.append(run_id)
     return pools
 
 
@@ -361,10 +370,11 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 9  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
+COMPARISON_REVISION = 10  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
 # 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread;
 # 7: only the runs made in sessions both sides share, where each side has enough of them; 8: sides measured apart
-# compared session by session; 9: both decided benchmark by benchmark (a confirmation's session holds only some)
+# compared session by session; 9: both decided benchmark by benchmark (a confirmation's session holds only some);
+# 10: failures only of the runs compared, and a note for a benchmark that failed in some of a side's runs
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
@@ -460,6 +470,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         pairs.append(Pair(key, b.side(noisy) if b else None, h.side(noisy) if h else None, spread))
     report = compare(pairs, params)
     notes += _edited_notes(base_pools, head_pools)
+    notes += _partly_failed_notes(base_pools, head_pools, identities)
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
 
 
@@ -559,6 +570,23 @@ def _edited_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...]
     return [f"{labels[point]}: its benchmark code differs between the sides (edited), so its runs are not compared"
             for point, (b, h) in sorted(versions.items(), key=lambda item: _sort_key((*item[0], None)))
             if b and h and not b & h]
+
+
+def _partly_failed_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...], _Pool],
+                         identities: Collection[tuple[Any, ...]]) -> list[str]:
+    """A benchmark that failed in some runs of a side and worked in others is compared on the runs that worked
+    (``_Pool.side``), which says nothing of the failures: a kernel that crashes one run in two would read as
+    measured. Each such side is named, with how many of its runs failed and the first message."""
+    notes = []
+    for identity in sorted(identities, key=_sort_key):
+        for name, pools in (("base", base), ("head", head)):
+            pool = pools.get(identity)
+            if pool is None or not pool.run_ids or not pool.failed_runs:
+                continue
+            runs = len(set(pool.run_ids) | set(pool.failure_runs))
+            notes.append(f"{pool.key.label}: failed in {pool.failed_runs} of {runs} {name} runs "
+                         f"({pool.failures[0]}); compared on the {len(pool.run_ids)} that worked")
+    return notes
 
 
 def compare_params(alpha: float = 0.05, min_effect: float = 0.01) -> CompareParams:

@@ -169,3 +169,31 @@ def test_commits_of_two_repositories_are_compared_with_a_note(stored: Stored) ->
     assert "(fork and demo)" in note
     same = kernelwatch([stored.base_sha, stored.head_sha, "--format", "json", "--fail-on", "none"], stored.env)
     assert not [n for n in json.loads(same.stdout)["notes"] if "two repositories" in n]
+
+
+def test_a_benchmark_failing_in_some_runs_of_a_side_is_said_so(tmp_path: Path, database_url: str,
+                                                             sessions: sessionmaker[Session]) -> None:
+    """It was compared on the runs that worked, the header counting every run and nothing saying the rest failed:
+    a kernel crashing one run in two read as measured."""
+    env = clean_env(tmp_path / "home", KERNELWATCH_DATABASE_URL=database_url)
+    flaky: dict[str, Any] = {"suite": "flaky", "name": "sometimes"}
+    base = [builders.manifest(0, [builders.result(**flaky, samples=timings(1e-3, seed))], repo="flaky")
+            for seed in (1, 2)]
+    head = [builders.manifest(1, [builders.result(**flaky, samples=timings(1e-3, 3))], repo="flaky")] + [
+        builders.manifest(1, [builders.result(**flaky, status="failed", samples=[],
+                                              message="RuntimeError: sometimes it breaks\nmore lines")], repo="flaky")
+        for _ in range(2)]
+    ctx = Context.create(load_settings(env))
+    try:
+        for doc in [*base, *head]:
+            ctx.submit(doc)
+    finally:
+        ctx.close()
+    proc = kernelwatch([base[0]["commit"]["sha"], head[0]["commit"]["sha"], "--format", "json"], env)
+    assert proc.returncode == 0, proc.stderr
+    notes = json.loads(proc.stdout)["notes"]
+    assert ("flaky/sometimes cols=4096 rows=256: failed in 2 of 3 head runs (RuntimeError: sometimes it breaks); "
+            "compared on the 1 that worked") in notes, notes
+    assert not [n for n in notes if "base runs" in n], notes
+    text = kernelwatch([base[0]["commit"]["sha"], head[0]["commit"]["sha"]], env)
+    assert "failed in 2 of 3 head runs" in text.stdout, text.stdout
