@@ -21,6 +21,7 @@ NOTIFY_DUE_TASK = "kernelwatch.notify_due"  # notify, from beat
 GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"  # notify
 GITHUB_DELIVERY_SWEEP_TASK = "kernelwatch.github_delivery_sweep"  # notify, from beat
 PR_REPORT_TASK = "kernelwatch.report_pull_request"  # notify
+PR_RUN_FAILED_TASK = "kernelwatch.pull_request_run_failed"  # notify: a pull request's runs could not be made
 
 
 def runner_queue(hardware: str) -> str:

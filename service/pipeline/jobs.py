@@ -45,6 +45,7 @@ from service.task_names import (
     PARSE_SWEEP_TASK,
     PARSE_TASK,
     PR_REPORT_TASK,
+    PR_RUN_FAILED_TASK,
     RUN_SUITE_TASK,
     RUN_TRACKED_TASK,
 )
@@ -168,6 +169,10 @@ def run_suite(env: JobEnv, queue: TaskQueue, task_id: str, kwargs: dict[str, Any
                 int(job_id), f"the {kwargs.get('trigger', 'follow-up')} run could not be made: {exc}"[:2000])
         if kwargs.get("trigger") == SCHEDULE_TRIGGER and env.redis_url is not None:
             _record_scheduled_failure(env.redis_url, task_id, str(exc) or type(exc).__name__)
+        if kwargs.get("trigger") == "pr" and kwargs.get("pr_number") and kwargs.get("also"):
+            # The pull request's check run would otherwise stay in progress for good: no run will come to report.
+            queue.enqueue_pr_run_failed(str(kwargs["repo"]), int(kwargs["pr_number"]), str(kwargs["also"][-1]),
+                                        (str(exc) or type(exc).__name__)[:2000])
         raise
 
 
@@ -227,6 +232,13 @@ def pr_report(env: JobEnv, queue: TaskQueue, pull_request_id: int) -> str:
     if env.pull_requests is None:
         return "off"
     return str(env.pull_requests.report(pull_request_id))
+
+
+def pr_run_failed(env: JobEnv, queue: TaskQueue, clone_url: str, number: int, head_sha: str, message: str) -> str:
+    """A pull request's runs could not be made: complete its check run as failed and say why in its comment."""
+    if env.pull_requests is None:
+        return "off"
+    return str(env.pull_requests.run_failed(clone_url, number, head_sha, message))
 
 
 def notify_alert(env: JobEnv, queue: TaskQueue, alert_id: int) -> dict[str, Any]:
@@ -327,6 +339,8 @@ JOBS: dict[str, Job] = {job.name: job for job in (
         backoff=_delivery_backoff),
     Job(PR_REPORT_TASK, pr_report, NOTIFY_QUEUE, max_retries=8, backoff=github_backoff,
         contained=(KernelWatchError,)),  # GitHub down or refusing: the next run or push reports again
+    Job(PR_RUN_FAILED_TASK, pr_run_failed, NOTIFY_QUEUE, max_retries=8, backoff=github_backoff,
+        contained=(KernelWatchError,)),
     Job(NOTIFY_ALERT_TASK, notify_alert, NOTIFY_QUEUE, max_retries=8, backoff=_hint_backoff),
     Job(PARSE_SWEEP_TASK, parse_sweep, INGEST_QUEUE, max_retries=None),
     Job(NOTIFY_DUE_TASK, notify_due, NOTIFY_QUEUE, max_retries=None),

@@ -446,6 +446,43 @@ class PullRequestHooks:
             pr.reported_key, pr.updated_at = key, datetime.now(UTC)
             return verdict
 
+    def run_failed(self, clone_url: str, number: int, head_sha: str, message: str) -> str:
+        """A runner's task for this pull request failed (its checkout, environment or suite could not be made):
+        no run will come in to report, so its check run is completed as failed (a commit status ``error`` with a
+        token) and its comment says why, once per message; nothing where the pull request has moved on since."""
+        with unit_of_work(self.sessions) as session:
+            pr = stored_prs.by_clone_url(session, clone_url, number)
+            if pr is None or pr.state != "running" or pr.head_sha != head_sha:
+                return "nothing to report: the pull request has moved on"
+            key = "failed:" + hashlib.sha256(f"{head_sha}\n{message}".encode()).hexdigest()[:40]
+            if key == pr.reported_key:
+                return "already reported"
+            if self.github is None:
+                pr.reported_key = key
+                return "failure (no GitHub credentials: nothing posted)"
+            client = self.github(pr.repository, pr.installation_id)
+            summary = (f"The runs of the head {head_sha[:12]} and its merge-base "
+                       f"{(pr.merge_base_sha or '?')[:12]} could not be made: {message}")
+            if self.config.check_runs:
+                fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": "completed",
+                                          "conclusion": "failure", "completed_at": _now_iso(),
+                                          "external_id": str(pr.id),
+                                          "output": {"title": "The runs could not be made",
+                                                     "summary": summary[:60000]}}
+                check_id = pr.check_run_id if pr.check_run_sha == head_sha else None
+                check_id = check_id or client.find_check_run(pr.repository, head_sha, CHECK_NAME, str(pr.id))
+                if check_id is not None:
+                    client.update_check_run(pr.repository, check_id, fields)
+                else:
+                    check_id = client.create_check_run(pr.repository, fields)
+                pr.check_run_id, pr.check_run_sha = check_id, head_sha
+            else:
+                client.create_status(pr.repository, head_sha, {"state": "error", "description": summary[:140],
+                                                               "context": STATUS_CONTEXT})
+            self._post_comment(client, pr, failure_comment(head_sha, message))
+            pr.reported_key, pr.updated_at = key, datetime.now(UTC)
+            return "failure: the runs could not be made"
+
     def _post_check(self, client: GitHubClient, pr: PullRequest, report: ComparisonReport | None,
                     ctx: CommentContext) -> None:
         verdict = conclusion(report)
@@ -489,6 +526,26 @@ class PullRequestHooks:
         else:
             comment_id = client.create_comment(pr.repository, pr.number, body)
         pr.comment_id = comment_id
+
+
+def failure_comment(head_sha: str, message: str) -> str:
+    """The comment when a pull request's runs could not be made: the runner's reason, fenced as code (a fence
+    longer than any run of backticks in it, so the message cannot close it), and how to try again."""
+    fence = "`" * max(3, max((len(run) for run in _backtick_runs(message)), default=0) + 1)
+    return (f"{MARKER}\n### KernelWatch\n\nThe runs of this head ({head_sha[:12]}) could not be made:\n\n"
+            f"{fence}\n{message[:3000]}\n{fence}\n\nComment `{RUN_COMMAND}` to run them again once that is fixed.")
+
+
+def _backtick_runs(text: str) -> list[str]:
+    runs: list[str] = []
+    current = ""
+    for char in text:
+        if char == "`":
+            current += char
+        elif current:
+            runs.append(current)
+            current = ""
+    return [*runs, current] if current else runs
 
 
 def _rounds_landed(session: Session, head: ResolvedSide) -> int:

@@ -21,6 +21,7 @@ from service.task_names import (
     GITHUB_DELIVERY_TASK,
     PARSE_TASK,
     PR_REPORT_TASK,
+    PR_RUN_FAILED_TASK,
     RUN_SUITE_TASK,
     runner_queue,
 )
@@ -70,6 +71,9 @@ class JobQueue:
     def enqueue_pr_reports(self, pull_request_ids: Sequence[int]) -> None:
         for pr_id in pull_request_ids:
             self.submit(call(PR_REPORT_TASK, pr_id))
+
+    def enqueue_pr_run_failed(self, clone_url: str, number: int, head_sha: str, message: str) -> None:
+        self.submit(call(PR_RUN_FAILED_TASK, clone_url, number, head_sha, message))
 
 
 class InProcessQueue(JobQueue):

@@ -15,6 +15,13 @@ def pull_request(session: Session, repository: str, number: int, lock: bool = Fa
     return session.scalars(query.with_for_update() if lock else query).first()
 
 
+def by_clone_url(session: Session, clone_url: str, number: int) -> PullRequest | None:
+    """The pull request a runner's task names (its clone URL and number: the task knows no owner/name), its row
+    taken for the transaction."""
+    query = select(PullRequest).filter_by(clone_url=clone_url, number=number).order_by(PullRequest.id.desc())
+    return session.scalars(query.with_for_update()).first()
+
+
 def locked(session: Session, pull_request_id: int) -> PullRequest | None:
     """The pull request, its row taken for the transaction."""
     return session.get(PullRequest, pull_request_id, with_for_update=True)

@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
 
 from kernelwatch.errors import Transient
+from runners.artifacts import ArtifactStore
 from service.contract import parse_manifest
+from service.detect.series_detector import EDivisiveDetector
 from service.integrations.github import ClientFactory
 from service.pipeline.ingest import ingest_manifest
+from service.pipeline.jobs import JobEnv, run_suite
 from service.pipeline.pull_requests import HookConfig, PullRequestHooks, record_delivery
+from service.pipeline.queue import InProcessQueue
 from service.store.db import make_engine, make_session_factory, unit_of_work
 from service.store.models import PullRequest
 from tests import builders
@@ -114,5 +120,46 @@ def test_each_scheduling_shows_a_check_run_in_progress_that_its_report_completes
         deliver("labeled", label={"name": "kernelwatch:run"})
         deliver("closed")
         assert states() == [("completed", verdict)] * 3 + [("completed", "cancelled")]
+    finally:
+        engine.dispose()
+
+
+def test_a_run_that_cannot_be_made_completes_the_check_run_as_failed_with_the_reason(
+        sqlite_database: str, fake: FakeGitHub, tmp_path: Path) -> None:
+    """The runner's task failed (here: the clone URL names no repository): no run will come in to report, so the
+    check run in progress was left spinning for good. The job that ran the task now has it completed as failed,
+    and the comment says why; once per reason, and nothing for a pull request that has moved on."""
+    at_head(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        clone_url = str(tmp_path / "gone")  # no such repository on this host
+        pull_request = pull(clone_url, builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
+        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                                 HookConfig(public_url="http://kw.test", check_runs=True, rounds=1))
+        scheduled: list[Any] = []
+        delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", pr_event("opened", pull_request))
+        assert delivery is not None
+        hooks.handle_delivery(delivery, scheduled.extend)
+        [order] = scheduled
+        [started] = fake.check_runs.values()
+        assert started["status"] == "in_progress"
+
+        env = JobEnv(sessions, EDivisiveDetector(), ArtifactStore(tmp_path / "artifacts"), home=tmp_path / "home",
+                     pull_requests=hooks)
+        with pytest.raises(Exception, match="gone"):
+            run_suite(env, InProcessQueue(env), "task-1", order.kwargs)
+        [check] = fake.check_runs.values()  # the same check run, completed
+        assert (check["status"], check["conclusion"]) == ("completed", "failure"), check
+        assert "could not be made" in check["output"]["summary"] and "gone" in check["output"]["summary"]
+        [comment] = fake.comments.values()
+        assert "could not be made" in comment["body"] and "/kernelwatch run" in comment["body"]
+
+        seen = len(fake.requests)
+        assert hooks.run_failed(clone_url, 7, pull_request["head"]["sha"], "another reason") != "already reported"
+        assert hooks.run_failed(clone_url, 7, pull_request["head"]["sha"], "another reason") == "already reported"
+        assert hooks.run_failed(clone_url, 7, "e" * 40, "an older head's task") == \
+            "nothing to report: the pull request has moved on"
+        assert len(fake.comments) == 1 and len(fake.check_runs) == 1 and len(fake.requests) > seen
     finally:
         engine.dispose()
