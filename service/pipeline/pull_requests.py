@@ -40,6 +40,7 @@ from service.store.commits import repositories_holding, sha_of_run
 from service.store.db import unit_of_work
 from service.store.models import PullRequest, WebhookDelivery
 from service.store.runs import environment_run_counts
+from service.store.times import utc
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class PullRequestFacts:
     head_sha: str
     labels: tuple[str, ...]
     installation_id: int | None = None
+    updated_at: datetime | None = None  # GitHub's, where the object carries it (every event's does)
 
     @property
     def from_fork(self) -> bool:
@@ -103,7 +105,17 @@ def facts_of(pull: dict[str, Any], installation_id: int | None) -> PullRequestFa
         repository=str(base_repo["full_name"]), number=int(pull["number"]), clone_url=str(base_repo["clone_url"]),
         base_ref=str(base["ref"]), base_sha=str(base["sha"]), head_repository=str(head_repo),
         head_sha=str(head["sha"]), labels=tuple(str(lb.get("name", "")) for lb in pull.get("labels") or ()),
-        installation_id=installation_id)
+        installation_id=installation_id, updated_at=_github_time(pull.get("updated_at")))
+
+
+def _github_time(value: object) -> datetime | None:
+    """GitHub's ISO 8601 time (``2026-12-07T02:57:18Z``) as an aware datetime; None where absent or unreadable."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
 
 
 def _installation(payload: dict[str, Any]) -> int | None:
@@ -290,7 +302,10 @@ class PullRequestHooks:
             role = client.permission(repository, user)
             if role not in WRITE_ROLES:
                 return f"ignored /kernelwatch run from {user} ({role} access)", []
-            facts = facts_of(client.pull_request(repository, number), installation)
+            pull = client.pull_request(repository, number)
+            if pull.get("state") != "open":  # a closed pull request is not run, whoever asks
+                return f"ignored {RUN_COMMAND} on {repository}#{number}: it is {pull.get('state')}", []
+            facts = facts_of(pull, installation)
             return self._track(facts, approve=True, rerun=True)
         return f"ignored {event} {action}", []
 
@@ -320,6 +335,14 @@ class PullRequestHooks:
                 pr = PullRequest(repository=facts.repository, number=facts.number, state=PullRequestState.WAITING,
                                  created_at=now)
                 session.add(pr)
+            seen = utc(pr.event_updated_at) if pr.event_updated_at is not None else None
+            if facts.updated_at is not None and seen is not None and facts.updated_at < seen:
+                # A delivery late or retried after a newer one: acting on it would take the pull request back to
+                # an older head, and leave the newer head's check run in progress for good.
+                return (f"{name}: this event ({facts.updated_at.isoformat()}) is older than the one acted on "
+                        f"({seen.isoformat()}): not acted on"), []
+            if facts.updated_at is not None:
+                pr.event_updated_at = facts.updated_at
             unchanged = (pr.state == "running" and pr.head_sha == facts.head_sha and pr.base_sha == facts.base_sha
                          and pr.merge_base_sha is not None)
             pr.clone_url, pr.base_ref, pr.base_sha = facts.clone_url, facts.base_ref, facts.base_sha

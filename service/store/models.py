@@ -508,6 +508,9 @@ class PullRequest(Base):
     reported_key: Mapped[str | None] = mapped_column(String(64), nullable=True)  # digest of what was last posted
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # GitHub's updated_at of the newest pull_request event acted on: an older one (late, or retried after a newer
+    # one) is not acted on (service/pipeline/pull_requests.py).
+    event_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class StoredComparison(Base):

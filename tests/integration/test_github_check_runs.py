@@ -26,7 +26,7 @@ from service.store.db import make_engine, make_session_factory, unit_of_work
 from service.store.models import PullRequest
 from tests import builders
 from tests.fake_github import APP_ID, FakeGitHub, app_key_pair, serve_fake_github
-from tests.pr_hook import measured_pull_requests, pr_event, pull
+from tests.pr_hook import REPO, comment_event, measured_pull_requests, pr_event, pull
 from tests.scratch_database import at_head
 
 PRIVATE, PUBLIC = app_key_pair()
@@ -161,5 +161,46 @@ def test_a_run_that_cannot_be_made_completes_the_check_run_as_failed_with_the_re
         assert hooks.run_failed(clone_url, 7, "e" * 40, "an older head's task") == \
             "nothing to report: the pull request has moved on"
         assert len(fake.comments) == 1 and len(fake.check_runs) == 1 and len(fake.requests) > seen
+    finally:
+        engine.dispose()
+
+
+def test_a_delivery_older_than_the_one_acted_on_takes_the_pull_request_nowhere(sqlite_database: str,
+                                                                                fake: FakeGitHub) -> None:
+    """A push to B, then to C, and B's delivery retried (or arriving late) after C's: it took the pull request back
+    to B, and C's check run stayed in progress for good. GitHub's updated_at orders the events."""
+    at_head(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                                 HookConfig(public_url="http://kw.test", check_runs=True, rounds=1))
+        at_b = {**pull("file:///tmp/kernels", "a" * 40, "b" * 40), "updated_at": "2026-12-07T10:00:00Z"}
+        at_c = {**pull("file:///tmp/kernels", "a" * 40, "c" * 40), "updated_at": "2026-12-07T10:05:00Z"}
+
+        def deliver(event: dict[str, Any]) -> str:
+            delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", event)
+            assert delivery is not None
+            return hooks.handle_delivery(delivery, lambda runs: None)
+
+        deliver(pr_event("synchronize", at_c))
+        late = deliver(pr_event("synchronize", at_b))
+        assert "is older than the one acted on" in late, late
+        with sessions() as s:
+            pr = s.scalars(select(PullRequest)).one()
+        assert (pr.head_sha, pr.state) == ("c" * 40, "running")
+        assert [c["head_sha"] for c in fake.check_runs.values()] == ["c" * 40]  # none made for B
+
+        # A newer event still moves it; one without a time (an old delivery stored before) is acted on.
+        newer = {**pull("file:///tmp/kernels", "a" * 40, "d" * 40), "updated_at": "2026-12-07T10:06:00Z"}
+        assert "running" in deliver(pr_event("synchronize", newer))
+
+        # `/kernelwatch run` on a pull request that is closed runs nothing.
+        fake.pulls[(REPO, 7)] = {**newer, "state": "closed"}
+        fake.permissions[(REPO, "maintainer")] = "maintain"
+        delivery = record_delivery(sessions, str(uuid.uuid4()), "issue_comment", comment_event(7, "maintainer",
+                                                                                                "/kernelwatch run"))
+        assert delivery is not None
+        assert "it is closed" in hooks.handle_delivery(delivery, lambda runs: None)
     finally:
         engine.dispose()
