@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.fake_http import JsonHandler, serve_in_thread
 
 APP_ID = "4242"
+TOKEN_USER = "kw-token-user"  # the plain token's own user (GET /user)
 PLAIN_TOKEN = "ghp_plain_test_token"
 
 
@@ -73,6 +74,7 @@ class FakeGitHub:
     answered: int = 0
     _tokens: set[str] = field(default_factory=set)
     _next_id: int = 1000
+    _author: dict[str, Any] = field(default_factory=dict)  # who the request being served acts as (serve)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def calls(self, method: str, pattern: str) -> list[Recorded]:
@@ -117,6 +119,13 @@ class FakeGitHub:
                 return 200, {"id": self.installation_id}, {}
             if not self._authorized(auth):
                 return 401, {"message": "Bad credentials"}, {}
+            # Who a comment made now is by: the token's user, or the app's bot (which GitHub says acted).
+            plain = auth.removeprefix("Bearer ").removeprefix("token ") == self.plain_token
+            self._author = ({"user": {"login": TOKEN_USER, "type": "User"}} if plain else
+                            {"user": {"login": "kernelwatch[bot]", "type": "Bot"},
+                             "performed_via_github_app": {"id": int(APP_ID)}})
+            if method == "GET" and path == "/user":
+                return (200, {"login": TOKEN_USER}, {}) if plain else (403, {"message": "an app has no user"}, {})
             answer = self._route(method, path, query, body)
             for i, (lost_method, pattern, status) in enumerate(self.lost_answers):
                 if lost_method == method and re.fullmatch(pattern, path):
@@ -163,7 +172,7 @@ class FakeGitHub:
             on_issue = [x for x in self.comments.values() if x["issue"] == (repo, int(c.group(1)))]
             return 200, on_issue[(page - 1) * per_page: page * per_page], {}
         if method == "POST" and (c := re.fullmatch(r"issues/(\d+)/comments", rest)):
-            comment = {"id": self._id(), "body": body["body"], "issue": (repo, int(c.group(1)))}
+            comment = {"id": self._id(), "body": body["body"], "issue": (repo, int(c.group(1))), **self._author}
             self.comments[comment["id"]] = comment
             return 201, comment, {}
         if method == "PATCH" and (c := re.fullmatch(r"issues/comments/(\d+)", rest)):

@@ -131,6 +131,7 @@ class GitHubClient:
         self.timeout_s = timeout_s
         self.attempts = attempts
         self.sleep = sleep
+        self._login: str | None = None  # the token's user (GET /user), once asked
 
     # -- the calls the hook makes ------------------------------------------------------------------------------
 
@@ -153,16 +154,29 @@ class GitHubClient:
         return str(answer.get("role_name") or answer.get("permission") or "none")
 
     def find_comment(self, repository: str, number: int, marker: str) -> int | None:
-        """The id of this service's comment on the pull request (the first carrying ``marker``)."""
+        """The id of this service's comment on the pull request: the first carrying ``marker`` that this client's
+        identity wrote. Anyone can write the marker into a comment of their own; editing theirs would put the
+        verdict under their name, for them to edit after."""
         for page in range(1, MAX_COMMENT_PAGES + 1):
             comments = self.call("GET", f"/repos/{repository}/issues/{number}/comments"
                                         f"?per_page={COMMENTS_PAGE}&page={page}")
             for comment in comments:
-                if marker in (comment.get("body") or ""):
+                if marker in (comment.get("body") or "") and self._wrote(comment):
                     return int(comment["id"])
             if len(comments) < COMMENTS_PAGE:
                 return None
         return None
+
+    def _wrote(self, comment: dict[str, Any]) -> bool:
+        """Whether this client's identity wrote the comment: the app (GitHub names the app that acted, and its
+        user is a bot), or the token's own user."""
+        user = comment.get("user") or {}
+        if isinstance(self.auth, AppInstallationAuth):
+            app = comment.get("performed_via_github_app") or {}
+            return user.get("type") == "Bot" and str(app.get("id", self.auth.app_id)) == str(self.auth.app_id)
+        if self._login is None:
+            self._login = str(self.call("GET", "/user").get("login") or "")
+        return bool(self._login) and user.get("login") == self._login
 
     def create_comment(self, repository: str, number: int, body: str) -> int:
         return int(self.call("POST", f"/repos/{repository}/issues/{number}/comments", {"body": body},

@@ -22,10 +22,11 @@ from service.pipeline.ingest import ingest_manifest
 from service.pipeline.jobs import JobEnv, run_suite
 from service.pipeline.pull_requests import HookConfig, PullRequestHooks, record_delivery
 from service.pipeline.queue import InProcessQueue
+from service.report.pr_comment import MARKER
 from service.store.db import make_engine, make_session_factory, unit_of_work
 from service.store.models import PullRequest
 from tests import builders
-from tests.fake_github import APP_ID, FakeGitHub, app_key_pair, serve_fake_github
+from tests.fake_github import APP_ID, PLAIN_TOKEN, FakeGitHub, app_key_pair, serve_fake_github
 from tests.pr_hook import REPO, comment_event, measured_pull_requests, pr_event, pull
 from tests.scratch_database import at_head
 
@@ -202,5 +203,41 @@ def test_a_delivery_older_than_the_one_acted_on_takes_the_pull_request_nowhere(s
                                                                                                 "/kernelwatch run"))
         assert delivery is not None
         assert "it is closed" in hooks.handle_delivery(delivery, lambda runs: None)
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("auth", ["app", "token"])
+def test_a_comment_someone_else_wrote_with_the_marker_is_never_taken_for_ours(sqlite_database: str,
+                                                                             fake: FakeGitHub, auth: str) -> None:
+    """Anyone can write the marker into a comment; the report edited the first one found, so the verdict appeared
+    under their name, theirs to edit after."""
+    at_head(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        [pr_id] = measured_pull_requests(sessions, 1)
+        with sessions() as s:
+            pr = s.get(PullRequest, pr_id)
+            assert pr is not None
+            issue = (pr.repository, pr.number)
+        planted = {"id": 1, "body": f"{MARKER}\nnothing to see", "issue": issue,
+                   "user": {"login": "mallory", "type": "User"}}
+        fake.comments[1] = dict(planted)
+        factory = (ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5) if auth == "app"
+                   else ClientFactory(fake.url, token=PLAIN_TOKEN, timeout_s=5))
+        hooks = PullRequestHooks(sessions, factory, HookConfig(public_url="http://kw.test", check_runs=auth == "app",
+                                                               rounds=1))
+        hooks.report(pr_id)
+        assert fake.comments[1] == planted  # untouched
+        [ours] = [c for c in fake.comments.values() if c["id"] != 1]
+        assert ours["body"].startswith(MARKER) and ours["user"]["login"] != "mallory"
+        # Its id forgotten (a report that failed after posting), ours is found again by the marker, not hers.
+        with unit_of_work(sessions) as s:
+            row = s.get(PullRequest, pr_id)
+            assert row is not None
+            row.comment_id, row.reported_key = None, None
+        hooks.report(pr_id)
+        assert fake.comments[1] == planted and len(fake.comments) == 2
     finally:
         engine.dispose()
