@@ -134,7 +134,7 @@ def alert_message(alert: SlackAlert) -> SlackMessage:
         blocks.append({"type": "actions", "elements": [{
             "type": "button", "text": _plain(trim(f"Open alert {alert.id}", MAX_BUTTON_TEXT)), "url": alert.url,
             "action_id": "open_alert"}]})
-    return SlackMessage(text=trim(_fallback(alert), MAX_FALLBACK_TEXT), blocks=_fit(blocks))
+    return SlackMessage(text=trim(escape(_fallback(alert)), MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
 def note_reply(note: AlertNoteView) -> SlackMessage:
@@ -150,7 +150,9 @@ def note_reply(note: AlertNoteView) -> SlackMessage:
     if note.text.strip():
         blocks += _split_text(escape(note.text.strip()), NOTE_SECTIONS)
         plain += ": " + note.text.strip()
-    return SlackMessage(text=trim(plain, MAX_FALLBACK_TEXT), blocks=_fit(blocks))
+    # The fallback text is what notifications show, and Slack reads it as mrkdwn too: a note's `<!channel>` would
+    # ping the channel from it while the blocks above show it escaped.
+    return SlackMessage(text=trim(escape(plain), MAX_FALLBACK_TEXT), blocks=_fit(blocks))
 
 
 def verdict_reply(verdict: SlackVerdict) -> SlackMessage:

@@ -148,3 +148,14 @@ def test_a_static_finding_is_exact_not_in_units_of_noise() -> None:
     listed = alerts_to_text([view([static, timed])])
     assert "(exact, in instructions, static-diff)" in listed and "1.0 x noise" not in listed
     assert "14.5 x noise, p=0.0001, edivisive" in listed
+
+
+def test_the_fallback_text_escapes_what_slack_would_read_as_markup() -> None:
+    """The fallback text is what a notification shows, and Slack parses it as mrkdwn: a note or subject saying
+    `<!channel>` pinged the channel from it while the blocks showed it escaped."""
+    note = note_reply(AlertNoteView(author="<@U123>", text="see <!channel> & <https://x|here>",
+                                    state_from="untriaged", state_to=None, created_at=AT))
+    alert = alert_message(slack_alert(view([finding(1, 0.5)], subject="<!here> fuse & tile"), HARDWARE, url=URL))
+    for message in (note, alert):
+        assert "<" not in message.text and ">" not in message.text, message.text
+    assert "&lt;!channel&gt; &amp; &lt;https://x|here&gt;" in note.text and "&lt;!here&gt; fuse" in alert.text
