@@ -3,8 +3,9 @@ the work to a task (the ``notify`` queue; in the embedded form the in-process qu
 
 GitHub signs the raw body with the webhook secret (HMAC-SHA256, ``X-Hub-Signature-256: sha256=<hex>``): a body
 without a valid signature is refused (401) before anything is parsed or stored. Each delivery carries a unique
-``X-GitHub-Delivery`` id; one seen before is answered 200 and does nothing, so GitHub's redeliveries (and anyone
-replaying a signed body) cannot run a pull request twice.
+``X-GitHub-Delivery`` id; one seen before is answered 200 and does nothing, so GitHub's redeliveries cannot run a
+pull request twice. The id is not covered by the signature, so the body's SHA-256 is kept too: a signed body replayed
+under another id is the same delivery, answered the same way.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def github() -> Response:
     if problem:
         return _error(400, problem)  # nothing stored: a redelivery of a corrected payload is a first delivery
     try:
-        delivery_id = record_delivery(ctx.sessions, delivery, event, payload)
+        delivery_id = record_delivery(ctx.sessions, delivery, event, payload, hashlib.sha256(body).hexdigest())
     except Transient as exc:
         return _error(503, str(exc))
     if delivery_id is None:

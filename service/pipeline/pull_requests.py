@@ -198,15 +198,19 @@ def _has_command(body: str) -> bool:
 
 
 def record_delivery(sessions: sessionmaker[Session], delivery_uid: str, event: str,
-                    payload: dict[str, Any]) -> int | None:
+                    payload: dict[str, Any], body_sha256: str | None = None) -> int | None:
     """Store a delivery, marked queued; its id, or None when it was stored before and needs nothing more (a
-    redelivery). A delivery whose enqueue failed earlier (still ``received``) is handed out again."""
+    redelivery: the same id, or the same signed body under another id, ``body_sha256``, since the id is not
+    signed and a captured body could be replayed under any). A delivery whose enqueue failed earlier (still
+    ``received``) is handed out again."""
     now = datetime.now(UTC)
     with unit_of_work(sessions) as session:
         found = deliveries.locked_by_uid(session, delivery_uid)
+        if found is None and body_sha256 is not None:
+            found = deliveries.locked_by_body(session, body_sha256)
         if found is None:
             found = WebhookDelivery(delivery_uid=delivery_uid, event=event, payload=payload,
-                                    state=DeliveryState.QUEUED, received_at=now)
+                                    state=DeliveryState.QUEUED, received_at=now, body_sha256=body_sha256)
             # None when a concurrent delivery of the same id stored it first: it enqueues it.
             return found.id if deliveries.add_new(session, found) else None
         if found.state != "received":

@@ -115,6 +115,11 @@ def locked_by_uid(session: Session, delivery_uid: str) -> WebhookDelivery | None
     return session.scalars(select(WebhookDelivery).filter_by(delivery_uid=delivery_uid).with_for_update()).first()
 
 
+def locked_by_body(session: Session, body_sha256: str) -> WebhookDelivery | None:
+    """The delivery whose body had this SHA-256 (under whatever id), its row taken for the transaction."""
+    return session.scalars(select(WebhookDelivery).filter_by(body_sha256=body_sha256).with_for_update()).first()
+
+
 def add_new(session: Session, delivery: WebhookDelivery) -> bool:
     """Store a new delivery, in a savepoint; False when a concurrent delivery of the same id stored it first."""
     try:

@@ -466,9 +466,13 @@ class WebhookDelivery(Base):
     the task that acts on it reads the payload from here (tasks take ids)."""
 
     __tablename__ = "webhook_delivery"
-    __table_args__ = (Index("ix_webhook_delivery_state", "state"), one_of("state", DeliveryState))
+    __table_args__ = (Index("ix_webhook_delivery_state", "state"),
+                      Index("ix_webhook_delivery_body_sha256", "body_sha256", unique=True),
+                      one_of("state", DeliveryState))
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     delivery_uid: Mapped[str] = mapped_column(String(100), unique=True)
+    # The signed body's digest: the delivery id is not signed, so the same body under another id is a replay.
+    body_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     event: Mapped[str] = mapped_column(String(64))
     payload: Mapped[dict[str, Any]] = mapped_column(JSON)
     # A failed enqueue stays received; a delivery whose handling failed DELIVERY_ATTEMPTS times (GitHub or the

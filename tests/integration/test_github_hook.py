@@ -79,6 +79,10 @@ def test_a_redelivery_is_queued_once(broker_api: tuple[Api, redis.Redis]) -> Non
     again = api.client.post("/hooks/github", data=body, headers=headers)
     assert again.status_code == 200 and again.get_json()["duplicate"] == headers["X-GitHub-Delivery"]
     assert queued(broker) == 1 and deliveries(api) == 1
+    # The delivery id is not signed: the same signed body replayed under another id is the same delivery.
+    replayed = api.client.post("/hooks/github", data=body, headers={**headers, "X-GitHub-Delivery": "replay-1"})
+    assert replayed.status_code == 200 and replayed.get_json()["duplicate"] == "replay-1"
+    assert queued(broker) == 1 and deliveries(api) == 1
     # Events that cannot lead anywhere are answered and not stored.
     body, headers = signed("push", {"ref": "refs/heads/main"})
     assert api.client.post("/hooks/github", data=body, headers=headers).status_code == 200
