@@ -26,6 +26,7 @@ from kernelwatch.vocabulary import JobState
 from runners.gitrepo import GitError, ensure_repository, first_parent_range
 from service.detect.confirmation import ConfirmParams, decide, next_to_measure
 from service.store import bisect_jobs as stored
+from service.store.commits import commit_of
 from service.store.models import BisectJob, Commit, Finding, Series
 from service.store.run_noise import run_noise
 from service.store.runs import run_ids_at
@@ -213,10 +214,27 @@ def _bisect_step(session: Session, series: Series, finding: Finding, good: Commi
     # rather than wait forever; the range still narrows.
     sha = next_to_measure(untried)
     if sha is None:
+        if _on_their_way(session, series, job, between):
+            # Every commit left is scheduled and some runs are not in yet (another run's upload stepped the job
+            # meanwhile): wait for them, whose upload steps it again. Failing here posted the alert with "gave up"
+            # while the run that would have decided it was landing. A run that cannot be made ends the job
+            # through follow_up_failed.
+            return None
         _finish(job, "failed", "every commit in the range was scheduled and none came back with results")
         return None
     job.runs_requested = [*job.runs_requested, sha]
     return _order(job, series, [sha], BISECT, samples, policy)
+
+
+def _on_their_way(session: Session, series: Series, job: BisectJob, between: list[str]) -> bool:
+    """Whether a commit of ``between`` the job scheduled has no bisection run stored yet (its commit not even
+    stored, or no run of trigger bisect at it): one that landed and still lies between came back without a
+    result of the series, and never will."""
+    scheduled = [sha for sha in between if sha in job.runs_requested]
+    stored_ids = {sha: commit.id for sha in scheduled
+                  if (commit := commit_of(session, series.repository_id, sha)) is not None}
+    landed = {commit_id for _, _, commit_id in stored.runs_at(session, BISECT, list(stored_ids.values()))}
+    return any(stored_ids.get(sha) not in landed for sha in scheduled)
 
 
 def _confirm_step(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit,

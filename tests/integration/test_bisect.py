@@ -278,3 +278,56 @@ def test_a_finding_recreated_after_its_confirmation_was_cancelled_is_confirmed(s
     (_, state, message, _) = _confirm_jobs(sessions)[-1]
     assert state == "done" and message is not None and message.startswith("confirmed"), message
     assert message.endswith(f"runs={rounds}+{rounds}"), message
+
+
+class _Between:
+    """The played history's commits strictly between two of them, oldest first: what git would list."""
+
+    def between(self, repo: str, good: str, bad: str) -> list[str]:
+        positions = {builders.sha_for(f"demo-{p}"): p for p in range(FAKE_POSITIONS)}
+        return [builders.sha_for(f"demo-{p}") for p in range(positions[good] + 1, positions[bad])]
+
+
+def test_a_bisection_waits_for_its_runs_on_their_way_rather_than_give_up(sessions: sessionmaker[Session],
+                                                                        tmp_path: Path) -> None:
+    """Each upload steps the bisection; with every commit left already scheduled and their runs still on their
+    way, it gave up ("none came back") and the alert went out saying so while the deciding run was landing."""
+    from service.pipeline.bisect import advance_follow_ups
+
+    rng = np.random.default_rng(3)
+    queue = PlayedQueue(sessions, tmp_path / "repos")
+    queue.policy = FollowUpPolicy(bisect=False, confirm=False)  # detection alone; the test steps the bisection
+    queue.detecting = False
+    for position in [p for p in range(FAKE_POSITIONS) if not FAKE_STEP - 1 <= p <= FAKE_STEP + 1]:
+        _submit(sessions, queue, position, rng, f"push{position:04d}")
+    queue.detecting = True
+    with sessions() as s:
+        (series_id,) = s.scalars(select(Series.id).where(Series.metric == "wall_time")).all()
+    queue.enqueue_detect([series_id])
+    policy = FollowUpPolicy(bisect=True, confirm=False)
+
+    def step() -> list[RunOrder]:
+        with unit_of_work(sessions) as s:
+            return advance_follow_ups(s, [series_id], _Between(), policy)
+
+    def job() -> tuple[str, str | None, list[str]]:
+        with sessions() as s:
+            row = s.scalars(select(BisectJob).where(BisectJob.purpose == "bisect")).one()
+            return row.state, row.message, list(row.runs_requested)
+
+    orders = [o for _ in range(3) for o in step()]  # three uploads while none of its runs is in
+    assert sorted(sha for o in orders for sha in o.shas) == sorted(
+        builders.sha_for(f"demo-{p}") for p in range(FAKE_STEP - 1, FAKE_STEP + 2))
+    assert step() == [] and job()[0] == "running", job()  # a fourth: all scheduled, none in: it waits
+
+    # The runs land (each a bisection run, named after its task): the job goes on to its end.
+    positions = {builders.sha_for(f"demo-{p}"): p for p in range(FAKE_POSITIONS)}
+    for order in orders:
+        queue.detecting = False
+        _submit(sessions, queue, positions[order.shas[0]], rng, order.task_id, "bisect")
+    queue.detecting = True
+    queue.enqueue_detect([series_id])
+    while step():
+        pass
+    state, message, _ = job()
+    assert state == "done" and message is not None and builders.sha_for(f"demo-{FAKE_STEP}")[:12] in message, message
