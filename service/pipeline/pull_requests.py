@@ -367,10 +367,22 @@ class PullRequestHooks:
             pr = stored_prs.locked(session, pr_id)
             if pr is None or pr.head_sha != facts.head_sha:
                 return f"{name} moved on meanwhile", []  # the event that moved it schedules its own runs
+            # An earlier head's check run still in progress (its runs never reported) would spin on that commit
+            # for good: it is completed as cancelled below, said to be superseded.
+            superseded = (pr.check_run_id if pr.check_run_id is not None and pr.check_run_sha not in (
+                None, facts.head_sha) and pr.reported_key is None else None)
             pr.merge_base_sha, pr.state, pr.reported_key = merge_base, PullRequestState.RUNNING, None
             # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
             # progress); the comment stays the same one.
             pr.check_run_id, pr.check_run_sha = None, None
+        if superseded is not None and self.github is not None and self.config.check_runs:
+            client, check_id = self.github(facts.repository, facts.installation_id), superseded
+            cancelled = {"status": "completed", "conclusion": "cancelled", "completed_at": _now_iso(),
+                         "output": {"title": "Superseded", "summary": f"The pull request moved to "
+                                                                     f"{facts.head_sha[:12]} before these runs "
+                                                                     "were in; its own check run follows."}}
+            self._best_effort("cancel the superseded check run",
+                              lambda: client.update_check_run(facts.repository, check_id, cancelled))
         self._post_started(pr_id, facts, merge_base)
         runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha, facts.number))
                 for hw in self.config.hardware]

@@ -195,6 +195,10 @@ def test_a_delivery_older_than_the_one_acted_on_takes_the_pull_request_nowhere(s
         # A newer event still moves it; one without a time (an old delivery stored before) is acted on.
         newer = {**pull("file:///tmp/kernels", "a" * 40, "d" * 40), "updated_at": "2026-12-07T10:06:00Z"}
         assert "running" in deliver(pr_event("synchronize", newer))
+        # C's check run, whose runs never reported, is not left spinning on C: cancelled, said superseded.
+        by_head = {c["head_sha"]: c for c in fake.check_runs.values()}
+        assert (by_head["c" * 40]["status"], by_head["c" * 40]["conclusion"]) == ("completed", "cancelled")
+        assert by_head["c" * 40]["output"]["title"] == "Superseded" and by_head["d" * 40]["status"] == "in_progress"
 
         # `/kernelwatch run` on a pull request that is closed runs nothing.
         fake.pulls[(REPO, 7)] = {**newer, "state": "closed"}
