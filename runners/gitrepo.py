@@ -152,8 +152,18 @@ def resolve(repo: Path, rev: str) -> str:
     if proc.returncode != 0:
         reason = proc.stderr.strip() or (f"{rev!r} names no commit there (an unknown branch, tag or sha, or a "
                                          f"repository with no commit yet)")
+        if _shallow(repo):
+            # A CI job's checkout (fetch-depth 1) holds no history and no other branch: the usual cause.
+            reason += ("; this is a shallow clone, which holds only the commits it fetched: fetch the history "
+                       "(actions/checkout with fetch-depth: 0, or git fetch --unshallow) or the base itself "
+                       "(git fetch origin <base>)")
         raise GitError(f"cannot resolve {rev!r} in {repo}: {reason}")
     return proc.stdout.strip()
+
+
+def _shallow(repo: Path) -> bool:
+    proc = run_git(["-C", str(repo), "rev-parse", "--is-shallow-repository"])
+    return proc.returncode == 0 and proc.stdout.strip() == "true"
 
 
 def commit_facts(repo: Path, rev: str) -> CommitFacts:

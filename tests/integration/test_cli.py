@@ -204,3 +204,15 @@ def test_submit_of_a_selection_that_holds_no_benchmark_stores_nothing(tmp_path: 
     with make_session_factory(engine)() as session:
         assert session.scalar(select(func.count(Run.id))) == 0
     engine.dispose()
+
+
+def test_a_base_missing_from_a_shallow_clone_says_to_fetch_it(tmp_path: Path, suite_repo: Path) -> None:
+    """A CI job's checkout (depth 1) holds no base: "names no commit there" sent the user looking for a typo."""
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{suite_repo}", str(shallow)], check=True,
+                   capture_output=True)
+    done = kernelwatch(["ci", "--repo", str(shallow), "--base", "HEAD~1", "--quick"], env_for(tmp_path, None))
+    assert done.returncode == 2 and "this is a shallow clone" in done.stderr, done.stderr
+    assert "fetch-depth: 0" in done.stderr and "Traceback" not in done.stderr
+    full = kernelwatch(["ci", "--repo", str(suite_repo), "--base", "no-such-ref", "--quick"], env_for(tmp_path, None))
+    assert full.returncode == 2 and "shallow" not in full.stderr, full.stderr
