@@ -567,9 +567,17 @@ def _edited_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...]
             if identity[4] == "wall_time":
                 versions.setdefault(identity[:5], [set(), set()])[index].add(identity[5])
                 labels.setdefault(identity[:5], pool.key.label)
-    return [f"{labels[point]}: its benchmark code differs between the sides (edited), so its runs are not compared"
-            for point, (b, h) in sorted(versions.items(), key=lambda item: _sort_key((*item[0], None)))
-            if b and h and not b & h]
+    notes = []
+    for point, (b, h) in sorted(versions.items(), key=lambda item: _sort_key((*item[0], None))):
+        if b and h and not b & h:
+            notes.append(f"{labels[point]}: its benchmark code differs between the sides (edited), so its runs are "
+                         "not compared")
+        elif len(b | h) > 1:
+            # Edited between runs of one commit (a working copy's benchmark file changed between two runs): each
+            # version is a row of its own, under one label.
+            notes.append(f"{labels[point]}: {len(b | h)} versions of its benchmark code were measured (edited "
+                         "between runs); each version is a row of its own, compared only with itself")
+    return notes
 
 
 def _partly_failed_notes(base: dict[tuple[Any, ...], _Pool], head: dict[tuple[Any, ...], _Pool],

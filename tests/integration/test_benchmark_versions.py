@@ -52,7 +52,20 @@ def test_an_edited_benchmark_starts_a_series_of_its_own(sessions: sessionmaker[S
                                 compare_params())
         assert [row.verdict for row in same.report.rows if row.key.metric == "wall_time"] not in (["missing"], ["new"])
         assert not any("benchmark code differs" in note for note in same.notes)
+        assert not any("versions of its benchmark code" in note for note in same.notes + across.notes)
 
+    # One side measured with both versions (edited between two runs of one commit, as a working copy's benchmark
+    # file can be), the other with one: two rows under one label, and a note that says why.
+    edited = [builders.manifest(5, results=[builders.result(benchmark_version=v)]) for v in (V1, V2)]
+    for doc in edited:
+        submit_manifest(sessions, queue, doc)
+    with sessions() as s:
+        mixed = compare_resolved(s, runs_side(s, [docs[3]["run_id"]]), runs_side(s, [d["run_id"] for d in edited]),
+                                 compare_params())
+        assert len([row for row in mixed.report.rows if row.key.metric == "wall_time"]) == 2
+        assert any("2 versions of its benchmark code were measured" in note for note in mixed.notes), mixed.notes
+
+    with sessions() as s:
         # The series page lists the edited benchmark's series as a sibling, saying what differs.
         [v1_series] = s.scalars(select(Series.id).where(Series.metric == "wall_time",
                                                         Series.benchmark_version == V1)).all()
