@@ -15,7 +15,6 @@ import dataclasses
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 from kernelwatch.memory_hierarchy import FOOTPRINT_KEY
 from runners.capture import Capturer, footprint_bytes, memory_figures
 from runners.parsers.xplane_to_execution_times import Executions, TraceError, per_call, xplane_to_executions
-from runners.suite import BenchmarkInstance, Case, QualityMetric, benchmark_version
+from runners.suite import BenchmarkInstance, Case, QualityMetric, benchmark_version, exception_text
 
 
 @dataclass(frozen=True)
@@ -218,8 +217,7 @@ def measure(instance: BenchmarkInstance, plan: TimingPlan, capturer: Capturer | 
             return [result("failed", [], message=problem[:5000])]
         timing = time_case(case, plan, capturer=capturer)
     except Exception as exc:  # a broken kernel is a result, not a crash of the suite
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return [result("failed", [], message=detail[:5000])]
+        return [result("failed", [], message=exception_text(exc)[:5000])]
     out = [result("ok", timing.samples, compile_time_s=timing.compile_time_s, flops=case.flops,
                   bytes_accessed=case.bytes_accessed, max_abs_error=timing.max_abs_error,
                   artifacts=[dataclasses.asdict(r) for r in capturer.refs] if capturer is not None else None,

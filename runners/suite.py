@@ -313,8 +313,21 @@ MAX_IMPORT_ERROR_CHARS = 2000
 def _import_error(exc: BaseException) -> str:
     """The error a module's import ended in, as one line: its type and message (a traceback would carry the
     runner's paths into a stored message)."""
-    text = " ".join("".join(traceback.format_exception_only(type(exc), exc)).split())
-    return text[:MAX_IMPORT_ERROR_CHARS]
+    return " ".join(exception_text(exc).split())[:MAX_IMPORT_ERROR_CHARS]
+
+
+# JAX adds a note to every exception that passes through its API, about the traceback frames it hid: no traceback is
+# kept here, and the note buried the error it follows in every failure message and FAILED line.
+_JAX_FRAMES_NOTE = "JAX has removed its internal frames"
+
+
+def exception_text(exc: BaseException) -> str:
+    """An exception as its type, message and notes (``traceback.format_exception_only``), without JAX's note."""
+    text = "".join(traceback.format_exception_only(type(exc), exc))
+    for note in getattr(exc, "__notes__", None) or ():
+        if isinstance(note, str) and _JAX_FRAMES_NOTE in note:
+            text = text.replace(note + "\n", "").replace(note, "")
+    return text.strip()
 
 
 def module_of(spec: BenchmarkSpec) -> str:
