@@ -167,7 +167,10 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     if notes:
         found = dataclasses.replace(found, notes=found.notes + tuple(notes))
     rendered = print_report(found, options.report)
-    written = append_step_summary(rendered.markdown)
+    verdict = (f"**KernelWatch: failing** ({rendered.why})" if rendered.why is not None else
+               f"**KernelWatch: passing** (--fail-on {options.report.fail_on})")
+    heading, _, rest = rendered.markdown.partition("\n")  # the verdict right under the report's heading
+    written = append_step_summary(f"{heading}\n\n{verdict}\n{rest}")
     if written is not None:
         print(f"report appended to {written}", file=sys.stderr)
     return EXIT_FOUND if rendered.fail else EXIT_OK

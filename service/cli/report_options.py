@@ -94,13 +94,14 @@ class Rendered:
     text: str  # in the format asked for
     markdown: str  # always made: `ci` writes it to the step summary
     fail: bool
+    why: str | None = None  # what fails it, in a few words (compare_view.fail_reason)
 
 
 def render(found: Comparison, fmt: str, only_changed: bool, sort: SortOrder, pattern: re.Pattern[str] | None,
            fail_on: FailOn) -> Rendered:
     from service.report.compare_formats import format_csv, format_markdown
     from service.report.compare_table import format_text, to_json
-    from service.report.compare_view import listing, restrict, should_fail
+    from service.report.compare_view import fail_reason, listing, restrict, should_fail
 
     report = restrict(found.report, pattern)
     rows = listing(report, only_changed, sort)
@@ -113,7 +114,7 @@ def render(found: Comparison, fmt: str, only_changed: bool, sort: SortOrder, pat
         text = markdown
     else:
         text = format_text(report, found.base, found.head, found.notes, rows)
-    return Rendered(text, markdown, should_fail(report, fail_on))
+    return Rendered(text, markdown, should_fail(report, fail_on), fail_reason(report, fail_on))
 
 
 def print_report(found: Comparison, options: ReportOptions) -> Rendered:
@@ -121,4 +122,6 @@ def print_report(found: Comparison, options: ReportOptions) -> Rendered:
     rendered = render(found, options.format, options.only_changed, options.sort, options.pattern, options.fail_on)
     sys.stdout.write(rendered.text)
     sys.stdout.flush()
+    if rendered.why is not None:  # the exit status 1 that follows, said where a CI log shows it
+        print(f"kernelwatch: failing: {rendered.why}", file=sys.stderr)
     return rendered

@@ -133,3 +133,19 @@ def should_fail(report: ComparisonReport, fail_on: FailOn) -> bool:
     if fail_on == "any":
         return any(r.verdict in CHANGED_VERDICTS for r in report.rows)
     raise ValueError(f"fail-on is one of {', '.join(FAIL_ON)}, got {fail_on!r}")
+
+
+def fail_reason(report: ComparisonReport, fail_on: FailOn) -> str | None:
+    """Why ``should_fail`` says fail, in a few words (what to look for in the table), or None where it does not:
+    a job that ends with exit status 1 and no word of why sends its reader through the whole table."""
+    if not should_fail(report, fail_on):
+        return None
+    if fail_on == "regression":
+        counts = {"regressed": sum(1 for r in report.rows if r.verdict == "regression"),
+                  "broken in head": sum(1 for r in report.rows if broke(r))}
+    else:
+        counts = {}
+        for row in report.rows:
+            if row.verdict in CHANGED_VERDICTS:
+                counts[row.verdict] = counts.get(row.verdict, 0) + 1
+    return ", ".join(f"{n} {what}" for what, n in counts.items() if n) + f" (--fail-on {fail_on})"

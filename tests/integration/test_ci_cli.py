@@ -71,6 +71,9 @@ def test_ci_reports_the_planted_regression_in_the_step_summary(tmp_path: Path, p
     assert written.startswith("## an earlier step\n### KernelWatch comparison")  # appended, not replaced
     assert "| `softmax/softmax_rows cols=4096 rows=1024` |" in written and "🔴 regression" in written
     assert "| **geomean** |" in written and f"report appended to {summary}" in proc.stderr
+    # Why the job fails, said in the log and at the top of the summary.
+    assert "kernelwatch: failing: 1 regressed (--fail-on regression)" in proc.stderr, proc.stderr[-2000:]
+    assert "**KernelWatch: failing** (1 regressed (--fail-on regression))" in written.split("\n| ", 1)[0]
 
     # The runs were stored: `compare` reads them by branch name in the repository they came from.
     again = kernelwatch(["compare", "main~1", "main", "--repo", "kernels", "--fail-on", "any"], env)
@@ -100,6 +103,8 @@ def test_ci_between_commits_with_the_same_kernels_gives_no_time_verdict(tmp_path
         [row] = json.loads(proc.stdout)["benchmarks"]
         assert row["verdict"] in ("unchanged", "inconclusive"), row
         assert row["base"]["runs"] == 4 and row["head"]["runs"] == 4 and row["method"] == "welch"
+        assert "kernelwatch: failing" not in proc.stderr
+    assert "**KernelWatch: passing** (--fail-on regression)" in (tmp_path / "summary.md").read_text()
 
 
 def test_ci_adds_rounds_while_a_benchmark_is_undecided(tmp_path: Path, planted: Path) -> None:

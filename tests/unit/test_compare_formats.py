@@ -18,7 +18,7 @@ import pytest
 from service.detect.compare import CompareParams, Pair, Side, compare
 from service.report.compare_formats import CSV_COLUMNS, format_csv, format_markdown
 from service.report.compare_table import SIGNALS_HEADING, format_text, from_json, labels_from_json, to_json
-from service.report.compare_view import listing, parse_threshold, restrict, should_fail
+from service.report.compare_view import fail_reason, listing, parse_threshold, restrict, should_fail
 from tests.builders import runs_of
 from tests.golden import assert_golden
 from tests.unit.test_compare_table import BASE, HEAD, basic_pairs, edge_pairs, key, spread
@@ -142,6 +142,11 @@ def test_filter_narrows_the_summary_and_recomputes_the_geomean() -> None:
     assert geomean.ratio == pytest.approx(expected, rel=0.01)
     assert should_fail(report, "regression") and not should_fail(narrowed, "regression")
     assert should_fail(narrowed, "any")  # the matmul improvement
+    # What fails it, in words a CI log can carry; nothing where it passes.
+    assert fail_reason(report, "regression") is not None and "regressed (--fail-on regression)" in str(
+        fail_reason(report, "regression"))
+    assert fail_reason(narrowed, "regression") is None and fail_reason(report, "none") is None
+    assert "1 improvement (--fail-on any)" == fail_reason(narrowed, "any")
     assert restrict(report, None) is report
     algbw = restrict(report, re.compile("rows=256"))
     kept = next(g for g in algbw.geomeans if g.metric == "algbw")
