@@ -428,6 +428,10 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
+    if set(base.run_ids) == set(head.run_ids):
+        # `compare X X`: not an A/A check (that needs runs of its own a side), the same numbers twice.
+        notes.append("base and head are the same runs: each benchmark is compared with itself, which says nothing "
+                     "of its code (an A/A check needs separate runs of one commit on each side)")
     if like:  # paired by like_fingerprint: a working copy's runs
         notes.append("runs of a working copy (uncommitted edits, `run --working-tree`) are compared with the other "
                      "side's made on the same hardware and toolchain")

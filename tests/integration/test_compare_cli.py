@@ -197,3 +197,11 @@ def test_a_benchmark_failing_in_some_runs_of_a_side_is_said_so(tmp_path: Path, d
     assert not [n for n in notes if "base runs" in n], notes
     text = kernelwatch([base[0]["commit"]["sha"], head[0]["commit"]["sha"]], env)
     assert "failed in 2 of 3 head runs" in text.stdout, text.stdout
+
+
+def test_a_side_compared_with_itself_is_said_so(stored: Stored) -> None:
+    same = kernelwatch([stored.head_sha, stored.head_sha, "--format", "json"], stored.env)
+    assert same.returncode == 0, same.stderr
+    assert any("base and head are the same runs" in n for n in json.loads(same.stdout)["notes"])
+    apart = kernelwatch([stored.base_sha, stored.head_sha, "--format", "json", "--fail-on", "none"], stored.env)
+    assert not any("same runs" in n for n in json.loads(apart.stdout)["notes"])
