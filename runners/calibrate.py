@@ -41,7 +41,10 @@ LADDER_MIN_TOP = 64 * 2**20
 LADDER_MAX_TOP = 1 * 2**30
 BYTES_PER_TIMING = 256 * 2**20
 REPEATS = 5
-PASSES = 3  # the whole ladder thrice, best per point: a burst of the host's noise rarely hits one point every time
+# The whole ladder five times, best per point: a burst of the host's noise rarely hits one point every time. Three
+# were too few on a 2-vCPU VM whose streaming rate at one working set moved 94-141 GB/s between calls: the demo's
+# softmax ran at 110.5 % of a 2 MiB point measured low in all three (2026-12-07); a pass is ~6 s there.
+PASSES = 5
 PASSES_SETTING = "KERNELWATCH_CALIBRATION_PASSES"
 SWITCH = "KERNELWATCH_CALIBRATE"
 SYSFS_CPU = Path("/sys/devices/system/cpu")

@@ -15,6 +15,7 @@ from kernelwatch.hardware import calibration_from_manifest, host_hardware
 from kernelwatch.memory_hierarchy import CacheLevel
 from runners import calibration_cache, child
 from runners.calibrate import (
+    PASSES,
     busy_share,
     calibrate,
     calibration_enabled,
@@ -222,6 +223,6 @@ def test_the_runner_hands_its_quiet_budget_to_the_calibration_process(tmp_path: 
     # The passes travel the same way (CI's parallel tier sets 1): refused outside 1-10 where they are set.
     passes = child_command(config, limits, True, {"KERNELWATCH_CALIBRATION_PASSES": "1"})
     assert child.parse_args(passes[passes.index("runners.child") + 1:]).passes == 1
-    assert child.parse_args(cmd[cmd.index("runners.child") + 1:]).passes == 3  # unset: PASSES
+    assert child.parse_args(cmd[cmd.index("runners.child") + 1:]).passes == PASSES  # unset: the default
     with pytest.raises(ValueError, match="KERNELWATCH_CALIBRATION_PASSES"):
         child_command(config, limits, True, {"KERNELWATCH_CALIBRATION_PASSES": "0"})
