@@ -10,7 +10,7 @@ import json
 import re
 import statistics
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,9 +181,10 @@ class _Pool:
     fractions: list[float] = field(default_factory=list)  # the ok results' stored achieved roofline fractions
     fraction_runs: list[int] = field(default_factory=list)  # the run of each of ``fractions``
 
-    def keep(self, runs: Collection[int]) -> None:
-        """Only these runs' results (run_stats.co_measured chose them), failures included: a failure in a session
-        left out is no more this comparison's than that session's times."""
+    def keep(self, runs: Collection[int], failure_kept: Callable[[int], bool] = lambda run: False) -> None:
+        """Only these runs' results (run_stats.co_measured chose them from the runs that measured the benchmark),
+        and the failures of these runs or of those ``failure_kept`` says were made with them (the same sessions): a
+        failure in a session left out is no more this comparison's than that session's times."""
         samples, sizes, ids, offset = [], [], [], 0
         for run_id, size in zip(self.run_ids, self.run_sizes, strict=True):
             if run_id in runs:
@@ -194,7 +195,8 @@ class _Pool:
         self.samples, self.run_sizes, self.run_ids = samples, sizes, ids
         kept = [(f, r) for f, r in zip(self.fractions, self.fraction_runs, strict=True) if r in runs]
         self.fractions, self.fraction_runs = [f for f, _ in kept], [r for _, r in kept]
-        failed = [(m, r) for m, r in zip(self.failures, self.failure_runs, strict=True) if r in runs]
+        failed = [(m, r) for m, r in zip(self.failures, self.failure_runs, strict=True)
+                  if r in runs or failure_kept(r)]
         self.failures, self.failure_runs = [m for m, _ in failed], [r for _, r in failed]
 
     @property
@@ -478,6 +480,11 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     return CompareOutcome(base.label, head.label, report, tuple(notes), tuple(pairs))
 
 
+def _in_sessions(origins: Mapping[int, RunOrigin], sessions: Collection[str | None]) -> Callable[[int], bool]:
+    """Whether a run was made in one of these sessions."""
+    return lambda run: run in origins and origins[run].session in sessions
+
+
 def _co_measured(base: ResolvedSide, head: ResolvedSide, paired: Mapping[tuple[Any, ...], tuple[_Pool, _Pool]],
                  origins: Mapping[int, RunOrigin]) -> tuple[ResolvedSide, ResolvedSide, list[str]]:
     """Each benchmark's pools narrowed in place to the runs made in sessions both sides measured it in
@@ -492,8 +499,10 @@ def _co_measured(base: ResolvedSide, head: ResolvedSide, paired: Mapping[tuple[A
                 left_out[run] = left_out.get(run, True) and run not in runs
         if kept.left_out != (0, 0):
             narrowed += 1
-            b.keep(set(kept.base))
-            h.keep(set(kept.head))
+            for pool, runs in ((b, set(kept.base)), (h, set(kept.head))):
+                # A run where the benchmark failed is none of co_measured's (it measured nothing): it stays where
+                # it was made in a session whose runs are kept.
+                pool.keep(runs, _in_sessions(origins, {origins[r].session for r in runs} - {None}))
     if not narrowed:
         return base, head, []
     sides, dropped = [], []

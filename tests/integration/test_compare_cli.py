@@ -198,6 +198,27 @@ def test_a_benchmark_failing_in_some_runs_of_a_side_is_said_so(tmp_path: Path, d
     text = kernelwatch([base[0]["commit"]["sha"], head[0]["commit"]["sha"]], env)
     assert "failed in 2 of 3 head runs" in text.stdout, text.stdout
 
+    # The same in an interleaved session both sides share, beside a base run made apart (so the comparison keeps
+    # the session's runs alone): the session's failures are the comparison's, the one made apart is not.
+    def run(position: int, index: int, failed: bool = False, session: str | None = "session0001") -> dict[str, Any]:
+        result = (builders.result(**flaky, status="failed", samples=[], message="RuntimeError: broke")
+                  if failed else builders.result(**flaky, samples=timings(1e-3, 10 * position + index)))
+        return builders.manifest(position, [result], repo="flaky2",
+                                 **({"round": {"session": session, "index": index}} if session else {}))
+    apart = [run(0, 0, session=None), run(1, 0, failed=True, session=None)]
+    shared = [run(0, i) for i in range(4)] + [run(1, 0), run(1, 1), run(1, 2, failed=True), run(1, 3, failed=True)]
+    ctx = Context.create(load_settings(env))
+    try:
+        for doc in [*apart, *shared]:
+            ctx.submit(doc)
+    finally:
+        ctx.close()
+    narrowed = json.loads(kernelwatch([shared[0]["commit"]["sha"], shared[4]["commit"]["sha"], "--format", "json"],
+                                      env).stdout)["notes"]
+    assert any("runs interleaved in the sessions both sides share are compared" in n for n in narrowed), narrowed
+    assert any("failed in 2 of 4 head runs (RuntimeError: broke); compared on the 2 that worked" in n
+               for n in narrowed), narrowed
+
 
 def test_a_side_compared_with_itself_is_said_so(stored: Stored) -> None:
     same = kernelwatch([stored.head_sha, stored.head_sha, "--format", "json"], stored.env)
