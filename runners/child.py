@@ -41,7 +41,7 @@ from runners.sandbox import (
     end_with_parent,
     explain_failure,
 )
-from runners.suite import BenchmarkInstance, discover, module_of, parse_param_filter, select
+from runners.suite import BenchmarkInstance, benchmark_version, discover, module_of, parse_param_filter, select
 
 # The benchmarks an empty selection's announcement names at most (a suite of thousands is not sent whole).
 MAX_DECLARED = 200
@@ -144,9 +144,12 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
         "environment": environment,
         "benchmarks": [{"key": k, "suite": i.spec.suite, "name": i.spec.name, "params": i.params,
                         "unit": i.spec.unit, "direction": i.spec.direction, "devices": i.spec.devices,
-                        "timeout_s": i.spec.timeout_s, "module": module_of(i.spec)} for k, i in instances.items()],
-        # Suite modules whose import raised here (by name: the error): the others are announced all the same.
+                        "timeout_s": i.spec.timeout_s, "module": module_of(i.spec),
+                        "version": benchmark_version(i.spec.factory)} for k, i in instances.items()],
+        # Suite modules whose import raised here (by name: the error): the others are announced all the same; and
+        # the modules that did import, selected from or not (runners/local.py cover_unimportable).
         "unimportable": unimportable,
+        "modules": sorted({module_of(s) for s in specs}),
         # What the suite declares, where the selection holds none of it: a mistyped --suite is told what exists.
         "declared": [] if instances else sorted({f"{s.suite}/{s.name}" for s in specs})[:MAX_DECLARED],
     }})

@@ -134,6 +134,7 @@ class SuiteRunner:
                                                 if request.only is None or b.key in request.only}
         self.declared = primary.declared  # what the suite declares, where the selection is empty
         self.unimportable = primary.unimportable  # suite modules whose import raised here: name -> error
+        self.modules = primary.modules  # the suite modules that imported here
         # Benchmarks another commit's suite declares in a module that did not import here: recorded failed with
         # the import's error, never run (:func:`cover_unimportable`).
         self._not_imported: dict[str, str] = {}
@@ -177,7 +178,9 @@ class SuiteRunner:
         before = self._sampler.snapshot()  # the environment run's start, if this is its first benchmark
         if key in self._not_imported:
             measurements = [bench.failed(self._not_imported[key])]
-            process = None
+            # Filed in the environment its group runs in (a simulated N-device one on a CPU host), as the other
+            # commit's result was: the failure must pair with it.
+            process = self._process(group) if group and self.backend == "cpu" else None
         elif group and self.backend != "cpu":
             measurements = [bench.failed(f"needs {bench.devices} devices; this {self.backend} host has "
                                          f"{self.primary_devices}")]
@@ -230,6 +233,8 @@ def cover_unimportable(runners: Sequence[SuiteRunner]) -> None:
         for module, error in runner.unimportable.items():
             found = {b.key: b for other in runners if other is not runner for b in other.announced.values()
                      if b.module == module and b.key not in runner.announced}
+            if not found and any(module in other.modules for other in runners if other is not runner):
+                continue  # it imported elsewhere and none of its benchmarks is selected: nothing was lost here
             if not found:
                 also = " (nor at any other commit of this run)" if len(runners) > 1 else ""
                 raise ModuleNotImported(

@@ -53,12 +53,13 @@ class Announced:
     devices: int
     timeout_s: float
     module: str = ""  # the suite module that declares it (runners.suite.module_of)
+    version: str | None = None  # of its code (runners.suite.benchmark_version): a failure files with its series
 
     def failed(self, message: str) -> dict[str, Any]:
         """The failed measurement the child would have sent, had it lived to send it."""
         return dataclasses.asdict(Measurement(key=self.key, suite=self.suite, name=self.name, params=self.params,
                                               unit=self.unit, direction=self.direction, status="failed",
-                                              samples=[], message=message[:5000]))
+                                              samples=[], message=message[:5000], benchmark_version=self.version))
 
 
 @dataclass
@@ -170,6 +171,7 @@ class BenchmarkProcess:
             self.benchmarks: list[Announced] = []
             self.declared: list[str] = []
             self.unimportable: dict[str, str] = {}
+            self.modules: list[str] = []
             return
         self.environment = ready["ready"]["environment"]
         key = self.environment.pop("calibration_key", None)
@@ -188,12 +190,14 @@ class BenchmarkProcess:
                 self.environment["calibration"] = calibration
         self.benchmarks = [Announced(key=b["key"], suite=b["suite"], name=b["name"], params=b["params"],
                                      unit=b["unit"], direction=b["direction"], devices=int(b["devices"]),
-                                     timeout_s=float(b["timeout_s"]), module=str(b.get("module", "")))
+                                     timeout_s=float(b["timeout_s"]), module=str(b.get("module", "")),
+                                     version=str(b["version"]) if b.get("version") else None)
                            for b in ready["ready"]["benchmarks"]]
         # suite/name of every benchmark the suite declares, sent only where the selection holds none of them
         self.declared = [str(name) for name in ready["ready"].get("declared", [])]
         # suite modules whose import raised in this checkout: module name -> the error, one line
         self.unimportable = {str(k): str(v) for k, v in (ready["ready"].get("unimportable") or {}).items()}
+        self.modules = [str(m) for m in ready["ready"].get("modules") or ()]  # the suite modules that imported
 
     def _kept_calibration(self, key: str) -> dict[str, Any]:
         """The host's calibration for this process's environment: the kept one, else measured now in a process

@@ -66,6 +66,22 @@ def test_a_module_that_does_not_import_at_one_commit_costs_its_benchmarks_there(
     assert "'bench_triple' did not import at this commit: ImportError: cannot import name 'triple'" in \
         str(found["tripled"]["base"]["message"]), found["tripled"]
 
+    # A selection that leaves the module out: nothing of it is lost at the base, nothing is said.
+    narrow = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "2", "--suite", "tiny/doubled",
+                          "--format", "json", *FAST], env)
+    assert narrow.returncode == 0, narrow.stderr[-3000:]
+    assert set(rows(narrow.stdout)) == {"doubled"}
+    # The stand-in failure carries the version of the code the other commit measured: it files with that series.
+    out = tmp_path / "manifests"
+    made = kernelwatch(["run", "--repo", str(repo), "--commit", "main~1", "--commit", "main", "--no-ingest",
+                        "--output", str(out), *FAST], env)
+    assert made.returncode == 0, made.stderr[-3000:]
+    by_sha = {m["commit"]["sha"]: m for m in (json.loads(p.read_text()) for p in out.glob("*.json"))}
+    base_doc, head_doc = by_sha[git(repo, "rev-parse", "main~1")], by_sha[git(repo, "rev-parse", "main")]
+    [stand_in] = [r for r in base_doc["results"] if r["name"] == "tripled"]
+    [measured] = [r for r in head_doc["results"] if r["name"] == "tripled"]
+    assert stand_in["status"] == "failed" and stand_in["benchmark_version"] == measured["benchmark_version"]
+
     # A head that breaks a module's import: its benchmark worked in base and fails in head, and the gate fails.
     (repo / "tinyk" / "__init__.py").write_text("def twice(x):\n    return x * 2\n\n\n"
                                                 "def triple(x):\n    return x * 3\n")
