@@ -75,6 +75,7 @@ class FakeGitHub:
     _tokens: set[str] = field(default_factory=set)
     _next_id: int = 1000
     _author: dict[str, Any] = field(default_factory=dict)  # who the request being served acts as (serve)
+    user_forbidden: bool = False  # GET /user refused, as for an Actions GITHUB_TOKEN
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def calls(self, method: str, pattern: str) -> list[Recorded]:
@@ -125,7 +126,9 @@ class FakeGitHub:
                             {"user": {"login": "kernelwatch[bot]", "type": "Bot"},
                              "performed_via_github_app": {"id": int(APP_ID)}})
             if method == "GET" and path == "/user":
-                return (200, {"login": TOKEN_USER}, {}) if plain else (403, {"message": "an app has no user"}, {})
+                if not plain or self.user_forbidden:
+                    return 403, {"message": "Resource not accessible by integration"}, {}
+                return 200, {"login": TOKEN_USER}, {}
             answer = self._route(method, path, query, body)
             for i, (lost_method, pattern, status) in enumerate(self.lost_answers):
                 if lost_method == method and re.fullmatch(pattern, path):

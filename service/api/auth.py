@@ -40,10 +40,12 @@ def _caller() -> TokenView:
     if raw is None and header and header.strip():
         # A header was sent, in another scheme (`Token ...`, `Basic ...`) or without its value: saying "no token"
         # to a caller who sent one sends them looking for the wrong mistake.
-        scheme = header.strip().partition(" ")[0][:40]
+        scheme = header.strip().partition(" ")[0]
+        # Named back only where it reads as a scheme: a bare token sent without one would be echoed into a log.
+        named = f"the {scheme!r} scheme" if scheme.isalpha() and len(scheme) <= 20 else "no scheme this API knows"
         raise Unauthorized(f"the Authorization header's scheme is {scheme!r}, with no token after it"
                            if scheme.lower() == "bearer" else
-                           f"the Authorization header uses the {scheme!r} scheme: send Authorization: Bearer <token>")
+                           f"the Authorization header uses {named}: send Authorization: Bearer <token>")
     if raw is None:
         raise Unauthorized("this needs a token: send Authorization: Bearer <token> "
                            "(make one with `kernelwatch token create NAME --scope SCOPE`)")

@@ -172,10 +172,17 @@ class GitHubClient:
         user is a bot), or the token's own user."""
         user = comment.get("user") or {}
         if isinstance(self.auth, AppInstallationAuth):
+            # GitHub names the app that made a comment; another app's bot (github-actions) is not this one.
             app = comment.get("performed_via_github_app") or {}
-            return user.get("type") == "Bot" and str(app.get("id", self.auth.app_id)) == str(self.auth.app_id)
+            return user.get("type") == "Bot" and str(app.get("id")) == str(self.auth.app_id)
         if self._login is None:
-            self._login = str(self.call("GET", "/user").get("login") or "")
+            try:
+                self._login = str(self.call("GET", "/user").get("login") or "")
+            except GitHubError as exc:
+                # A token that may not read its own user (an Actions GITHUB_TOKEN): no comment is taken for
+                # ours, so a lost comment id costs a second comment, never someone else's edited.
+                log.warning("cannot tell which comments are this token's (GET /user: %s): none is taken over", exc)
+                self._login = ""
         return bool(self._login) and user.get("login") == self._login
 
     def create_comment(self, repository: str, number: int, body: str) -> int:

@@ -16,7 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -30,6 +30,7 @@ from service.store.commits import commit_of
 from service.store.models import BisectJob, Commit, Finding, Series
 from service.store.run_noise import run_noise
 from service.store.runs import run_ids_at
+from service.store.times import utc
 
 OPEN_STATES = ("pending", "running")
 # A job the follow-up stopped because its change point moved or went: no verdict on that change, so a change
@@ -214,7 +215,7 @@ def _bisect_step(session: Session, series: Series, finding: Finding, good: Commi
     # rather than wait forever; the range still narrows.
     sha = next_to_measure(untried)
     if sha is None:
-        if _on_their_way(session, series, job, between):
+        if _on_their_way(session, series, job, between) and now - utc(job.created_at) < MAX_BISECT_WAIT:
             # Every commit left is scheduled and some runs are not in yet (another run's upload stepped the job
             # meanwhile): wait for them, whose upload steps it again. Failing here posted the alert with "gave up"
             # while the run that would have decided it was landing. A run that cannot be made ends the job
@@ -224,6 +225,11 @@ def _bisect_step(session: Session, series: Series, finding: Finding, good: Commi
         return None
     job.runs_requested = [*job.runs_requested, sha]
     return _order(job, series, [sha], BISECT, samples, policy)
+
+
+# How long a bisection waits for runs it scheduled that have not come in: a run whose worker died with it (no
+# follow_up_failed was sent) would otherwise hold the job, and the series' confirmation behind it, for good.
+MAX_BISECT_WAIT = timedelta(hours=24)
 
 
 def _on_their_way(session: Session, series: Series, job: BisectJob, between: list[str]) -> bool:

@@ -108,6 +108,13 @@ def facts_of(pull: dict[str, Any], installation_id: int | None) -> PullRequestFa
         installation_id=installation_id, updated_at=_github_time(pull.get("updated_at")))
 
 
+def _older(facts: PullRequestFacts, pr: PullRequest) -> bool:
+    """Whether the event is older than the newest one acted on for this pull request (GitHub's times; an event or
+    a row without one is never older)."""
+    return (facts.updated_at is not None and pr.event_updated_at is not None
+            and facts.updated_at < utc(pr.event_updated_at))
+
+
 def _github_time(value: object) -> datetime | None:
     """GitHub's ISO 8601 time (``2026-12-07T02:57:18Z``) as an aware datetime; None where absent or unreadable."""
     if not isinstance(value, str):
@@ -315,9 +322,11 @@ class PullRequestHooks:
 
     def _close(self, facts: PullRequestFacts) -> None:
         with unit_of_work(self.sessions) as session:
-            pr = stored_prs.pull_request(session, facts.repository, facts.number)
-            if pr is None:
-                return
+            pr = stored_prs.pull_request(session, facts.repository, facts.number, lock=True)
+            if pr is None or _older(facts, pr):
+                return  # a close retried after a reopen must not close the reopened pull request
+            if facts.updated_at is not None:
+                pr.event_updated_at = facts.updated_at
             # Runs that will never be reported: their check run stops spinning (closed before they were in).
             unfinished = pr.check_run_id if pr.state == "running" and pr.reported_key is None else None
             pr.state, pr.updated_at = PullRequestState.CLOSED, datetime.now(UTC)
@@ -339,12 +348,11 @@ class PullRequestHooks:
                 pr = PullRequest(repository=facts.repository, number=facts.number, state=PullRequestState.WAITING,
                                  created_at=now)
                 session.add(pr)
-            seen = utc(pr.event_updated_at) if pr.event_updated_at is not None else None
-            if facts.updated_at is not None and seen is not None and facts.updated_at < seen:
+            if _older(facts, pr):
                 # A delivery late or retried after a newer one: acting on it would take the pull request back to
                 # an older head, and leave the newer head's check run in progress for good.
-                return (f"{name}: this event ({facts.updated_at.isoformat()}) is older than the one acted on "
-                        f"({seen.isoformat()}): not acted on"), []
+                return (f"{name}: this event ({facts.updated_at}) is older than the one acted on "
+                        f"({pr.event_updated_at}): not acted on"), []
             if facts.updated_at is not None:
                 pr.event_updated_at = facts.updated_at
             unchanged = (pr.state == "running" and pr.head_sha == facts.head_sha and pr.base_sha == facts.base_sha
@@ -369,8 +377,8 @@ class PullRequestHooks:
                 return f"{name} moved on meanwhile", []  # the event that moved it schedules its own runs
             # An earlier head's check run still in progress (its runs never reported) would spin on that commit
             # for good: it is completed as cancelled below, said to be superseded.
-            superseded = (pr.check_run_id if pr.check_run_id is not None and pr.check_run_sha not in (
-                None, facts.head_sha) and pr.reported_key is None else None)
+            superseded = (pr.check_run_id if pr.check_run_id is not None and pr.state == "running"
+                          and pr.reported_key is None else None)
             pr.merge_base_sha, pr.state, pr.reported_key = merge_base, PullRequestState.RUNNING, None
             # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
             # progress); the comment stays the same one.
@@ -378,9 +386,9 @@ class PullRequestHooks:
         if superseded is not None and self.github is not None and self.config.check_runs:
             client, check_id = self.github(facts.repository, facts.installation_id), superseded
             cancelled = {"status": "completed", "conclusion": "cancelled", "completed_at": _now_iso(),
-                         "output": {"title": "Superseded", "summary": f"The pull request moved to "
-                                                                     f"{facts.head_sha[:12]} before these runs "
-                                                                     "were in; its own check run follows."}}
+                         "output": {"title": "Superseded", "summary": f"The runs were scheduled again (at "
+                                                                     f"{facts.head_sha[:12]}) before these were "
+                                                                     "in; their own check run follows."}}
             self._best_effort("cancel the superseded check run",
                               lambda: client.update_check_run(facts.repository, check_id, cancelled))
         self._post_started(pr_id, facts, merge_base)
@@ -570,9 +578,14 @@ class PullRequestHooks:
 def failure_comment(head_sha: str, message: str) -> str:
     """The comment when a pull request's runs could not be made: the runner's reason, fenced as code (a fence
     longer than any run of backticks in it, so the message cannot close it), and how to try again."""
-    fence = "`" * max(3, max((len(run) for run in _backtick_runs(message)), default=0) + 1)
+    # The last line alone, short: this comment is public, and a build's or git's whole output may hold the runner's
+    # paths and hosts (the runner's log keeps all of it).
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    shown = (lines[-1] if lines else "no message")[:500]
+    fence = "`" * max(3, max((len(run) for run in _backtick_runs(shown)), default=0) + 1)
     return (f"{MARKER}\n### KernelWatch\n\nThe runs of this head ({head_sha[:12]}) could not be made:\n\n"
-            f"{fence}\n{message[:3000]}\n{fence}\n\nComment `{RUN_COMMAND}` to run them again once that is fixed.")
+            f"{fence}\n{shown}\n{fence}\n\nComment `{RUN_COMMAND}` to run them again once that is fixed (the "
+            "runner's log has the whole error).")
 
 
 def _backtick_runs(text: str) -> list[str]:

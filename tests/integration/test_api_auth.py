@@ -85,6 +85,7 @@ def test_a_header_in_another_scheme_is_told_which_scheme_to_use(api: Api) -> Non
     with unit_of_work(api.ctx.sessions) as s:
         token = create_token(s, "writer", ["submit"])[1]
     for header, said in ((f"Token {token}", "uses the 'Token' scheme: send Authorization: Bearer <token>"),
+                         (token, "uses no scheme this API knows: send Authorization: Bearer <token>"),
                          ("Bearer", "scheme is 'Bearer', with no token after it"),
                          (None, "this needs a token: send Authorization: Bearer <token>")):
         headers = {"Authorization": header} if header is not None else {}

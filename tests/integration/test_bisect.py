@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,40 @@ def test_a_finding_recreated_after_its_confirmation_was_cancelled_is_confirmed(s
     assert message.endswith(f"runs={rounds}+{rounds}"), message
 
 
+def _gapped_history(sessions: sessionmaker[Session], tmp_path: Path,
+                    rng: np.random.Generator) -> tuple[PlayedQueue, int]:
+    """Push runs of every commit but the three around the step, detected: a finding with three commits to bisect."""
+    queue = PlayedQueue(sessions, tmp_path / "repos")
+    queue.policy = FollowUpPolicy(bisect=False, confirm=False)  # detection alone; the test steps the bisection
+    queue.detecting = False
+    for position in [p for p in range(FAKE_POSITIONS) if not FAKE_STEP - 1 <= p <= FAKE_STEP + 1]:
+        _submit(sessions, queue, position, rng, f"push{position:04d}")
+    queue.detecting = True
+    with sessions() as s:
+        (series_id,) = s.scalars(select(Series.id).where(Series.metric == "wall_time")).all()
+    queue.enqueue_detect([series_id])
+    return queue, series_id
+
+
+def _bisection(sessions: sessionmaker[Session], series_id: int) -> tuple[
+        Callable[[], list[RunOrder]], Callable[[], tuple[str, str | None, list[str]]]]:
+    """A step of the series' bisection (what an upload does), and the job's state, message and requested commits."""
+    from service.pipeline.bisect import advance_follow_ups
+
+    policy = FollowUpPolicy(bisect=True, confirm=False)
+
+    def step() -> list[RunOrder]:
+        with unit_of_work(sessions) as s:
+            return advance_follow_ups(s, [series_id], _Between(), policy)
+
+    def job() -> tuple[str, str | None, list[str]]:
+        with sessions() as s:
+            row = s.scalars(select(BisectJob).where(BisectJob.purpose == "bisect")).one()
+            return row.state, row.message, list(row.runs_requested)
+
+    return step, job
+
+
 class _Between:
     """The played history's commits strictly between two of them, oldest first: what git would list."""
 
@@ -292,28 +327,9 @@ def test_a_bisection_waits_for_its_runs_on_their_way_rather_than_give_up(session
                                                                         tmp_path: Path) -> None:
     """Each upload steps the bisection; with every commit left already scheduled and their runs still on their
     way, it gave up ("none came back") and the alert went out saying so while the deciding run was landing."""
-    from service.pipeline.bisect import advance_follow_ups
-
     rng = np.random.default_rng(3)
-    queue = PlayedQueue(sessions, tmp_path / "repos")
-    queue.policy = FollowUpPolicy(bisect=False, confirm=False)  # detection alone; the test steps the bisection
-    queue.detecting = False
-    for position in [p for p in range(FAKE_POSITIONS) if not FAKE_STEP - 1 <= p <= FAKE_STEP + 1]:
-        _submit(sessions, queue, position, rng, f"push{position:04d}")
-    queue.detecting = True
-    with sessions() as s:
-        (series_id,) = s.scalars(select(Series.id).where(Series.metric == "wall_time")).all()
-    queue.enqueue_detect([series_id])
-    policy = FollowUpPolicy(bisect=True, confirm=False)
-
-    def step() -> list[RunOrder]:
-        with unit_of_work(sessions) as s:
-            return advance_follow_ups(s, [series_id], _Between(), policy)
-
-    def job() -> tuple[str, str | None, list[str]]:
-        with sessions() as s:
-            row = s.scalars(select(BisectJob).where(BisectJob.purpose == "bisect")).one()
-            return row.state, row.message, list(row.runs_requested)
+    queue, series_id = _gapped_history(sessions, tmp_path, rng)
+    step, job = _bisection(sessions, series_id)
 
     orders = [o for _ in range(3) for o in step()]  # three uploads while none of its runs is in
     assert sorted(sha for o in orders for sha in o.shas) == sorted(
@@ -331,3 +347,21 @@ def test_a_bisection_waits_for_its_runs_on_their_way_rather_than_give_up(session
         pass
     state, message, _ = job()
     assert state == "done" and message is not None and builders.sha_for(f"demo-{FAKE_STEP}")[:12] in message, message
+
+
+def test_a_bisection_stops_waiting_for_runs_that_never_came(sessions: sessionmaker[Session], tmp_path: Path) -> None:
+    """A run whose worker died with it sends no failure back: past MAX_BISECT_WAIT the job gives up, rather than
+    hold the series' confirmation behind it for good."""
+    from service.pipeline.bisect import MAX_BISECT_WAIT
+
+    _, series_id = _gapped_history(sessions, tmp_path, np.random.default_rng(4))
+    step, job = _bisection(sessions, series_id)
+    for _ in range(3):
+        step()
+    assert step() == [] and job()[0] == "running"
+    with unit_of_work(sessions) as s:
+        row = s.scalars(select(BisectJob).where(BisectJob.purpose == "bisect")).one()
+        row.created_at = row.created_at - MAX_BISECT_WAIT - timedelta(minutes=1)
+    step()
+    state, message, _ = job()
+    assert state == "failed" and message is not None and "none came back" in message, message

@@ -200,6 +200,17 @@ def test_a_delivery_older_than_the_one_acted_on_takes_the_pull_request_nowhere(s
         assert (by_head["c" * 40]["status"], by_head["c" * 40]["conclusion"]) == ("completed", "cancelled")
         assert by_head["c" * 40]["output"]["title"] == "Superseded" and by_head["d" * 40]["status"] == "in_progress"
 
+        # A close retried after the newer push does not close the pull request (nor cancel D's check run).
+        deliver(pr_event("closed", {**at_c, "state": "closed"}))
+        with sessions() as s:
+            assert s.scalars(select(PullRequest)).one().state == "running"
+        assert {c["head_sha"]: c["status"] for c in fake.check_runs.values()}["d" * 40] == "in_progress"
+        # A rerun of the same head before its runs reported cancels the check run it replaces.
+        deliver(pr_event("labeled", {**newer, "updated_at": "2026-12-07T10:07:00Z"}, label={"name": "kernelwatch:run"}))
+        at_d = [c for c in fake.check_runs.values() if c["head_sha"] == "d" * 40]
+        assert sorted((c["status"], c.get("conclusion")) for c in at_d) == [("completed", "cancelled"),
+                                                                            ("in_progress", None)]
+
         # `/kernelwatch run` on a pull request that is closed runs nothing.
         fake.pulls[(REPO, 7)] = {**newer, "state": "closed"}
         fake.permissions[(REPO, "maintainer")] = "maintain"
@@ -228,13 +239,18 @@ def test_a_comment_someone_else_wrote_with_the_marker_is_never_taken_for_ours(sq
         planted = {"id": 1, "body": f"{MARKER}\nnothing to see", "issue": issue,
                    "user": {"login": "mallory", "type": "User"}}
         fake.comments[1] = dict(planted)
+        # Another app's bot quoting the marker (a workflow echoing it) is not this app either.
+        other_bot = {"id": 2, "body": f"{MARKER}\nfrom a workflow", "issue": issue,
+                     "user": {"login": "github-actions[bot]", "type": "Bot"},
+                     "performed_via_github_app": {"id": 15368}}
+        fake.comments[2] = dict(other_bot)
         factory = (ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5) if auth == "app"
                    else ClientFactory(fake.url, token=PLAIN_TOKEN, timeout_s=5))
         hooks = PullRequestHooks(sessions, factory, HookConfig(public_url="http://kw.test", check_runs=auth == "app",
                                                                rounds=1))
         hooks.report(pr_id)
-        assert fake.comments[1] == planted  # untouched
-        [ours] = [c for c in fake.comments.values() if c["id"] != 1]
+        assert fake.comments[1] == planted and fake.comments[2] == other_bot  # untouched
+        [ours] = [c for c in fake.comments.values() if c["id"] not in (1, 2)]
         assert ours["body"].startswith(MARKER) and ours["user"]["login"] != "mallory"
         # Its id forgotten (a report that failed after posting), ours is found again by the marker, not hers.
         with unit_of_work(sessions) as s:
@@ -242,6 +258,17 @@ def test_a_comment_someone_else_wrote_with_the_marker_is_never_taken_for_ours(sq
             assert row is not None
             row.comment_id, row.reported_key = None, None
         hooks.report(pr_id)
-        assert fake.comments[1] == planted and len(fake.comments) == 2
+        assert fake.comments[1] == planted and len(fake.comments) == 3
+        if auth == "token":
+            # A token that may not read its own user takes no comment for its own: a new one, never hers.
+            fake.user_forbidden = True
+            with unit_of_work(sessions) as s:
+                row = s.get(PullRequest, pr_id)
+                assert row is not None
+                row.comment_id, row.reported_key = None, None
+            hooks2 = PullRequestHooks(sessions, ClientFactory(fake.url, token=PLAIN_TOKEN, timeout_s=5),
+                                      HookConfig(public_url="http://kw.test", check_runs=False, rounds=1))
+            hooks2.report(pr_id)
+            assert fake.comments[1] == planted and len(fake.comments) == 4
     finally:
         engine.dispose()
