@@ -171,6 +171,16 @@ def test_commits_of_two_repositories_are_compared_with_a_note(stored: Stored) ->
     assert not [n for n in json.loads(same.stdout)["notes"] if "two repositories" in n]
 
 
+def store_all(env: dict[str, str], docs: list[dict[str, Any]]) -> None:
+    """The manifests stored through the real ingest of the store ``env`` configures."""
+    ctx = Context.create(load_settings(env))
+    try:
+        for doc in docs:
+            ctx.submit(doc)
+    finally:
+        ctx.close()
+
+
 def test_a_benchmark_failing_in_some_runs_of_a_side_is_said_so(tmp_path: Path, database_url: str,
                                                              sessions: sessionmaker[Session]) -> None:
     """It was compared on the runs that worked, the header counting every run and nothing saying the rest failed:
@@ -183,12 +193,7 @@ def test_a_benchmark_failing_in_some_runs_of_a_side_is_said_so(tmp_path: Path, d
         builders.manifest(1, [builders.result(**flaky, status="failed", samples=[],
                                               message="RuntimeError: sometimes it breaks\nmore lines")], repo="flaky")
         for _ in range(2)]
-    ctx = Context.create(load_settings(env))
-    try:
-        for doc in [*base, *head]:
-            ctx.submit(doc)
-    finally:
-        ctx.close()
+    store_all(env, [*base, *head])
     proc = kernelwatch([base[0]["commit"]["sha"], head[0]["commit"]["sha"], "--format", "json"], env)
     assert proc.returncode == 0, proc.stderr
     notes = json.loads(proc.stdout)["notes"]
@@ -207,12 +212,7 @@ def test_a_benchmark_failing_in_some_runs_of_a_side_is_said_so(tmp_path: Path, d
                                  **({"round": {"session": session, "index": index}} if session else {}))
     apart = [run(0, 0, session=None), run(1, 0, failed=True, session=None)]
     shared = [run(0, i) for i in range(4)] + [run(1, 0), run(1, 1), run(1, 2, failed=True), run(1, 3, failed=True)]
-    ctx = Context.create(load_settings(env))
-    try:
-        for doc in [*apart, *shared]:
-            ctx.submit(doc)
-    finally:
-        ctx.close()
+    store_all(env, [*apart, *shared])
     narrowed = json.loads(kernelwatch([shared[0]["commit"]["sha"], shared[4]["commit"]["sha"], "--format", "json"],
                                       env).stdout)["notes"]
     assert any("runs interleaved in the sessions both sides share are compared" in n for n in narrowed), narrowed
