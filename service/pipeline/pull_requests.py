@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -333,9 +334,7 @@ class PullRequestHooks:
             repository, installation = pr.repository, pr.installation_id
         if unfinished is not None and self.github is not None and self.config.check_runs:
             client, check_id = self.github(repository, installation), unfinished
-            cancelled = {"status": "completed", "conclusion": "cancelled", "completed_at": _now_iso(),
-                         "output": {"title": "Cancelled", "summary": "The pull request was closed before its runs "
-                                                                     "were in."}}
+            cancelled = _cancelled("Cancelled", "The pull request was closed before its runs were in.")
             self._best_effort("cancel the check run",
                               lambda: client.update_check_run(repository, check_id, cancelled))
 
@@ -385,10 +384,8 @@ class PullRequestHooks:
             pr.check_run_id, pr.check_run_sha = None, None
         if superseded is not None and self.github is not None and self.config.check_runs:
             client, check_id = self.github(facts.repository, facts.installation_id), superseded
-            cancelled = {"status": "completed", "conclusion": "cancelled", "completed_at": _now_iso(),
-                         "output": {"title": "Superseded", "summary": f"The runs were scheduled again (at "
-                                                                     f"{facts.head_sha[:12]}) before these were "
-                                                                     "in; their own check run follows."}}
+            cancelled = _cancelled("Superseded", f"The runs were scheduled again (at {facts.head_sha[:12]}) before "
+                                                 "these were in; their own check run follows.")
             self._best_effort("cancel the superseded check run",
                               lambda: client.update_check_run(facts.repository, check_id, cancelled))
         self._post_started(pr_id, facts, merge_base)
@@ -516,13 +513,7 @@ class PullRequestHooks:
                                           "external_id": str(pr.id),
                                           "output": {"title": "The runs could not be made",
                                                      "summary": summary[:60000]}}
-                check_id = pr.check_run_id if pr.check_run_sha == head_sha else None
-                check_id = check_id or client.find_check_run(pr.repository, head_sha, CHECK_NAME, str(pr.id))
-                if check_id is not None:
-                    client.update_check_run(pr.repository, check_id, fields)
-                else:
-                    check_id = client.create_check_run(pr.repository, fields)
-                pr.check_run_id, pr.check_run_sha = check_id, head_sha
+                self._complete_check_run(client, pr, fields)
             else:
                 client.create_status(pr.repository, head_sha, {"state": "error", "description": summary[:140],
                                                                "context": STATUS_CONTEXT})
@@ -542,6 +533,12 @@ class PullRequestHooks:
         fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": pr.head_sha, "status": "completed",
                                   "conclusion": verdict, "completed_at": _now_iso(), "external_id": str(pr.id),
                                   "output": check_output(report, ctx), **({"details_url": link} if link else {})}
+        self._complete_check_run(client, pr, fields)
+
+    @staticmethod
+    def _complete_check_run(client: GitHubClient, pr: PullRequest, fields: dict[str, Any]) -> None:
+        """Complete the head's check run with ``fields``: the one stored, else the one GitHub has under its
+        external id, else a new one."""
         check_id = pr.check_run_id if pr.check_run_sha == pr.head_sha else None
         if check_id is None:
             # The check run in progress whose id was never stored (its answer lost), or the one a report that
@@ -582,22 +579,16 @@ def failure_comment(head_sha: str, message: str) -> str:
     # paths and hosts (the runner's log keeps all of it).
     lines = [line for line in message.strip().splitlines() if line.strip()]
     shown = (lines[-1] if lines else "no message")[:500]
-    fence = "`" * max(3, max((len(run) for run in _backtick_runs(shown)), default=0) + 1)
+    fence = "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
     return (f"{MARKER}\n### KernelWatch\n\nThe runs of this head ({head_sha[:12]}) could not be made:\n\n"
             f"{fence}\n{shown}\n{fence}\n\nComment `{RUN_COMMAND}` to run them again once that is fixed (the "
             "runner's log has the whole error).")
 
 
-def _backtick_runs(text: str) -> list[str]:
-    runs: list[str] = []
-    current = ""
-    for char in text:
-        if char == "`":
-            current += char
-        elif current:
-            runs.append(current)
-            current = ""
-    return [*runs, current] if current else runs
+def _cancelled(title: str, summary: str) -> dict[str, Any]:
+    """A check run's fields, completed as cancelled: its runs will never report."""
+    return {"status": "completed", "conclusion": "cancelled", "completed_at": _now_iso(),
+            "output": {"title": title, "summary": summary}}
 
 
 def _rounds_landed(session: Session, head: ResolvedSide) -> int:

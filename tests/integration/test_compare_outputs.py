@@ -17,13 +17,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from service.context import Context
 from service.integrations.compare_api import CompareClient
 from service.settings import load_settings
 from tests import builders
 from tests.cli_inprocess import run_cli
 from tests.gitrepo import git
-from tests.integration.test_compare_cli import timings
+from tests.integration.test_compare_cli import store_all, timings
 from tests.processes import clean_env, start_web
 from tests.processes import kernelwatch as kernelwatch_ok
 
@@ -90,12 +89,7 @@ def store(tmp_path: Path) -> Stored:
     from service.store.db import upgrade
 
     upgrade(sqlite_database)
-    ctx = Context.create(load_settings(env))
-    try:
-        for doc in runs:
-            ctx.submit(doc)
-    finally:
-        ctx.close()
+    store_all(env, runs)
     return Stored(env, repo, base_sha, head_sha)
 
 
