@@ -41,7 +41,15 @@ from runners.sandbox import (
     end_with_parent,
     explain_failure,
 )
-from runners.suite import BenchmarkInstance, benchmark_version, discover, module_of, parse_param_filter, select
+from runners.suite import (
+    BenchmarkInstance,
+    SuiteNotFound,
+    benchmark_version,
+    discover,
+    module_of,
+    parse_param_filter,
+    select,
+)
 
 # The benchmarks an empty selection's announcement names at most (a suite of thousands is not sent whole).
 MAX_DECLARED = 200
@@ -135,7 +143,12 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
     """Announce the suite, then run what the parent asks for; ``origin_problem`` says before each benchmark is
     timed whether the code under test came from somewhere other than the checkout (it then fails untimed)."""
     unimportable: dict[str, str] = {}
-    specs = discover(args.root.resolve(), args.suite_dir, unimportable)
+    try:
+        specs, suite_missing = discover(args.root.resolve(), args.suite_dir, unimportable), None
+    except SuiteNotFound as exc:
+        # Said, not raised: a commit from before the suite existed (a pull request's merge-base, where the pull
+        # request adds it) costs the benchmarks other commits of the run declare, not the run (runners/local.py).
+        specs, suite_missing = [], str(exc)
     instances: dict[str, BenchmarkInstance] = {
         i.key: i for i in select(specs, args.suite, parse_param_filter(args.params), quick=args.quick)
     }
@@ -150,6 +163,7 @@ def serve(args: argparse.Namespace, inbox: IO[str], outbox: IO[str],
         # the modules that did import, selected from or not (runners/local.py cover_unimportable).
         "unimportable": unimportable,
         "modules": sorted({module_of(s) for s in specs}),
+        "suite_missing": suite_missing,  # why this checkout has no suite at all, or None
         # What the suite declares, where the selection holds none of it: a mistyped --suite is told what exists.
         "declared": [] if instances else sorted({f"{s.suite}/{s.name}" for s in specs})[:MAX_DECLARED],
     }})

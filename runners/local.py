@@ -135,6 +135,7 @@ class SuiteRunner:
         self.declared = primary.declared  # what the suite declares, where the selection is empty
         self.unimportable = primary.unimportable  # suite modules whose import raised here: name -> error
         self.modules = primary.modules  # the suite modules that imported here
+        self.suite_missing = primary.suite_missing  # why this checkout has no suite at all, or None
         # Benchmarks another commit's suite declares in a module that did not import here: recorded failed with
         # the import's error, never run (:func:`cover_unimportable`).
         self._not_imported: dict[str, str] = {}
@@ -222,13 +223,36 @@ class ModuleNotImported(InvalidInput):
     there is nothing to record them under: the user's to fix (or to move the import into the factory)."""
 
 
+class NoSuite(InvalidInput):
+    """No commit of the call has a suite (no ``kernels_under_test`` package, or no benchmarks directory): the
+    user's to fix, one line and exit 2 from any command."""
+
+
 def cover_unimportable(runners: Sequence[SuiteRunner]) -> None:
     """Where a suite module did not import at one commit (``SuiteRunner.unimportable``) and did at another of the
     same call, the benchmarks the others declare in it are planned at that commit too, failed with the import's
     error (``SuiteRunner.stand_in``): `ci` then reads a module that head broke as benchmarks that worked in base
     and fail in head, and one that base cannot import yet (a pull request adding a kernel and its benchmark) as
     failed in base, never as the whole suite failing. A module that did not import at a commit and whose
-    benchmarks no other commit declares is :class:`ModuleNotImported`."""
+    benchmarks no other commit declares is :class:`ModuleNotImported`.
+
+    A commit with no suite at all (``SuiteRunner.suite_missing``: a pull request's merge-base, where the pull
+    request adds the suite) is covered the same way, every benchmark the others declare failed there; where no
+    commit has one, :class:`NoSuite`."""
+    missing = [runner for runner in runners if runner.suite_missing is not None]
+    if len(missing) == len(runners):
+        first = missing[0].suite_missing
+        at = (f"at {missing[0].request.rev}" if len(runners) == 1
+              else f"at any of the {len(runners)} commits")
+        raise NoSuite(f"no benchmark suite {at}: {first} (a suite is a kernels_under_test package in the "
+                      "repository, or a benchmarks directory named by kernelwatch.toml or --benchmarks)")
+    for runner in missing:
+        found = {b.key: b for other in runners if other is not runner for b in other.announced.values()
+                 if b.key not in runner.announced}
+        for bench in found.values():
+            # Stored with the result: the reason without the runner's own checkout path. (A benchmarks directory
+            # kept apart is one for every commit: only a commit's own kernels_under_test can be missing here.)
+            runner.stand_in(bench, "this commit has no benchmark suite (no kernels_under_test package)")
     for runner in runners:
         for module, error in runner.unimportable.items():
             found = {b.key: b for other in runners if other is not runner for b in other.announced.values()

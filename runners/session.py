@@ -172,6 +172,7 @@ class BenchmarkProcess:
             self.declared: list[str] = []
             self.unimportable: dict[str, str] = {}
             self.modules: list[str] = []
+            self.suite_missing: str | None = None
             return
         self.environment = ready["ready"]["environment"]
         key = self.environment.pop("calibration_key", None)
@@ -198,6 +199,8 @@ class BenchmarkProcess:
         # suite modules whose import raised in this checkout: module name -> the error, one line
         self.unimportable = {str(k): str(v) for k, v in (ready["ready"].get("unimportable") or {}).items()}
         self.modules = [str(m) for m in ready["ready"].get("modules") or ()]  # the suite modules that imported
+        missing = ready["ready"].get("suite_missing")
+        self.suite_missing = str(missing) if missing else None  # why this checkout has no suite at all
 
     def _kept_calibration(self, key: str) -> dict[str, Any]:
         """The host's calibration for this process's environment: the kept one, else measured now in a process

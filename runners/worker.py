@@ -8,6 +8,7 @@ same run ids and is stored once.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelwatch.vocabulary import Trigger
 from runners.gitrepo import GitError, ensure_repository, git, resolve
 from runners.local import RunRequest, checkout_at, run_commits
 from runners.pinning import runner_noise_settings
@@ -126,6 +128,12 @@ def execute(task: SuiteTask, task_id: str, home: Path, upload: Upload) -> list[s
     # The suite and environment as of the branch the task is for (else the repository's HEAD: a clone's default
     # branch), the same for every commit of the task.
     project = project_settings(repo, task.branch or "HEAD", home)
+    if task.trigger == Trigger.PR and task.also:
+        # A pull request's are its head's, as `kernelwatch ci` in the pull request's own job measures with the
+        # checked-out head: a pull request that adds a benchmark, or the whole suite, is measured with it at both
+        # commits (where its merge-base cannot run one, that one fails there). The stored project's name stays the
+        # default branch's: a pull request, a fork's included, cannot file its runs under another project.
+        project = dataclasses.replace(project_settings(repo, commits[-1], home), name=project.name)
     noise = runner_noise_settings(dict(os.environ))
     requests = [RunRequest(repo=repo, rev=sha, samples=task.samples, suite=task.suite, params=task.params,
                            benchmarks=project.benchmarks, environment=project.environment or "runner",

@@ -76,6 +76,13 @@ def _head_failed(row: Comparison) -> bool:
     return row.verdict == "failed" and row.head is not None and row.head.estimate is None
 
 
+def _base_failed(row: Comparison) -> bool:
+    """Failed at the merge-base alone: a benchmark (or a suite) the pull request adds, which the merge-base
+    cannot import."""
+    return (row.verdict == "failed" and row.head is not None and row.head.estimate is not None
+            and (row.base is None or row.base.estimate is None))
+
+
 def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
     if report is None:
         return "no baseline to compare with"
@@ -88,7 +95,13 @@ def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
         return " and ".join(parts) + of
     undecided = report.count("inconclusive")
     if conclusion(report) == "neutral":
-        return f"undecided: {undecided} inconclusive{of}" if undecided else "nothing to compare"
+        if undecided:
+            return f"undecided: {undecided} inconclusive{of}"
+        # The pull request that adds benchmarks (or the whole suite): the merge-base could not run them.
+        alone = sum(1 for row in report.rows if row.verdict == "new" or _base_failed(row))
+        if alone == total:
+            return f"no baseline: the merge-base ran none of the {total} benchmark{'s' if total != 1 else ''}"
+        return f"no baseline: {alone} of {total} benchmarks ran at the head alone" if alone else "nothing to compare"
     improvements = report.count("improvement")
     said = f"{_counted(improvements, 'improvement')}, no regression" if improvements else "no change"
     return said + of + (f" ({undecided} inconclusive)" if undecided else "")

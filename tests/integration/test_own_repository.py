@@ -235,6 +235,34 @@ def test_a_worker_measures_any_commit_with_the_suite_as_of_the_branch(tmp_path: 
             execute(task, "task-2", home, uploaded.append)
 
 
+def test_a_pull_request_is_measured_with_the_suite_its_head_holds(tmp_path: Path) -> None:
+    """The PR hook's task (trigger pr, no branch): the pull request that adds the project file and its
+    benchmarks is measured with them at its merge-base and its head (it was measured with the default branch's,
+    where there are none: a failed task). Its runs keep the default branch's name for the project: a pull
+    request cannot file them under another."""
+    from runners.worker import SuiteTask, execute
+
+    repo, home = tmp_path / "fastops", tmp_path / "home"
+    shas = library(repo)
+    git(repo, "checkout", "-q", "-b", "adopt-kernelwatch")
+    (repo / "benchmarks").mkdir()
+    (repo / "benchmarks" / "chains.py").write_text(FASTOPS_BENCHMARK)
+    (repo / "kernelwatch.toml").write_text('benchmarks = "benchmarks"\nname = "someone-else"\n')
+    head = commit_all(repo, "benchmarks")
+    git(repo, "checkout", "-q", "main")
+    uploaded: list[dict[str, Any]] = []
+    execute(SuiteTask(repo=str(repo), commit=shas[-1], also=(head,), samples=2, capture=False, trigger="pr",
+                      pr_number=7), "task-pr", home, uploaded.append)
+    by_sha = {m["commit"]["sha"]: m for m in uploaded}
+    assert set(by_sha) == {shas[-1], head}
+    for manifest in uploaded:
+        [result] = manifest["results"]
+        assert result["status"] == "ok" and result["suite"] == "fastops", result
+        assert manifest["repository"]["name"] == "fastops", manifest["repository"]
+    # The merge-base is on the default branch and labelled with it; the head is on none.
+    assert by_sha[shas[-1]]["branch"] == "main" and by_sha[head]["branch"] is None
+
+
 def test_the_suite_as_of_a_commit_measures_any_other(tmp_path: Path) -> None:
     """`--benchmarks REV:DIR`: the benchmarks committed at the tip measure a commit from before they existed; the
     directory must be one of that commit's."""

@@ -103,8 +103,11 @@ def test_a_module_that_does_not_import_at_one_commit_costs_its_benchmarks_there(
     assert "Traceback" not in alone.stderr and len(alone.stderr.strip().splitlines()) == 1
 
 
-def test_ci_in_a_repository_with_no_suite_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    """It was a traceback and exit 1: the status a CI job reads as a regression found."""
+def test_ci_in_a_repository_with_no_suite_is_one_line_and_exit_2_and_the_commit_adding_one_passes(
+        tmp_path: Path) -> None:
+    """No suite at either commit was a traceback and exit 1 (the status a CI job reads as a regression found). The
+    pull request that adds the suite (its merge-base has none) was a failed run: its benchmarks now fail at the
+    merge-base alone, and the gate passes."""
     repo = tmp_path / "plain"
     repo.mkdir()
     (repo / "README.md").write_text("no benchmarks here\n")
@@ -112,7 +115,21 @@ def test_ci_in_a_repository_with_no_suite_is_one_line_and_exit_2(tmp_path: Path)
     commit_all(repo, "one")
     (repo / "README.md").write_text("still none\n")
     commit_all(repo, "two")
-    done = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", *FAST], clean_env(tmp_path / "home"))
+    env = clean_env(tmp_path / "home")
+    done = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", *FAST], env)
     assert done.returncode == 2, done.stderr[-3000:]
-    assert "the benchmark process failed" in done.stderr and "kernels_under_test" in done.stderr, done.stderr
+    assert "no benchmark suite at any of the 2 commits" in done.stderr and "kernels_under_test" in done.stderr, \
+        done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+    (repo / "kernels_under_test").mkdir()
+    (repo / "kernels_under_test" / "__init__.py").write_text("")
+    (repo / "kernels_under_test" / "bench_double.py").write_text(
+        BENCH.replace("from tinyk import {kernel}", "").replace("fn={kernel}", "fn=lambda x: x * 2")
+        .format(kernel="double", factor=2))
+    commit_all(repo, "the suite")
+    added = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--format", "json", *FAST], env)
+    assert added.returncode == 0, added.stderr[-3000:]
+    [row] = rows(added.stdout).values()
+    assert row["head"]["status"] == "ok" and row["base"]["status"] == "failed", row  # type: ignore[index]
+    assert "this commit has no benchmark suite" in str(row["base"]["message"]), row  # type: ignore[index]

@@ -87,6 +87,15 @@ def test_no_baseline_is_neutral() -> None:
     assert_golden("pr_comment_no_baseline.md", body)
     only_new = compare([Pair(key("online"), None, runs_of(spread(3e-3)))])
     assert conclusion(only_new) == "neutral"
+    assert headline(only_new, CTX) == "no baseline: the merge-base ran none of the 1 benchmark"
+    # The pull request that adds the suite: every benchmark failed at the merge-base (no suite there) alone.
+    suite_added = compare([Pair(key("rows", rows=n), Side((), "failed", "this commit has no benchmark suite"),
+                                runs_of(spread(1e-3))) for n in (256, 512)])
+    assert conclusion(suite_added) == "neutral"
+    assert headline(suite_added, CTX) == "no baseline: the merge-base ran none of the 2 benchmarks"
+    one_added = compare([Pair(key("new"), Side((), "failed", "ImportError"), runs_of(spread(1e-3))),
+                         Pair(key("gone"), runs_of(spread(1e-3)), None)])
+    assert headline(one_added, CTX) == "no baseline: 1 of 2 benchmarks ran at the head alone"
 
 
 def test_a_huge_suite_is_trimmed_under_githubs_limit_with_a_note() -> None:
