@@ -1,6 +1,6 @@
 """A fast sample of bench/soak.py, the same code at a small size: the service as docker-compose runs it (gunicorn
 with two workers, a Celery worker for ingest, detect and notify, PostgreSQL, Redis), three runner processes
-uploading realistic manifests and artifacts through runners/uploader.py for 20 seconds while a reader loads the
+uploading realistic manifests and artifacts through runners/uploader.py for 12 seconds while a reader loads the
 dashboard and the API. What must hold at any size: no 5xx, every accepted run stored exactly once, the queues
 drained, no traceback or failed task in the service's logs, and no memory blow-up. Two hardware kinds for three
 runners, half a second apart: two runs of one series land within a second, so the worker's two pool processes
@@ -20,8 +20,8 @@ REDIS_URL = "redis://127.0.0.1:6379/8"  # this test's alone (the other tests use
 
 
 def test_a_short_soak_loses_nothing_answers_no_5xx_and_keeps_its_memory(pg_database: str, tmp_path: Path) -> None:
-    # Loose on memory: 20 seconds say nothing about a slow leak, only about a blow-up (a whole suite held per run).
-    config = SoakConfig(runners=3, duration=20, readers=1, hardware_kinds=2, pause=0.5, resubmit_every=4,
+    # Loose on memory: 12 seconds say nothing about a slow leak, only about a blow-up (a whole suite held per run).
+    config = SoakConfig(runners=3, duration=12, readers=1, hardware_kinds=2, pause=0.5, resubmit_every=4,
                         drain_timeout=240, max_growth_pct=0, max_growth_mb=300, redis_url=fresh_redis(REDIS_URL))
     report = soak(config, pg_database, tmp_path)
     table = format_report(report)
