@@ -76,7 +76,13 @@ def _repository(session: Session, name: str | None) -> Repository | None:
 
 
 def side_for_commit(session: Session, ref: str, commit: Commit, repository_name: str) -> ResolvedSide:
-    runs = runs_of_commit(session, commit.id)
+    """Every run of the commit's own code. A working copy's runs stored under its sha are not its code (compared
+    with the commit they were the commit itself, run against itself): they are named by run id."""
+    runs, working_copies = runs_of_commit(session, commit.id)
+    if not runs and working_copies:
+        named = ", ".join(r.run_uid for r in working_copies[:3]) + (", ..." if len(working_copies) > 3 else "")
+        raise NotFound(f"commit {commit.sha[:12]} of {repository_name} has no runs of its own code, only of "
+                       f"working copies (`run --working-tree`), which are named by run id: {named}")
     if not runs:
         raise NotFound(f"commit {commit.sha[:12]} of {repository_name} has no runs")
     return ResolvedSide(
@@ -240,8 +246,8 @@ def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide)
     """The environments compared, each with the fingerprint its results pair by: those both sides ran in, by
     their own fingerprint; and where one side's runs are of a working copy and the other's are not (or of another
     working copy), with no environment of that hardware and toolchain in common, those two by
-    :func:`like_fingerprint`. Never two environments of one side together: a commit's runs hold its working copy's
-    too (stored under its sha), which are not the commit's code."""
+    :func:`like_fingerprint`. Never two environments of one side together: runs named by id may be a commit's and
+    its working copy's (stored under its sha), which are not the commit's code."""
     exact = base.environment_ids & head.environment_ids
     if base.environment_ids == head.environment_ids:
         return {}  # the usual case, no row to read: every environment by its own fingerprint (see _pools)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import NotFound
 from service.detect.compare import CompareParams
 from service.pipeline.compare import compare_resolved, comparison_key, side_for_commit
 from service.report.compare_table import to_json
@@ -46,7 +47,10 @@ def store_comparison_for_run(session: Session, run_id: int,
     assert commit is not None
     repository = session.get(Repository, commit.repository_id)
     assert repository is not None
-    head = side_for_commit(session, commit.sha, commit, repository.name)
+    try:
+        head = side_for_commit(session, commit.sha, commit, repository.name)
+    except NotFound:
+        return None  # a working copy's run, at a commit with no run of its own code: no point of its history
     # The parent the commit page shows (service/store/commit_compare.py), so that the page finds this one.
     info = commit_info(session, repository.name, commit.sha)
     assert info is not None
@@ -55,7 +59,10 @@ def store_comparison_for_run(session: Session, run_id: int,
         return None
     base_commit = commit_of(session, repository.id, parent_sha)
     assert base_commit is not None  # the commit page's measured parent is a stored commit
-    base = side_for_commit(session, base_commit.sha, base_commit, repository.name)
+    try:
+        base = side_for_commit(session, base_commit.sha, base_commit, repository.name)
+    except NotFound:
+        return None
     key = comparison_key(base.run_ids, head.run_ids, params)
     existing = stored_comparisons.stored_comparison(session, key)
     if existing is not None:

@@ -18,21 +18,29 @@ def run_ids_at(session: Session, commit_ids: Sequence[int]) -> Sequence[int]:
     return session.scalars(select(Run.id).where(Run.commit_id.in_(commit_ids))).all()
 
 
-def runs_of_commit(session: Session, commit_id: int) -> Sequence[Run]:
-    """Every run at the commit, in the order they started."""
-    return session.scalars(select(Run).where(Run.commit_id == commit_id).order_by(Run.started_at, Run.id)).all()
+def runs_of_commit(session: Session, commit_id: int) -> tuple[list[Run], list[Run]]:
+    """The runs at the commit, in the order they started: those of the commit's own code, and those of working
+    copies stored under its sha (``run --working-tree``), which are not the commit's code."""
+    rows = session.execute(
+        select(Run, Environment.details).join(Environment, Environment.id == Run.environment_id)
+        .where(Run.commit_id == commit_id).order_by(Run.started_at, Run.id)).all()
+    own = [run for run, details in rows if _of_the_commit(run.host_details, details)]
+    return own, [run for run, details in rows if not _of_the_commit(run.host_details, details)]
+
+
+def _of_the_commit(host: dict[str, object] | None, details: dict[str, object] | None) -> bool:
+    """A run of the commit itself: a working copy's run stored under it (its environment names a
+    ``working_tree``; from runners before that field, its host details say dirty) is not one."""
+    return not (details or {}).get("working_tree") and (host or {}).get("dirty") != "true"
 
 
 def commit_measured(session: Session, repository: str, sha: str) -> bool:
-    """Whether the repository's commit holds a run of the commit itself: a working copy's run stored under it
-    (its environment names a ``working_tree``; from runners before that field, its host details say dirty) is not
-    one."""
+    """Whether the repository's commit holds a run of the commit itself (:func:`_of_the_commit`)."""
     rows = session.execute(
         select(Run.host_details, Environment.details).join(Environment, Environment.id == Run.environment_id)
         .join(Commit, Commit.id == Run.commit_id).join(Repository, Repository.id == Commit.repository_id)
         .where(Repository.name == repository, Commit.sha == sha))
-    return any(not (details or {}).get("working_tree") and (host or {}).get("dirty") != "true"
-               for host, details in rows)
+    return any(_of_the_commit(host, details) for host, details in rows)
 
 
 def runs_named(session: Session, run_uids: Sequence[str]) -> Sequence[Run]:

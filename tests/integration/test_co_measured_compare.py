@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from kernelwatch.errors import NotFound
 from service.contract.manifest import Manifest
 from service.pipeline.compare import compare_refs
 from service.pipeline.ingest import ingest_manifest
@@ -187,8 +189,8 @@ def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Sessi
     assert row.verdict == "regression" and 1.45 < (row.ratio or 0) < 1.55, row
     assert any("runs of a working copy" in note for note in outcome.notes), outcome.notes
 
-    # A commit's runs hold its working copy's too (stored under its sha): compared by commit, those stay out of the
-    # commit's side (another environment, said), never pooled with the commit's own runs.
+    # A commit's runs hold its working copy's too (stored under its sha): a commit names its own code's runs, so
+    # those are never pooled with the commit's own runs, nor said to be another environment of the commit.
     parent = runs(1e-3, "", position=1)
     ingest(sessions, parent)
     with sessions() as session:
@@ -196,4 +198,16 @@ def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Sessi
     [row] = by_commit.report.rows
     assert row.head is not None and row.head.estimate is not None and row.head.estimate.runs == 3, row
     assert row.verdict != "regression" and 0.95 < (row.ratio or 0) < 1.05, row
-    assert any(note.startswith("head also ran on") for note in by_commit.notes), by_commit.notes
+    assert len(by_commit.head.runs) == 3 and not any("also ran on" in n for n in by_commit.notes), by_commit.notes
+    # The commit against its working copy's runs, by their ids: the edit against the commit. (The commit's side held
+    # the working copy's runs, and its environment was the one both sides shared: the edit against itself.)
+    with sessions() as session:
+        edit = compare_refs(session, clean[0]["commit"]["sha"], ",".join(d["run_id"] for d in edited))
+    [row] = edit.report.rows
+    assert set(edit.base.runs) == {d["run_id"] for d in clean}, edit.base.runs
+    assert row.verdict == "regression" and 1.45 < (row.ratio or 0) < 1.55, row
+    # A commit whose only runs are of working copies has no side by commit: said, with the runs to name instead.
+    lone = runs(2e-3, "cd" * 32, position=2)
+    ingest(sessions, lone)
+    with sessions() as session, pytest.raises(NotFound, match="no runs of its own code, only of working copies"):
+        compare_refs(session, parent[0]["commit"]["sha"], lone[0]["commit"]["sha"])
