@@ -52,6 +52,10 @@ def register(sub: Subparsers) -> None:
                                     "report, 1 a regression (see --fail-on), 2 a usage or input error.")
     ci.add_argument("--base", required=True, metavar="REV", help="the commit to compare against (sha, branch, tag)")
     ci.add_argument("--head", default="HEAD", metavar="REV", help="the commit under test (default HEAD)")
+    ci.add_argument("--working-tree", action="store_true",
+                    help="the head is the working copy as it is (uncommitted edits, and untracked files git does not "
+                         "ignore), measured interleaved with --base (e.g. --base HEAD: the edit against its commit); "
+                         "its runs are stored under HEAD's sha as a working copy's, never a point of its history")
     ci.add_argument("--repo", type=Path, default=Path("."), help="the git repository (default: the current "
                                                                   "directory)")
     ci.add_argument("--benchmarks", type=Path, default=None, metavar="DIR|REV:DIR",
@@ -94,6 +98,7 @@ class CiOptions:
     max_rounds: int | None  # None: --rounds, not adaptive
     hardware: str  # cpu, or the accelerator the suite must have run on
     report: ReportOptions
+    working_tree: bool = False  # the head is the working copy (``head`` is then HEAD)
 
 
 @dataclass(frozen=True)
@@ -105,24 +110,29 @@ class CiRun:
 
 
 def _ci(args: argparse.Namespace, settings: Settings) -> int:
+    if args.working_tree and args.head != "HEAD":
+        raise InvalidInput("--working-tree is the head (the working copy, on top of HEAD): no --head with it")
     return cmd_ci(settings, CiOptions(args.base, args.head, repository_top(args.repo), measuring(args), args.rounds,
-                                      args.max_rounds, args.hardware, report_options(args)))
+                                      args.max_rounds, args.hardware, report_options(args), args.working_tree))
 
 
 def _warn_if_one_commit(options: CiOptions) -> None:
     """Base and head naming one commit (``--base HEAD`` on a branch with nothing committed yet) measure the code
     against itself: said, so that the table is read as the A/A check it is. (Whether the working copy holds edits
-    is not asked: `git status` in the user's repository could run its filters; `ci` measures commits either way.)"""
+    is not asked: `git status` in the user's repository could run its filters; `ci` measures commits either way.)
+    The working copy as the head (``--working-tree``) is another code, whatever ``--base`` names."""
     from runners.gitrepo import GitError, resolve
 
+    if options.working_tree:
+        return
     try:
         base, head = resolve(options.repo, options.base), resolve(options.repo, options.head)
     except GitError:
         return  # an unknown revision: run_commits says so, in its own words
     if base == head:
         print(f"kernelwatch: warning: --base {options.base} and --head {options.head} are one commit "
-              f"({base[:12]}): this compares its code with itself (uncommitted edits are not measured: `kernelwatch "
-              f"run --working-tree` measures them)", file=sys.stderr)
+              f"({base[:12]}): this compares its code with itself (its uncommitted edits are not measured; "
+              "`--working-tree` measures them against --base)", file=sys.stderr)
 
 
 def cmd_ci(settings: Settings, options: CiOptions) -> int:
@@ -276,8 +286,9 @@ def run_both(settings: Settings, options: CiOptions, progress: Callable[[int, in
                            python=measured.python, build=measured.build, params=m.params, quick=m.quick,
                            trigger=m.trigger, capture_dir=capture_dir, cpu_isa=m.cpu_isa,
                            cpu_affinity=m.cpu_affinity, xla_single_thread=m.xla_single_thread,
-                           keep_pages=m.keep_pages, only=only, repository_name=measured.name)
-                for rev in (base, head)]
+                           keep_pages=m.keep_pages, only=only, repository_name=measured.name,
+                           working_tree=options.working_tree and side == "head")
+                for side, rev in (("base", base), ("head", head))]
 
     def first_round_made(per_commit: list[list[dict[str, Any]]]) -> None:
         # An empty selection, or a suite on the wrong backend, is the same in every round: a job misconfigured

@@ -150,7 +150,8 @@ def run_revisions(which: Revisions) -> list[list[str]]:
     if which.working_tree:
         if ranged or which.commit or which.skip_existing:
             raise InvalidInput("--working-tree measures the working copy alone: no --commit, --commits, "
-                               "--commits-file or --skip-existing with it")
+                               "--commits-file or --skip-existing with it (`kernelwatch ci --base REV "
+                               "--working-tree` measures it interleaved with a commit, and compares)")
         return [["HEAD"]]
     if not ranged:
         revs = list(which.commit or ["HEAD"])

@@ -107,6 +107,31 @@ def test_ci_between_commits_with_the_same_kernels_gives_no_time_verdict(tmp_path
     assert "**KernelWatch: passing** (--fail-on regression)" in (tmp_path / "summary.md").read_text()
 
 
+# timing: its verdict comes from real runs, so it runs alone, not beside the parallel tests (Makefile).
+@pytest.mark.timing
+def test_ci_measures_an_uncommitted_edit_against_its_commit(tmp_path: Path, planted: Path) -> None:
+    """`ci --base HEAD --working-tree`: the edit, not yet committed, interleaved with its commit round by round, so
+    that it gets a verdict (the working copy measured on its own was one session a side against the commit's:
+    never decided on a host whose processes differ). Its runs are a working copy's, stored under HEAD's sha."""
+    git(planted, "checkout", "-q", "main~1")
+    slow = planted / "kernels_under_test" / "softmax.py"
+    fast_text = slow.read_text()
+    slow.write_text(git(planted, "show", "main:kernels_under_test/softmax.py") + "\n")  # main's slow version
+    env = env_for(tmp_path, tmp_path / "summary.md")
+    proc = kernelwatch(["ci", "--repo", str(planted), "--base", "HEAD", "--working-tree", *SUITE, "--format", "json"],
+                       env)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "one commit" not in proc.stderr  # no A/A warning: the head is the working copy
+    document = json.loads(proc.stdout)
+    [row] = document["benchmarks"]
+    assert row["verdict"] == "regression" and row["base"]["runs"] == 4 and row["head"]["runs"] == 4, row
+    assert document["base"]["commit"] == document["head"]["commit"] == git(planted, "rev-parse", "HEAD")
+    assert any("working copy" in note for note in document["notes"]), document["notes"]
+    assert slow.read_text() != fast_text and git(planted, "status", "--porcelain")  # the edit left as it was
+    refused = kernelwatch(["ci", "--repo", str(planted), "--base", "HEAD", "--head", "main", "--working-tree"], env)
+    assert refused.returncode == 2 and "no --head with it" in refused.stderr, refused.stderr
+
+
 def test_ci_adds_rounds_while_a_benchmark_is_undecided(tmp_path: Path, planted: Path) -> None:
     """Adaptive rounds: one round a side and no stored spread cannot decide, so `--max-rounds 3` makes two more
     rounds of the undecided benchmark, and the verdict rests on three runs a side, each look at the data tested
