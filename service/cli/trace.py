@@ -80,12 +80,15 @@ def cmd_trace(settings: Settings, result_id: int, logdir: Path | None, port: int
     if not serve:
         print(f"{len(files)} trace(s) laid out for xprof: xprof --logdir {root} --port {port}", file=sys.stderr)
         return EXIT_OK
-    print(f"xprof serving {len(files)} trace(s) of result {result_id} at http://localhost:{port}/ (Ctrl-C stops "
-          "it)", file=sys.stderr)
+    print(f"xprof serving {len(files)} trace(s) of result {result_id} at http://127.0.0.1:{port}/, on this host "
+          f"alone (its worker's port {port + 1} listens on every interface: xprof has no setting for it; "
+          "Ctrl-C stops it)", file=sys.stderr)
     try:
         # xprof's gRPC worker needs a port of its own; next to the web port, so two `trace`s can run at once.
-        done = subprocess.run([sys.executable, "-m", "xprof.server", "--logdir", str(root), "--port", str(port),
-                               "--grpc_port", str(port + 1)], check=False)
+        done = subprocess.run([sys.executable, "-m", "service.cli.xprof_local", "--logdir", str(root),
+                               "--port", str(port), "--grpc_port", str(port + 1),
+                               "--worker_service_address", f"127.0.0.1:{port + 1}", "--hide_capture_profile_button"],
+                              check=False)
     except KeyboardInterrupt:
         return EXIT_OK
     return EXIT_OK if done.returncode in (0, -2, 130) else done.returncode

@@ -310,6 +310,24 @@ def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
 
         xprof.wait_until(listed, 90, "xprof to list the result's trace")
         assert [str(run) for run in runs] == [xplane.parent.name], runs
+        # The profiles are served to this host alone: xprof's own default bound every interface.
+        assert listening_addresses(port) == {"127.0.0.1"}, listening_addresses(port)
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses of the sockets listening on ``port`` (/proc/net/tcp and tcp6: state 0A)."""
+    import ipaddress
+
+    found: set[str] = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port and len(address) == width:
+                # Each 32-bit word of the address is in host (little-endian) order.
+                raw = b"".join(bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, width, 8))
+                found.add(str(ipaddress.ip_address(raw)))
+    return found
 
 
 def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[dict[str, Any], Path],
