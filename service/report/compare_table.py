@@ -307,7 +307,9 @@ def significance_line(report: ComparisonReport) -> str:
     return (f"runs are the replicates (t-test on log run medians{quiet}); significant: Benjamini-Hochberg q < "
             f"{p.alpha:g} "
             f"over {report.tests} test{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%; "
-            f"~ unchanged: the {p.confidence * 100:g}% interval within ±{p.equivalence * 100:g}%; ? inconclusive")
+            f"~ unchanged: the {p.confidence * 100:g}% interval within ±{p.equivalence * 100:g}%"
+            + (f" (or {_SMALL_EFFECT}: a significant change smaller than the minimum effect)"
+               if any(row.below_min_effect for row in report.rows) else "") + "; ? inconclusive")
 
 
 def footnote_lines(report: ComparisonReport, no_interval_shown: bool) -> list[str]:
