@@ -78,7 +78,21 @@ def estimate_cell(side: SideResult | None, unit: str) -> str:
         return f"{value} ± {format_value(max(e.high - e.median, e.median - e.low), unit)}"
     spread = relative_spread(e)
     assert spread is not None  # both ends known, the median not zero
-    return f"{value} ± {spread:.1f}%" if spread < 1 else f"{value} ± {spread:.0f}%"
+    return f"{value} ± {spread_text(spread)}"
+
+
+# Past this, a half-width in percent says nothing a reader can use: two runs a side (a t quantile of 12.7 on one
+# degree of freedom) put the upper end of a log-scale interval hundreds of times above the median, which read as
+# "± 64661%". Beyond it the interval is said to be wider than the value itself; the JSON keeps both ends.
+SPREAD_SHOWN_UP_TO = 100.0
+
+
+def spread_text(spread: float, whole_percent_from: float = 1.0) -> str:
+    """An interval's half-width in percent of its median: one decimal below ``whole_percent_from``, whole above,
+    ``>100%`` past :data:`SPREAD_SHOWN_UP_TO`."""
+    if spread > SPREAD_SHOWN_UP_TO:
+        return f">{SPREAD_SHOWN_UP_TO:.0f}%"
+    return f"{spread:.1f}%" if spread < whole_percent_from else f"{spread:.0f}%"
 
 
 def relative_spread(e: MedianEstimate) -> float | None:
@@ -103,7 +117,7 @@ def median_cell(side: SideResult | None, value: Callable[[float], str], plus_min
     spread = relative_spread(e)
     if spread is None:
         return text
-    return f"{text}{plus_minus}{spread:.1f}%" if spread < whole_percent_from else f"{text}{plus_minus}{spread:.0f}%"
+    return f"{text}{plus_minus}{spread_text(spread, whole_percent_from)}"
 
 
 def fraction_text(value: float | None) -> str:

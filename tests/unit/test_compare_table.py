@@ -101,3 +101,18 @@ def test_json_form() -> None:
 ])
 def test_value_formatting(value: float, unit: str, text: str) -> None:
     assert format_value(value, unit) == text
+
+
+def test_an_interval_wider_than_its_median_is_said_so_not_printed_as_a_percentage() -> None:
+    """Two runs a side (one degree of freedom) put a log-scale interval's upper end hundreds of times above the
+    median: that read as "± 64661%"."""
+    from service.detect.compare import MedianEstimate, SideResult
+    from service.report.compare_table import estimate_cell, median_cell
+
+    wide = SideResult("ok", None, MedianEstimate(n=10, median=372.1e-6, low=0.6e-6, high=240.9e-3, runs=2))
+    assert estimate_cell(wide, "s") == "372.1µs ± >100%"
+    assert median_cell(wide, lambda v: format_value(v, "s")) == "372.1µs ± >100%"
+    narrow = SideResult("ok", None, MedianEstimate(n=10, median=1e-3, low=0.98e-3, high=1.03e-3, runs=4))
+    assert estimate_cell(narrow, "s") == "1ms ± 3%"
+    just = SideResult("ok", None, MedianEstimate(n=10, median=1e-3, low=0.5e-3, high=2e-3, runs=4))
+    assert estimate_cell(just, "s") == "1ms ± 100%"
