@@ -35,6 +35,7 @@ class GroupableFinding:
     commit_id: int  # first commit of the new level
     previous_commit_id: int | None  # last commit of the old level
     direction: str  # a ChangeKind: regression | improvement
+    code: bool = False  # a static finding (the generated code changed): evidence, see alert_kind
 
 
 RangeKey = tuple[int, int | None, int]  # repository, previous commit, commit
@@ -57,10 +58,15 @@ class AlertGroup:
         return initial_state(self.kind)
 
 
-def alert_kind(directions: Iterable[str]) -> AlertKind:
+def alert_kind(directions: Iterable[str], code_directions: Iterable[str] = ()) -> AlertKind:
     """regression or improvement when every finding agrees, else mixed; no findings at all count as a
-    regression, so that an empty alert is never quietly taken for good news."""
-    seen = set(directions)
+    regression, so that an empty alert is never quietly taken for good news.
+
+    ``code_directions``: the static findings' (their code grew or shrank), which decide only an alert that has no
+    other finding. Code size is evidence of a change, not its worth: a commit whose kernel got 6x slower while its
+    counted code shrank (the work moved into a library call) was an "improvement" alert, kept from triage, until
+    its time finding came, and then a "mixed" one."""
+    seen = set(directions) or set(code_directions)
     if seen == {ChangeKind.IMPROVEMENT}:
         return AlertKind.IMPROVEMENT
     if seen <= {ChangeKind.REGRESSION}:
@@ -81,7 +87,8 @@ def group(findings: Iterable[GroupableFinding]) -> list[AlertGroup]:
     groups = [
         AlertGroup(repository_id=repo, previous_commit_id=prev, commit_id=commit,
                    finding_ids=tuple(sorted(f.id for f in members)),
-                   kind=alert_kind(f.direction for f in members))
+                   kind=alert_kind([f.direction for f in members if not f.code],
+                                   [f.direction for f in members if f.code]))
         for (repo, prev, commit), members in by_range.items()
     ]
     return sorted(groups, key=lambda g: (g.repository_id, g.commit_id, -1 if g.previous_commit_id is None

@@ -60,7 +60,8 @@ def group_findings(session: Session, finding_ids: Iterable[int],
     rows = stored.placed_findings(session, sorted(set(finding_ids)))
     current = {r.id: r.alert_id for r in rows}
     groups = group(GroupableFinding(id=r.id, repository_id=r.repository_id, commit_id=r.commit_id,
-                                    previous_commit_id=r.previous_commit_id, direction=r.direction) for r in rows)
+                                    previous_commit_id=r.previous_commit_id, direction=r.direction, code=r.code)
+                   for r in rows)
     existing = _alerts_by_range(session, groups)
 
     created: list[int] = []
@@ -119,10 +120,10 @@ def _create_alert(session: Session, g: AlertGroup, now: datetime) -> tuple[Alert
 def _refresh(session: Session, alert_id: int, now: datetime) -> bool:
     """Bring an alert's kind (and, while nobody has triaged it, its state) in line with its findings."""
     alert = session.get(Alert, alert_id)
-    directions = stored.finding_directions(session, alert_id)
-    if alert is None or not directions:
+    directions, code_directions = stored.finding_directions(session, alert_id)
+    if alert is None or not (directions or code_directions):
         return False  # an empty alert is the sweep's
-    kind = alert_kind(directions)
+    kind = alert_kind(directions, code_directions)
     if alert.kind != kind:
         alert.kind = kind
     if not stored.state_set_by_person(session, alert_id):

@@ -45,3 +45,12 @@ class AlertView:
     findings: list[AlertFindingView]  # the largest changes, at most the findings_limit asked for
     notes: list[AlertNoteView]
     finding_count: int  # every finding of the alert (on the hardware asked for), listed or not
+
+
+def change_word(direction: str, magnitude: float, code: bool) -> str:
+    """What a finding's change reads as: its direction (regression, improvement), or for a code (static) finding
+    which way its code moved. Code size is evidence of a change, not its worth: a slowdown whose counted code
+    shrank read "code improvement -34.1 %" beside "+664.7 %"."""
+    if not code:
+        return direction
+    return "code grew" if magnitude > 0 else "code shrank" if magnitude < 0 else "code changed"

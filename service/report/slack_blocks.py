@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from service.detect.static_diff import STATIC_DETECTOR
+from service.report.alert_views import change_word
 
 if TYPE_CHECKING:
     from service.report.alert_views import AlertNoteView, AlertView
@@ -179,7 +180,8 @@ def _state_text(alert: SlackAlert) -> str:
 
 def _finding_line(f: SlackFinding) -> str:
     how = f"exact, in {escape(f.unit)}" if f.exact else f"{f.noise_units:.1f}× noise"
-    return (f"`{f.magnitude:+.1%}` {f.direction}  {escape(f.benchmark)}  {escape(f.metric)} on "
+    return (f"`{f.magnitude:+.1%}` {change_word(f.direction, f.magnitude, f.exact)}  {escape(f.benchmark)}  "
+            f"{escape(f.metric)} on "
             f"{escape(f.hardware)} ({how})")
 
 

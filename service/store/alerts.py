@@ -16,6 +16,7 @@ from sqlalchemy import ColumnElement, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kernelwatch.vocabulary import FindingKind
 from service.report.alert_views import AlertFindingView, AlertNoteView, AlertView
 from service.store.chunks import chunks
 from service.store.models import Alert, AlertNote, Benchmark, Commit, Environment, Finding, Repository, Series
@@ -35,6 +36,7 @@ class PlacedFinding:
     previous_commit_id: int | None
     direction: str
     alert_id: int | None
+    code: bool = False  # a static finding
 
 
 def findings_and_repositories_of_series(session: Session, series_ids: Sequence[int]) -> tuple[list[int], set[int]]:
@@ -52,12 +54,13 @@ def placed_findings(session: Session, finding_ids: Sequence[int]) -> list[Placed
     for chunk in chunks(finding_ids):
         rows += session.execute(
             select(Finding.id, Series.repository_id, Finding.commit_id, Finding.previous_commit_id,
-                   Finding.direction, Finding.alert_id)
+                   Finding.direction, Finding.alert_id, Finding.kind)
             .join(Series, Series.id == Finding.series_id)
             .where(Finding.id.in_(chunk))
         ).all()
     return [PlacedFinding(id=r.id, repository_id=r.repository_id, commit_id=r.commit_id,
-                          previous_commit_id=r.previous_commit_id, direction=r.direction, alert_id=r.alert_id)
+                          previous_commit_id=r.previous_commit_id, direction=r.direction, alert_id=r.alert_id,
+                          code=r.kind == FindingKind.STATIC)
             for r in rows]
 
 
@@ -94,8 +97,11 @@ def finding_count(session: Session, alert_id: int) -> int:
     return session.scalar(select(func.count(Finding.id)).where(Finding.alert_id == alert_id)) or 0
 
 
-def finding_directions(session: Session, alert_id: int) -> list[str]:
-    return list(session.scalars(select(Finding.direction).where(Finding.alert_id == alert_id)))
+def finding_directions(session: Session, alert_id: int) -> tuple[list[str], list[str]]:
+    """The directions of the alert's findings, the static (code) findings' apart, as alert_kind takes them."""
+    rows = session.execute(select(Finding.direction, Finding.kind).where(Finding.alert_id == alert_id)).all()
+    return ([d for d, kind in rows if kind != FindingKind.STATIC],
+            [d for d, kind in rows if kind == FindingKind.STATIC])
 
 
 def has_notes(session: Session, alert_id: int) -> bool:

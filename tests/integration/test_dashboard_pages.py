@@ -159,7 +159,7 @@ def test_a_code_regression_is_counted_and_shown_in_what_it_counts(api: Api) -> N
     assert alert.kind == "regression"
     commits = api.client.get("/commits").get_data(as_text=True)
     assert "1 flagged with a regression" in commits and commits.count('class="flagged"') == 1
-    assert "code regression +1.9%" in commits and "52 instructions → 53 instructions" in commits
+    assert "code grew +1.9%" in commits and "52 instructions → 53 instructions" in commits
     assert "kernel_instructions" in commits and "wall_time" not in commits
     findings = api.client.get(f"/series/{series_id}").get_data(as_text=True)
     findings = findings[findings.index('id="findings"'):]

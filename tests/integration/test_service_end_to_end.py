@@ -202,6 +202,6 @@ def check_the_pipeline(web: Web, token: str, repo: Path, base_sha: str, head_sha
     assert "2 measured commits" in page
     rows = dict(re.findall(r'<tr class="[^"]*" data-sha="([0-9a-f]{40})">(.*?)</tr>', page, re.S))
     assert set(rows) == {base_sha, head_sha}, page[-3000:]
-    assert "code regression" in rows[head_sha] and SERIES_LABEL in rows[head_sha], rows[head_sha]
+    assert "code grew" in rows[head_sha] and SERIES_LABEL in rows[head_sha], rows[head_sha]
     assert "tanh before scaling" in rows[head_sha]
-    assert "code regression" not in rows[base_sha]
+    assert "code grew" not in rows[base_sha]

@@ -129,3 +129,24 @@ def test_alerts_as_json() -> None:
     assert a["id"] == 7 and a["created_at"] == "2026-01-02T03:04:00+00:00"
     assert a["findings"][0]["magnitude"] == 1.5231 and a["notes"][1]["state_to"] is None
     assert a["finding_count"] == 2
+
+
+def test_code_findings_decide_an_alerts_kind_only_where_nothing_else_does() -> None:
+    """A kernel 6x slower whose counted code shrank (its work moved into a library call): a regression, not a
+    mixed alert; the code alone decides only an alert with no other finding (its time finding not in yet)."""
+    assert alert_kind(["regression"], ["improvement"]) == "regression"
+    assert alert_kind(["improvement"], ["regression"]) == "improvement"
+    assert alert_kind([], ["improvement"]) == "improvement"
+    assert alert_kind([], ["regression", "improvement"]) == "mixed"
+    [g] = group([GroupableFinding(id=1, repository_id=1, commit_id=5, previous_commit_id=4, direction="improvement",
+                                  code=True), finding(2, direction="regression")])
+    assert (g.kind, g.initial_state) == ("regression", "untriaged")
+
+
+def test_a_code_finding_reads_as_which_way_its_code_moved() -> None:
+    from service.report.alert_views import change_word
+
+    assert change_word("improvement", -0.341, code=True) == "code shrank"
+    assert change_word("regression", 0.019, code=True) == "code grew"
+    assert change_word("regression", 0.0, code=True) == "code changed"  # equal size, other code (or spills)
+    assert change_word("improvement", -0.341, code=False) == "improvement"
