@@ -261,10 +261,13 @@ def cover_unimportable(runners: Sequence[SuiteRunner]) -> None:
                 continue  # it imported elsewhere and none of its benchmarks is selected: nothing was lost here
             if not found:
                 also = " (nor at any other commit of this run)" if len(runners) > 1 else ""
+                # A module that does not even compile is its own to fix; one whose import of the measured code
+                # fails at an older commit can move that import into the factory.
+                hint = ("fix the module" if error.startswith(("SyntaxError", "IndentationError", "TabError"))
+                        else "fix the import, or import the kernel inside the benchmark's factory")
                 raise ModuleNotImported(
                     f"the benchmark module {module!r} does not import at {runner.request.rev}{also}: {error}; its "
-                    "benchmarks cannot be declared there (fix the import, or import the kernel inside the "
-                    "benchmark's factory)")
+                    f"benchmarks cannot be declared there ({hint})")
             for bench in found.values():
                 runner.stand_in(bench, f"the benchmark module {module!r} did not import at this commit: {error}")
 

@@ -313,7 +313,8 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         if chosen is None:
             if not by_hardware:
                 raise InvalidInput(f"{label} has no stored measurements: name a chip with --hardware "
-                                   f"({', '.join(CHIPS)}) for a roofline-only prediction")
+                                   f"({', '.join(CHIPS)}, or cpu: this host's calibration) for a roofline-only "
+                                   "prediction")
             chosen = max(by_hardware, key=lambda k: len(by_hardware[k]))
             if len(by_hardware) > 1:
                 notes.append(f"measured on {', '.join(sorted(by_hardware))}; {chosen} has the most shapes "
