@@ -348,6 +348,12 @@ def parse_param_filter(text: str | None) -> dict[str, str]:
     return out
 
 
+def _selects(pattern: str, spec: BenchmarkSpec) -> bool:
+    if "/" in pattern:
+        return fnmatch.fnmatchcase(f"{spec.suite}/{spec.name}", pattern)
+    return fnmatch.fnmatchcase(spec.suite, pattern) or fnmatch.fnmatchcase(spec.name, pattern)
+
+
 def select(
     specs: Iterable[BenchmarkSpec],
     pattern: str = "*",
@@ -355,11 +361,12 @@ def select(
     quick: bool = False,
 ) -> Iterator[BenchmarkInstance]:
     """Instances whose ``suite/name`` matches the glob (several globs: comma-separated) and whose params match
-    every NAME=VALUE given; with ``quick``, only each benchmark's quick points."""
+    every NAME=VALUE given; with ``quick``, only each benchmark's quick points. A glob without ``/`` matches a
+    suite or a benchmark's name (``--suite softmax`` selected nothing: it had to be ``softmax/*``)."""
     wanted = dict(param_filter or {})
     patterns = [p.strip() for p in pattern.split(",") if p.strip()] or ["*"]
     for spec in specs:
-        if not any(fnmatch.fnmatchcase(f"{spec.suite}/{spec.name}", p) for p in patterns):
+        if not any(_selects(p, spec) for p in patterns):
             continue
         points = spec.quick if quick and spec.quick is not None else spec.grid
         for point in points:

@@ -60,7 +60,9 @@ def register(sub: Subparsers) -> None:
                                                                   "directory)")
     ci.add_argument("--benchmarks", type=Path, default=None, metavar="DIR|REV:DIR",
                     help="the benchmarks, kept apart from the measured code (as run --benchmarks)")
-    ci.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
+    ci.add_argument("--suite", default="*",
+                     help="glob over suite/name, e.g. 'attention/*' (comma: several; without '/': a suite or a "
+                          "benchmark's name)")
     ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     ci.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     ci.add_argument("--samples", type=at_least(1), default=10, help="timed samples per benchmark, commit and round "

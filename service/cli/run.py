@@ -60,7 +60,9 @@ def register(sub: Subparsers) -> None:
                      help="runs per commit, each a fresh benchmark process, interleaved across commits (ABBA): the "
                           "runs are the replicates a comparison counts (default 1)")
     run.add_argument("--warmup", type=at_least(0), default=3, help="untimed calls before sampling (default 3)")
-    run.add_argument("--suite", default="*", help="glob over suite/name, e.g. 'attention/*' (comma: several)")
+    run.add_argument("--suite", default="*",
+                     help="glob over suite/name, e.g. 'attention/*' (comma: several; without '/': a suite or a "
+                          "benchmark's name)")
     run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     run.add_argument("--no-capture", action="store_true",

@@ -55,6 +55,16 @@ def test_select_by_glob_and_params(tmp_path: Path) -> None:
     keys = [i.key for i in select(specs, "toy/*", parse_param_filter("kind=b"))]
     assert keys == ["toy/toy[kind=b,n=1]", "toy/toy[kind=b,n=2]"]
     assert len(list(select(specs))) == 5
+    # A glob without '/' is a suite or a benchmark's name: `--suite toy` selected nothing.
+    assert [i.key for i in select(specs, "toy", parse_param_filter("kind=b"))] == keys
+    assert len(list(select(specs, "to?"))) == 4 and not list(select(specs, "nope"))  # toy; not other/renamed
+
+
+def test_default_suite_by_bare_names() -> None:
+    specs = discover(REPO_ROOT)
+    by_suite = {i.spec.suite for i in select(specs, "softmax")}
+    by_name = {(i.spec.suite, i.spec.name) for i in select(specs, "softmax_rows")}
+    assert by_suite == {"softmax"} and by_name == {("softmax", "softmax_rows")}
 
 
 def test_param_filter_syntax() -> None:
