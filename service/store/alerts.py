@@ -19,7 +19,17 @@ from sqlalchemy.orm import Session
 from kernelwatch.vocabulary import FindingKind
 from service.report.alert_views import AlertFindingView, AlertNoteView, AlertView
 from service.store.chunks import chunks
-from service.store.models import Alert, AlertNote, Benchmark, Commit, Environment, Finding, Repository, Series
+from service.store.models import (
+    Alert,
+    AlertNote,
+    AlertNotification,
+    Benchmark,
+    Commit,
+    Environment,
+    Finding,
+    Repository,
+    Series,
+)
 from service.store.queries import finding_metric_columns, label_of
 from service.store.read_filters import ReadFilters, time_window
 from service.store.times import utc
@@ -106,6 +116,12 @@ def finding_directions(session: Session, alert_id: int) -> tuple[list[str], list
 
 def has_notes(session: Session, alert_id: int) -> bool:
     return bool(session.scalar(select(exists().where(AlertNote.alert_id == alert_id))))
+
+
+def announced(session: Session, alert_id: int) -> bool:
+    """Whether a chat message announces the alert (a notification posted: it has the message's ts)."""
+    return bool(session.scalar(select(exists().where(AlertNotification.alert_id == alert_id,
+                                                     AlertNotification.message_ts.is_not(None)))))
 
 
 def state_set_by_person(session: Session, alert_id: int) -> bool:

@@ -364,6 +364,26 @@ def test_an_alert_grouping_deletes_takes_its_row_along(sessions: sessionmaker[Se
     assert n.deliver(alert_id).state == "gone" and fake.requests == []
 
 
+def test_an_announced_alert_whose_findings_vanish_is_withdrawn_in_its_thread(sessions: sessionmaker[Session],
+                                                                             fake: FakeSlack) -> None:
+    """A false alarm that detection no longer finds (or findings a bisection moved elsewhere): the alert was
+    deleted with its notification row, and its message stood in the channel for good, still "untriaged", its
+    button pointing at an alert that was gone. Now the alert stays, emptied, and its thread says why."""
+    n = notifier(sessions, fake)
+    alert_id = stored_alert(sessions, n, benchmarks=1)
+    assert n.deliver(alert_id).state == SENT
+    [parent] = fake.top_level()
+    with unit_of_work(sessions) as s:
+        s.execute(delete(Finding))
+        outcome = group_findings(s, [], [s.scalars(select(Repository.id)).one()])
+        assert outcome.deleted == [] and outcome.emptied == [alert_id]
+        assert mark_grouped(s, outcome, CHANNEL) == [alert_id]
+    assert n.deliver(alert_id).state == SENT
+    [reply] = fake.replies(parent.ts)
+    assert "detection no longer finds a change at this range" in reply.text, reply.text
+    assert parent.edits == 1 and any("no findings left" in t for t in texts(parent.blocks)), parent.blocks
+
+
 def test_in_the_distributed_form_a_notify_worker_announces_and_replies(tmp_path: Path, pg_database: str,
                                                                       fake: FakeSlack) -> None:
     from service.context import Context
