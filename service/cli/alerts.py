@@ -64,7 +64,7 @@ def cmd_alerts_triage(settings: Settings, alert_id: int, state: str, note: str, 
     from service.pipeline.alerts import triage
     from service.store.db import unit_of_work
 
-    ctx = open_context(settings)
+    ctx = open_context(settings, administers="`kernelwatch alerts triage`")
     if author is None:
         try:
             author = getpass.getuser()

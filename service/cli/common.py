@@ -59,14 +59,22 @@ def uploads_elsewhere(settings: Settings) -> bool:
     return settings.uploads_over_http and settings.database_url is None
 
 
-def open_context(settings: Settings, *, reads: bool = False) -> Context:
+def open_context(settings: Settings, *, reads: bool = False, administers: str | None = None) -> Context:
     """The store, queue and notifier of ``settings``, its schema checked to be current (the embedded SQLite file,
     ours alone, brought up to date without asking). ``reads``: a command that reports what is stored says so on
     stderr where this host's runs are uploaded elsewhere (:func:`uploads_elsewhere`), rather than print an empty
-    answer as if nothing were measured."""
+    answer as if nothing were measured. ``administers``: a command that changes or reads the service's own state
+    (triage, tokens, deliveries), named so: refused there, since it would act on this host's embedded file, which
+    the service never reads (a token made so was refused by the service with 401)."""
     from service.context import Context
     from service.store.db import current_revision, upgrade
 
+    if administers is not None and uploads_elsewhere(settings):
+        raise ConfigurationError(
+            f"{administers} acts on the service's database, and this host has none configured: KERNELWATCH_URL "
+            f"sends its runs to {settings.service_url}, but without KERNELWATCH_DATABASE_URL this would act on this "
+            "host's own file, which the service never reads. Set KERNELWATCH_DATABASE_URL to the service's "
+            "database, or use its dashboard (alerts are triaged there too)")
     if reads and uploads_elsewhere(settings):
         print(f"note: reading this host's own store ({settings.effective_database_url}); the runs made here go "
               f"to {settings.service_url} (KERNELWATCH_URL): read them there (its dashboard and API, or "

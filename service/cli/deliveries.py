@@ -43,7 +43,7 @@ class DeliveriesOptions:
 
 def _deliveries(args: argparse.Namespace, settings: Settings) -> int:
     options = DeliveriesOptions(tuple(args.state or ()), args.limit, tuple(args.retry or ()), args.format)
-    return cmd_deliveries(options, open_context(settings))
+    return cmd_deliveries(options, open_context(settings, administers="`kernelwatch deliveries`"))
 
 
 def cmd_deliveries(options: DeliveriesOptions, ctx: Context) -> int:

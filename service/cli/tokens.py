@@ -44,7 +44,7 @@ def cmd_token_create(settings: Settings, name: str, scopes: tuple[str, ...]) -> 
     from service.pipeline.tokens import create_token
     from service.store.db import unit_of_work
 
-    ctx = open_context(settings)
+    ctx = open_context(settings, administers="`kernelwatch token create`")
     with unit_of_work(ctx.sessions) as session:
         view, token = create_token(session, name, list(scopes))
     print(f"token {view.name} (id {view.id}, {', '.join(view.scopes)}): shown this once, keep it now",
@@ -57,7 +57,7 @@ def cmd_token_revoke(settings: Settings, ref: str) -> int:
     from service.pipeline.tokens import revoke_token
     from service.store.db import unit_of_work
 
-    ctx = open_context(settings)
+    ctx = open_context(settings, administers="`kernelwatch token revoke`")
     with unit_of_work(ctx.sessions) as session:
         view = revoke_token(session, ref)
     print(f"token {view.name} (id {view.id}) revoked")
@@ -68,7 +68,7 @@ def cmd_token_list(settings: Settings, fmt: str) -> int:
     from service.pipeline.tokens import list_tokens
     from service.store.db import unit_of_work
 
-    ctx = open_context(settings)
+    ctx = open_context(settings, administers="`kernelwatch token list`")
     with unit_of_work(ctx.sessions) as session:
         views = list_tokens(session)
     if fmt == "json":

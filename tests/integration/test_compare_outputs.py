@@ -238,6 +238,13 @@ def test_a_host_that_uploads_compares_on_the_service_and_says_its_own_store_is_n
 
     listed = run_cli(["alerts", "list"], uploader)
     assert listed.returncode == 0 and f"the runs made here go to {url}" in listed.stderr
+    # What would change the service's state is refused there: it acted on this host's own file, silently (a token
+    # made so was refused by the service with 401; a triage said "no alert 1").
+    for command in (["token", "create", "ci-bot", "--scope", "submit"], ["alerts", "triage", "1", "acknowledged"],
+                    ["token", "list"], ["deliveries"]):
+        done = run_cli(command, uploader)
+        assert done.returncode == 2 and "acts on the service's database" in done.stderr, (command, done.stderr)
+        assert done.stdout == "", (command, done.stdout)
 
 
 def test_pages_are_joined_into_the_whole_comparison(stored: Stored, web: tuple[str, str]) -> None:
