@@ -159,7 +159,8 @@ def print_tables(title: str, conditions: list[Condition], scores: dict[str, dict
         s = scores[cond.name]
         print(f"  {cond.name:<26} {cond.series:>6} {s['recall']:>8.1%} {s['latency']:>8.1%} "
               f"{fmt(s['loc_median'], '.1f'):>7} {fmt(s['loc_p90'], '.1f'):>7} {s['spurious_1k_sc']:>11.3f}")
-    print("\nSeveral steps per series (>= 15 commits apart)")
+    print("\nSeveral steps per series (>= 15 commits apart; 'reverted': a step and its revert 4-12 commits later, "
+          "sizes +10/+50/+200 %)")
     print(f"  {'condition':<26} {'steps':>6} {'(a) +-5':>8} {'loc med':>7} {'loc p90':>7} {'spurious/1k':>11}")
     for cond in conditions:
         if cond.kind != "multi":

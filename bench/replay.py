@@ -139,6 +139,22 @@ def multi_step(seed: int, name: str, n: int, commits: int, noise: float, counts:
     return Condition(name, "multi", noise, values, truth, sizes)
 
 
+def reverted(seed: int, name: str, n: int, commits: int, noise: float, widths: tuple[int, int],
+             sizes: tuple[float, ...]) -> Condition:
+    """A regression reverted ``widths`` commits later (a bump: a level that came and went), at a random place:
+    two true points, the step and its revert, closer than the multi-step conditions' spacing."""
+    rng = rng_for(seed, name)
+    truth, steps = [], []
+    for _ in range(n):
+        width = int(rng.integers(widths[0], widths[1] + 1))
+        at = int(rng.integers(20, commits - 20 - width))
+        size = float(rng.choice(sizes))
+        truth.append([at, at + width])
+        steps.append([(at, size), (at + width, 1.0 / (1.0 + size) - 1.0)])
+    values = make(rng, n, commits, noise, "gaussian", steps=steps)
+    return Condition(name, "multi", noise, values, truth, [[size for _, size in planted] for planted in steps])
+
+
 def drift(seed: int, name: str, n: int, commits: int, noise: float, total: float, start: int,
           length: int) -> Condition:
     rng = rng_for(seed, name)
@@ -172,6 +188,8 @@ def replay_set(seed: int = 0, series: int = FULL_SERIES) -> list[Condition]:
     out.append(drift(seed, "drift +5%/50 @ 1.0%", quarter, 100, 0.01, 0.05, 25, 50))
     out.append(multi_step(seed, "multi 2-4 in 200 @ 1.0%", quarter, 200, 0.01, (2, 3, 4)))
     out.append(multi_step(seed, "multi 2 in 100 @ 1.0%", quarter, 100, 0.01, (2,)))
+    out.append(reverted(seed, "reverted 4-12 later @ 1.0%", quarter, 100, 0.01, (4, 12), (0.10, 0.50, 2.0)))
+    out.append(reverted(seed, "reverted 4-12 later @ 3.0%", quarter, 100, 0.03, (4, 12), (0.10, 0.50, 2.0)))
     return out
 
 

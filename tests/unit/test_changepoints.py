@@ -113,6 +113,34 @@ def test_several_steps_and_a_bump_are_all_found() -> None:
     assert [c.index for c in detect_levels(noisy([1.0] * 15 + [0.9] * 15 + [1.3] * 15))] == [15, 30]
 
 
+@pytest.mark.parametrize("before, during, after", [(8, 8, 8), (3, 10, 4), (5, 4, 6)])
+def test_a_regression_reverted_some_commits_later_is_found_at_both_ends(before: int, during: int,
+                                                                        after: int) -> None:
+    """A bump has no good single split (either side of any one mixes both levels): binary segmentation found
+    nothing in "low 8, 4x high 8, low 8", so the revert's re-detection deleted the regression's confirmed finding.
+    The two ends are tested together where the single split fails (edivisive.bump_test)."""
+    levels = [1.0] * before + [4.0] * during + [1.0] * after
+    for noise in (0.01, 0.1):
+        found = detect_levels(noisy(levels, noise=noise, seed=before))
+        assert [c.index for c in found] == [before, before + during], (noise, found)
+        assert found[0].magnitude > 2.5 and found[1].magnitude < -0.7
+    dip = detect_levels(noisy([1.0] * 8 + [0.5] * 8 + [1.0] * 8, noise=0.05))
+    assert [c.index for c in dip] == [8, 16]
+    # What no test of it may do: a level of fewer than min_side commits is an outlier, not a bump.
+    assert detect_levels(noisy([1.0] * 10 + [4.0] * 2 + [1.0] * 10)) == []
+
+
+def test_detect_many_finds_the_bumps_detect_levels_finds() -> None:
+    rng = np.random.default_rng(3)
+    rows = np.exp(0.02 * rng.standard_normal((40, 60)))
+    for i in range(0, 40, 4):
+        start = int(rng.integers(3, 40))
+        rows[i, start:start + int(rng.integers(3, 15))] *= 1.5
+    many = detect_many(rows, ChangePointParams(chunk=8))
+    assert many == [detect_levels(r, ChangePointParams(chunk=8)) for r in rows]
+    assert sum(1 for r in many[::4] if len(r) == 2) >= 8
+
+
 def test_long_series_are_read_in_windows_and_keep_every_change() -> None:
     levels = [1.0] * 90 + [1.1] * 110 + [1.25] * 150 + [1.0] * 50
     assert [c.index for c in detect_levels(noisy(levels, seed=5))] == [90, 200, 350]
