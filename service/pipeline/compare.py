@@ -18,7 +18,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import InvalidInput, NotFound
-from kernelwatch.vocabulary import Polarity
+from kernelwatch.vocabulary import Polarity, Trigger
 from service.detect.compare import (
     VERDICTS,
     BenchmarkKey,
@@ -40,7 +40,7 @@ from service.store.commits import commit_of, commits_with_prefix, repository_nam
 from service.store.models import Commit, Environment, Repository, StoredComparison
 from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise, sessions_vary
-from service.store.runs import run_named, run_origins, runs_named, runs_of_commit
+from service.store.runs import run_named, run_origins, run_triggers, runs_named, runs_of_commit
 
 MIN_PREFIX = 4
 MAX_RUNS_NAMED = 64  # run ids one reference may list
@@ -170,6 +170,10 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
         raise InvalidInput(f"{ref!r} is ambiguous: it matches commits {shown}{more}; give more of the sha{hint}")
     commit, name = matches[0]
     return side_for_commit(session, ref, commit, name)
+
+
+# Runs made to follow one finding up (service/pipeline/bisect.py): they measure its benchmark alone.
+FOLLOW_UP_TRIGGERS = frozenset({Trigger.BISECT, Trigger.CONFIRM})
 
 
 @dataclass
@@ -378,11 +382,12 @@ def _sort_key(identity: tuple[Any, ...]) -> tuple[Any, ...]:
 # What a comparison of the same runs holds changes with this (2: roofline fractions on the rows, the derived
 # efficiency rows folded into them); a comparison stored under an older revision is not found, so it is computed
 # afresh on read, and the next run of its commit stores its replacement.
-COMPARISON_REVISION = 10  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
+COMPARISON_REVISION = 11  # 3: run-level statistics, the inconclusive verdict; 4: a binding floor's degrees of freedom;
 # 5: the runs needed to decide an inconclusive verdict; 6: a side noisier than the history keeps its own spread;
 # 7: only the runs made in sessions both sides share, where each side has enough of them; 8: sides measured apart
 # compared session by session; 9: both decided benchmark by benchmark (a confirmation's session holds only some);
-# 10: failures only of the runs compared, and a note for a benchmark that failed in some of a side's runs
+# 10: failures only of the runs compared, and a note for a benchmark that failed in some of a side's runs;
+# 11: a side of follow-up runs alone leaves the benchmarks they did not measure out (not "missing" or "new")
 
 
 def comparison_key(base_runs: Sequence[int], head_runs: Sequence[int], params: CompareParams) -> str:
@@ -474,6 +479,15 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         merged = _sessions_as_replicates(session, apart, paired, noise, common, compared_runs)
         notes.append(_apart_note(apart, paired, merged, len(paired)))
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
+    for name, side, pools in (("base", base, base_pools), ("head", head, head_pools)):
+        unmeasured = {identity for identity in identities if identity not in pools}
+        if unmeasured and run_triggers(session, side.run_ids) <= FOLLOW_UP_TRIGGERS:
+            # A bisection's or confirmation's runs measure the benchmark they follow alone: the others are not
+            # gone from that commit ("missing", "new", and --fail-on any failing on them), only not measured.
+            identities -= unmeasured
+            notes.append(f"{len(unmeasured)} benchmark(s) were not measured at the {name} "
+                         f"({side.label.commit[:12]}): its runs are follow-ups (a bisection's or a confirmation's), "
+                         "which measure only the benchmarks they follow")
     pairs = []
     for identity in sorted(identities, key=_sort_key):
         b, h = base_pools.get(identity), head_pools.get(identity)

@@ -76,6 +76,11 @@ def environment_run_counts(session: Session, run_ids: Sequence[int]) -> list[tup
         select(Run.environment_id, func.count(Run.id)).where(Run.id.in_(list(run_ids))).group_by(Run.environment_id))]
 
 
+def run_triggers(session: Session, run_ids: Sequence[int]) -> set[str]:
+    """What made these runs (push, pr, bisect, confirm, ...), each trigger once."""
+    return set(session.scalars(select(Run.trigger).where(Run.id.in_(list(run_ids))).distinct()))
+
+
 def run_origins(session: Session, run_ids: Sequence[int]) -> dict[int, RunOrigin]:
     """Each run's environment and the interleaved session it was a round of (None: made on its own)."""
     rows = session.execute(select(Run.id, Run.environment_id, Run.round_session).where(Run.id.in_(list(run_ids))))

@@ -211,3 +211,29 @@ def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Sessi
     ingest(sessions, lone)
     with sessions() as session, pytest.raises(NotFound, match="no runs of its own code, only of working copies"):
         compare_refs(session, parent[0]["commit"]["sha"], lone[0]["commit"]["sha"])
+
+
+def test_a_commit_measured_only_by_follow_ups_has_its_other_benchmarks_unmeasured_not_missing(
+        sessions: sessionmaker[Session]) -> None:
+    """A bisection or confirmation measures the benchmark it follows alone: at a culprit whose only runs are those,
+    the suite's other benchmarks read as "missing" (and `--fail-on any` failed on them), or "new" on the commit
+    after it. They are left out, and said to be unmeasured."""
+    rng = np.random.default_rng(3)
+
+    def result(name: str, level: float) -> dict[str, Any]:
+        return builders.result(name=name, samples=[float(level * (1 + 0.01 * v)) for v in rng.standard_normal(10)])
+
+    base = [builders.manifest(0, [result("a", 1e-3), result("b", 2e-3)]) for _ in range(3)]
+    follow_ups = [builders.manifest(1, [result("a", 1.5e-3)], trigger=trigger) for trigger in ("bisect", "confirm")]
+    ingest(sessions, base + follow_ups)
+    with sessions() as session:
+        outcome = compare_refs(session, base[0]["commit"]["sha"], follow_ups[0]["commit"]["sha"])
+    assert [row.key.name for row in outcome.report.rows] == ["a"], outcome.report.rows
+    assert outcome.report.count("missing") == 0
+    [note] = [n for n in outcome.notes if "were not measured" in n]
+    assert note.startswith("1 benchmark(s) were not measured at the head"), note
+    # A commit with a run of the whole suite as well: a benchmark absent there is missing, as before.
+    ingest(sessions, [builders.manifest(1, [result("a", 1.5e-3)])])
+    with sessions() as session:
+        outcome = compare_refs(session, base[0]["commit"]["sha"], follow_ups[0]["commit"]["sha"])
+    assert outcome.report.count("missing") == 1 and not any("were not measured" in n for n in outcome.notes)
