@@ -156,7 +156,9 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
             (run.id,), frozenset({run.environment_id}), named_runs=True)
     where = f" in repository {repository.name}" if repository is not None else ""
     if not _HEX.match(ref) or len(ref) > 40:
-        raise NotFound(f"no run {ref!r}, and it is not a commit sha{where}")
+        # A branch, tag or HEAD~1 is git's to resolve, in a repository the store knows: named with --repo.
+        hint = "" if repository is not None else " (a branch, tag or other git revision needs --repo NAME)"
+        raise NotFound(f"no run {ref!r}, and it is not a commit sha{where}{hint}")
     if len(ref) < MIN_PREFIX:
         raise InvalidInput(f"{ref!r} is too short: a sha prefix needs at least {MIN_PREFIX} hex digits")
     matches = commits_with_prefix(session, ref.lower(), repository.id if repository is not None else None,

@@ -141,6 +141,12 @@ def test_usage_errors_exit_2(stored: Stored, args: list[str], message: str) -> N
     assert proc.returncode == 2 and proc.stdout == "" and message in proc.stderr, proc.stderr
 
 
+def test_a_git_revision_without_repo_is_told_to_name_the_repository(stored: Stored) -> None:
+    proc = compare(["HEAD~1", "HEAD"], stored.env)
+    assert proc.returncode == 2 and "no run 'HEAD~1'" in proc.stderr and "needs --repo NAME" in proc.stderr, \
+        proc.stderr
+
+
 def test_formats(stored: Stored) -> None:
     refs = [stored.base_sha[:10], stored.head_sha[:10]]
     text = compare(refs, stored.env).stdout
