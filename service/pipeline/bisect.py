@@ -246,14 +246,16 @@ def _on_their_way(session: Session, series: Series, job: BisectJob, between: lis
 def _confirm_step(session: Session, series: Series, finding: Finding, good: Commit, bad: Commit,
                   job: BisectJob | None, samples: int, policy: FollowUpPolicy) -> RunOrder | None:
     now = datetime.now(UTC)
+    # An open confirmation of another change first: it stops whatever comes next (before, a change already
+    # confirmed returned first, and a confirmation of one that vanished stayed "running" for good).
+    if job is not None and (job.good_commit_sha, job.bad_commit_sha) != (good.sha, bad.sha):
+        _finish(job, CANCELLED, "the change point moved; a new confirmation follows")
+        job = None
     # A cancelled confirmation of this same change gave no verdict: a change point that went and came back (a
     # finding detection re-created, under the same id or another) is confirmed anew.
     done = stored.job_of_change(session, series.id, CONFIRM, good.sha, bad.sha, (*OPEN_STATES, CANCELLED))
     if done is not None:
         return None  # this exact change was already confirmed or refuted
-    if job is not None and (job.good_commit_sha, job.bad_commit_sha) != (good.sha, bad.sha):
-        _finish(job, CANCELLED, "the change point moved; a new confirmation follows")
-        job = None
     if job is None:
         job = _new_job(session, series, finding, good, bad, CONFIRM, policy)
         job.runs_requested = [good.sha, bad.sha]

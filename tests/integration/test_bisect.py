@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +279,30 @@ def test_a_finding_recreated_after_its_confirmation_was_cancelled_is_confirmed(s
     (_, state, message, _) = _confirm_jobs(sessions)[-1]
     assert state == "done" and message is not None and message.startswith("confirmed"), message
     assert message.endswith(f"runs={rounds}+{rounds}"), message
+
+
+def test_an_open_confirmation_of_a_vanished_change_ends_when_the_series_newest_change_is_confirmed_already(
+        sessions: sessionmaker[Session], tmp_path: Path) -> None:
+    """A false alarm's confirmation was running when its change vanished; the series' newest change is then one
+    confirmed before. That one's early return left the other confirmation "running" for good."""
+    rng = np.random.default_rng(4)
+    queue = PlayedQueue(sessions, tmp_path / "repos")
+    series_id = _history(sessions, queue, rng)
+    ((job_id, _, _, _),) = _confirm_jobs(sessions)
+    _play_to_the_end(sessions, queue, rng, job_id)
+    assert _confirm_jobs(sessions)[0][1] == "done"
+    with unit_of_work(sessions) as s:  # the vanished change's confirmation, still open
+        done = s.get(BisectJob, job_id)
+        assert done is not None
+        now = datetime.now(UTC)
+        s.add(BisectJob(series_id=series_id, finding_id=None, repository_id=done.repository_id,
+                        good_commit_sha=builders.sha_for("demo-1"), bad_commit_sha=builders.sha_for("demo-2"),
+                        hardware=done.hardware, state="running", purpose="confirm", runs_requested=[],
+                        created_at=now, updated_at=now))
+    follow_up(sessions, queue, [series_id], queue.policy, queue.repos_dir)
+    (_, first, _, _), (_, second, message, _) = _confirm_jobs(sessions)
+    assert (first, second) == ("done", "cancelled") and "moved" in (message or ""), message
+    assert not queue.orders
 
 
 def _gapped_history(sessions: sessionmaker[Session], tmp_path: Path,
