@@ -76,6 +76,7 @@ def cmd_beat(settings: Settings) -> int:
     if not settings.redis_url:
         raise ConfigurationError("kernelwatch beat needs KERNELWATCH_REDIS_URL (e.g. redis://127.0.0.1:6379/0)")
     from service.tasks import make_celery
+    from service.tracked import beat_schedule
 
     if not settings.tracked:
         print("kernelwatch beat: KERNELWATCH_TRACK names no branch (REPO@BRANCH[@HARDWARE],...): nothing to "
@@ -83,7 +84,13 @@ def cmd_beat(settings: Settings) -> int:
     for branch in settings.tracked:
         print(f"tracking {branch.label} every {settings.track_period_s} s", file=sys.stderr)
     settings.ensure_dirs()
+    app = make_celery(settings)
+    # Celery's interval schedule fires one period after beat starts, so a new deployment measured nothing for its
+    # first period (an hour by default): one tick per branch now. A tick is idempotent (a tip queued or stored is
+    # not queued again), so a restarted beat's costs nothing.
+    for entry in beat_schedule(settings.tracked, settings.track_period_s).values():
+        app.send_task(entry["task"], args=entry["args"], **entry["options"])
     # Beat keeps when each entry last ran in this file, so a restart does not fire every entry at once.
     schedule_file = settings.home / "celerybeat-schedule"
-    make_celery(settings).start(["beat", "--schedule", str(schedule_file), "--loglevel", "INFO"])
+    app.start(["beat", "--schedule", str(schedule_file), "--loglevel", "INFO"])
     return EXIT_OK

@@ -165,7 +165,9 @@ def beat_env(home: Path, track: str, period: str) -> dict[str, str]:
 
 
 def test_kernelwatch_beat_sends_a_tick_per_branch_to_the_detect_queue(tmp_path: Path, repo: Path) -> None:
-    env = beat_env(tmp_path / "home", f"{repo}@main,{repo}@dev@h200", "1")
+    # A period of an hour: the ticks come at start (Celery's schedule alone fired one period later, and a new
+    # deployment measured nothing for its first hour).
+    env = beat_env(tmp_path / "home", f"{repo}@main,{repo}@dev@h200", "3600")
     client = redis.Redis.from_url(BEAT_REDIS_URL)
     with start_kernelwatch(env, tmp_path, "beat", name="beat") as beat:
         beat.wait_until(lambda: len({tuple(m["args"]) for m in queued(client, "detect")}) >= 2, 60,
