@@ -172,6 +172,8 @@ def test_kernelwatch_beat_sends_a_tick_per_branch_to_the_detect_queue(tmp_path: 
     with start_kernelwatch(env, tmp_path, "beat", name="beat") as beat:
         beat.wait_until(lambda: len({tuple(m["args"]) for m in queued(client, "detect")}) >= 2, 60,
                         "a tick of each branch on the detect queue")
+        beat.wait_until(lambda: bool(list((tmp_path / "home").glob("celerybeat-schedule*"))), 60,
+                        "beat to start its schedule")
     ticks = queued(client, "detect")
     assert {m["task"] for m in ticks} == {RUN_TRACKED_TASK}, beat.tail()
     assert {tuple(m["args"]) for m in ticks} == {(str(repo), "main", "cpu"), (str(repo), "dev", "h200")}
