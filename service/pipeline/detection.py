@@ -11,6 +11,7 @@ are left as an earlier read stored them, neither added nor removed. A change old
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -30,7 +31,7 @@ from service.store import findings as stored
 from service.store.db import unit_of_work
 from service.store.findings import findings_of_series
 from service.store.locks import lock_series
-from service.store.models import Finding, Series
+from service.store.models import Alert, Finding, Series
 from service.store.series_history import default_branch_samples
 
 if TYPE_CHECKING:
@@ -105,6 +106,13 @@ def detect_series(session: Session, series_id: int, detector: Detector, limit: i
             finding = Finding(series_id=series_id, commit_id=change.commit_id, detector=detector.name,
                               kind=kind, created_at=now, attribution={})
             session.add(finding)
+        if finding.alert_id is not None and finding.magnitude is not None and _revised(finding.magnitude,
+                                                                                    change.magnitude):
+            # Its alert shows this figure (its page, its chat message): the alert changed with it, so that the
+            # notifier's sweep (an alert newer than its message) edits the message rather than leave the first one.
+            alert = session.get(Alert, finding.alert_id)
+            if alert is not None:
+                alert.updated_at = now
         finding.previous_commit_id = change.previous_commit_id
         finding.detector_version = detector.version
         finding.direction = change.kind
@@ -119,6 +127,19 @@ def detect_series(session: Session, series_id: int, detector: Detector, limit: i
         stored.delete_findings_at(session, series_id, detector.name, stale)
     session.flush()
     return stored.detector_finding_ids(session, series_id, detector.name)
+
+
+# A change's size re-estimated on a longer history moves a little with every commit that lands; an alert (and its
+# chat message) follows it when it moves by more than this factor (+226.6 % -> +404.9 % is 1.55x; +100.3 % ->
+# +100.5 % is no news, and editing the message for it would make every commit an edit).
+REVISED_BY = 1.1
+
+
+def _revised(before: float, after: float) -> bool:
+    """Whether a change's size (after / before - 1) moved by more than REVISED_BY either way."""
+    if before <= -1 or after <= -1:
+        return before != after
+    return abs(math.log((1 + after) / (1 + before))) > math.log(REVISED_BY)
 
 
 def detect_many(session: Session, series_ids: Sequence[int], detector: Detector,

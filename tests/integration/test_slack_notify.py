@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import delete, select
@@ -382,6 +383,40 @@ def test_an_announced_alert_whose_findings_vanish_is_withdrawn_in_its_thread(ses
     [reply] = fake.replies(parent.ts)
     assert "detection no longer finds a change at this range" in reply.text, reply.text
     assert parent.edits == 1 and any("no findings left" in t for t in texts(parent.blocks)), parent.blocks
+
+
+def test_a_finding_whose_size_detection_revised_has_its_message_edited(sessions: sessionmaker[Session],
+                                                                      fake: FakeSlack) -> None:
+    """Re-detection on a longer history revises a change's size (+226.6 % read +404.9 % later): the message kept
+    the first figure, since the finding's alert looked unchanged. Now its alert is newer than its message, and
+    the notifier's sweep edits it."""
+    from service.detect.types import ChangePoint
+    from service.pipeline.detection import detect_series
+    from service.store.models import Alert
+
+    n = notifier(sessions, fake)
+    alert_id = stored_alert(sessions, n, benchmarks=1)
+    assert n.deliver(alert_id).state == SENT
+    [parent] = fake.top_level()
+    with sessions() as s:
+        finding = s.scalars(select(Finding)).one()
+        series_id, commit_id, previous = finding.series_id, finding.commit_id, finding.previous_commit_id
+
+    class Revised:
+        name, version = "test", 1
+
+        def detect(self, points: Any, polarity: Any) -> list[ChangePoint]:
+            return [ChangePoint(index=1, commit_id=commit_id, previous_commit_id=previous, before=1.0, after=4.05,
+                                magnitude=3.05, noise_units=20.0, kind="regression", p_value=1e-6)]
+
+    with unit_of_work(sessions) as s:
+        detect_series(s, series_id, Revised())  # type: ignore[arg-type]
+    assert n.sweep() == [alert_id]
+    assert parent.edits == 1 and any("+305.0%" in t for t in texts(parent.blocks)), texts(parent.blocks)
+    with unit_of_work(sessions) as s:  # the same figure again: nothing newer, nothing edited
+        detect_series(s, series_id, Revised())  # type: ignore[arg-type]
+        assert s.get(Alert, alert_id) is not None
+    assert n.sweep() == [] and parent.edits == 1
 
 
 def test_in_the_distributed_form_a_notify_worker_announces_and_replies(tmp_path: Path, pg_database: str,
