@@ -4,6 +4,7 @@ runner made, stored)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -267,11 +268,19 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
         print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
               f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
     if options.ingest and settings.uploads_over_http:
+        from runners.uploader import UploadUnavailable
         from service.context import http_uploader
 
         send = http_uploader(settings)
-        for doc in documents:
-            sent = send(doc)
+        for index, doc in enumerate(documents):
+            try:
+                sent = send(doc)
+            except UploadUnavailable as exc:
+                # The measurements are not lost with the connection: kept, to be sent again as they are (the same
+                # run ids: the service stores each once). Measuring again would make other runs.
+                kept = _keep_unsent(settings, documents[index:])
+                raise UploadUnavailable(f"{exc}. The {len(kept)} run(s) not confirmed are kept: `kernelwatch ingest "
+                                        f"FILE` sends each again ({', '.join(str(k) for k in kept)})") from None
             print(f"uploaded as run {sent.run_id} to {send.api}"
                   f"{'' if sent.created else ' (already stored; nothing changed)'}")
     elif options.ingest:
@@ -303,6 +312,18 @@ def print_found(ctx: Context, since: datetime, repository: str | None) -> None:
         print("found nothing new: no change point, static diff or numerics change in these runs' series")
 
 
+def _keep_unsent(settings: Settings, documents: list[dict[str, Any]]) -> list[Path]:
+    """Write manifests an upload could not deliver under KERNELWATCH_HOME/unsent, one file each."""
+    folder = settings.home / "unsent"
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for doc in documents:
+        path = folder / f"{doc['run_id']}.json"
+        path.write_text(json.dumps(doc))
+        kept.append(path)
+    return kept
+
+
 def cmd_ingest(settings: Settings, path: Path) -> int:
     from service.contract import MAX_MANIFEST_BYTES
     from service.store.models import Run
@@ -315,6 +336,20 @@ def cmd_ingest(settings: Settings, path: Path) -> int:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror}") from None
     if len(payload) > MAX_MANIFEST_BYTES:
         raise InvalidInput(f"{path} is larger than a manifest may be ({MAX_MANIFEST_BYTES} bytes)")
+    if settings.uploads_over_http:  # the host's runs go to the service: so does this one (a run kept unsent)
+        from service.context import http_uploader
+
+        send = http_uploader(settings)
+        try:
+            document = json.loads(payload)
+        except ValueError as exc:
+            raise InvalidInput(f"{path} is not a manifest (not JSON: {exc})") from None
+        if not isinstance(document, dict):
+            raise InvalidInput(f"{path} is not a manifest (a JSON object)")
+        sent = send(document)
+        print(f"uploaded as run {sent.run_id} to {send.api}"
+              f"{'' if sent.created else ' (already stored; nothing changed)'}")
+        return EXIT_OK
     ctx = open_context(settings)
     started = datetime.now(UTC)
     outcome = ctx.submit(payload)

@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelwatch.errors import InvalidInput
+from kernelwatch.errors import InvalidInput, Transient
 from runners.artifacts import ArtifactStore
 from service.contract import Manifest, parse_manifest
 from service.pipeline.ingest import IngestOutcome, ingest_manifest
@@ -51,15 +51,21 @@ def submit_manifest(
         reason = str(exc.orig).splitlines()[0][:300] if exc.orig is not None else "a value out of range"
         raise InvalidInput(f"the database refused a value of this manifest, so nothing was stored: {reason}") from None
     # Only after the commit. A failure to enqueue raises Transient: the caller (an HTTP 503) retries.
-    if parse_ids:
-        queue.enqueue_parse(parse_ids)
-    if series_ids:
-        queue.enqueue_detect(series_ids)
-        # After detection (in-process) or beside it (workers): the commit page's comparison, made on write.
-        queue.enqueue_compare([outcome.run_id])
-    if pull_requests:
-        # The run is a tracked pull request's head or merge-base: its comparison may be complete now.
-        queue.enqueue_pr_reports(pull_requests)
+    try:
+        if parse_ids:
+            queue.enqueue_parse(parse_ids)
+        if series_ids:
+            queue.enqueue_detect(series_ids)
+            # After detection (in-process) or beside it (workers): the commit page's comparison, made on write.
+            queue.enqueue_compare([outcome.run_id])
+        if pull_requests:
+            # The run is a tracked pull request's head or merge-base: its comparison may be complete now.
+            queue.enqueue_pr_reports(pull_requests)
+    except Transient as exc:
+        # Said as it is: the run is stored (a bare "unavailable" sent its runner's user to measure it again, a
+        # second run), and the same upload again queues what is missing.
+        raise Transient(f"run {manifest.run_id} is stored, but its follow-up work (parsing, detection) could not be "
+                        f"queued ({exc}): send the same upload again to queue it") from exc
     return outcome
 
 

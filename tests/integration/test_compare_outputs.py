@@ -244,6 +244,19 @@ def test_a_host_that_uploads_compares_on_the_service_and_says_its_own_store_is_n
 
     listed = run_cli(["alerts", "list"], uploader)
     assert listed.returncode == 0 and f"the runs made here go to {url}" in listed.stderr
+    # A run an upload could not deliver is kept (`run` says where) and `ingest` sends it to the service, once.
+    from service.cli.run import _keep_unsent
+    from service.settings import load_settings
+    from tests import builders
+
+    doc = builders.manifest(0, [builders.result()], repo="unsent-probe")
+    [kept] = _keep_unsent(load_settings(uploader), [doc])
+    assert kept == tmp_path / "home" / "unsent" / f"{doc['run_id']}.json"
+    sent = run_cli(["ingest", str(kept)], uploader)
+    assert sent.returncode == 0 and f"uploaded as run {doc['run_id']} to {url}" in sent.stdout, sent.stderr
+    again = run_cli(["ingest", str(kept)], uploader)
+    assert again.returncode == 0 and "already stored; nothing changed" in again.stdout, again.stderr
+
     # What would change the service's state is refused there: it acted on this host's own file, silently (a token
     # made so was refused by the service with 401; a triage said "no alert 1").
     for command in (["token", "create", "ci-bot", "--scope", "submit"], ["alerts", "triage", "1", "acknowledged"],

@@ -142,6 +142,10 @@ def test_a_submission_the_broker_refused_is_reported_and_its_detection_not_dropp
     (status, body, took), (retry_status, _, _) = outcomes
     # Reported: a prompt 503 in the stable shape that the runner retries on, not a 500 it may give up on.
     assert status == 503 and body["error"]["code"] == "unavailable", (status, body)
+    # ... which says the run is stored, and that the same upload again queues the rest (its runner's user measured
+    # the commit again when told only "unavailable, try again later": a second run).
+    assert f"run {docs[-1]['run_id']} is stored" in body["error"]["message"], body
+    assert "send the same upload again" in body["error"]["message"], body
     assert took < 10
     assert retry_status in (200, 201)
     # Not dropped: the run's detection happens once the broker is back.
