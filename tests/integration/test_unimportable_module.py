@@ -24,6 +24,7 @@ def {kernel}d(n):
     x = np.arange(n, dtype=np.float32)
     return Case(fn={kernel}, args=(x,), reference=lambda: x * {factor})
 '''
+# One round a side: these check what is failed where, not a verdict (which needs rounds, and the timing tier).
 FAST = ["--samples", "3", "--warmup", "1", "--no-capture"]
 
 
@@ -57,7 +58,7 @@ def test_a_module_that_does_not_import_at_one_commit_costs_its_benchmarks_there(
     env = clean_env(tmp_path / "home")
 
     # The pull request adding triple: at the merge-base its benchmark module cannot import tinyk.triple.
-    added = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "2", "--format", "json", *FAST],
+    added = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "1", "--format", "json", *FAST],
                         env)
     assert added.returncode == 0, added.stderr[-3000:]
     found = rows(added.stdout)
@@ -67,7 +68,7 @@ def test_a_module_that_does_not_import_at_one_commit_costs_its_benchmarks_there(
         str(found["tripled"]["base"]["message"]), found["tripled"]
 
     # A selection that leaves the module out: nothing of it is lost at the base, nothing is said.
-    narrow = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "2", "--suite", "tiny/doubled",
+    narrow = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "1", "--suite", "tiny/doubled",
                           "--format", "json", *FAST], env)
     assert narrow.returncode == 0, narrow.stderr[-3000:]
     assert set(rows(narrow.stdout)) == {"doubled"}
@@ -86,7 +87,7 @@ def test_a_module_that_does_not_import_at_one_commit_costs_its_benchmarks_there(
     (repo / "tinyk" / "__init__.py").write_text("def twice(x):\n    return x * 2\n\n\n"
                                                 "def triple(x):\n    return x * 3\n")
     commit_all(repo, "double renamed, its benchmark left behind")
-    broken = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "2", "--format", "json",
+    broken = kernelwatch(["ci", "--repo", str(repo), "--base", "main~1", "--rounds", "1", "--format", "json",
                           *FAST], env)
     assert broken.returncode == 1, broken.stderr[-3000:]
     found = rows(broken.stdout)
