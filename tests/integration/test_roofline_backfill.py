@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +80,12 @@ def test_the_backfill_stores_what_ingest_stored(sessions: sessionmaker[Session])
 def test_db_upgrade_backfills_and_says_how_many(tmp_path: Path, pg_database: str) -> None:
     env = clean_env(tmp_path / "home", KERNELWATCH_DATABASE_URL=pg_database)
     kernelwatch("db", "upgrade", env=env)
-    for i, doc in enumerate(stored_runs()):
-        path = tmp_path / f"m{i}.json"
-        path.write_text(json.dumps(doc))
-        kernelwatch("ingest", str(path), env=env)
     engine = make_engine(pg_database)
     try:
         sessions = make_session_factory(engine)
+        with unit_of_work(sessions) as s:  # stored here: the commands under test are the two that follow
+            for doc in stored_runs():
+                ingest_manifest(s, parse_manifest(doc))
         forget_figures(sessions)
         out = kernelwatch("db", "upgrade", env=env)
         assert "roofline figures: 4 results filled, 1 without a roof" in out and "1 without FLOP/byte counts" in out
