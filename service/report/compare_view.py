@@ -84,12 +84,13 @@ def _geomean(rows: list[Comparison], whole: Geomean | None) -> Geomean | None:
 
 
 def restrict(report: ComparisonReport, pattern: re.Pattern[str] | None) -> ComparisonReport:
-    """The report of the benchmarks whose label (``suite/name k=v ...``) the pattern finds, with geomeans over
-    them; the report itself when there is no pattern. q-values are kept as they were: they were corrected over
-    every test made, and a narrower view does not make fewer tests."""
+    """The report of the benchmarks whose label (``suite/name k=v ...``, or ``suite/name[k=v,...]``) the pattern
+    finds, with geomeans over them; the report itself when there is no pattern. q-values are kept as they were:
+    they were corrected over every test made, and a narrower view does not make fewer tests."""
     if pattern is None:
         return report
-    kept = [r for r in report.rows if pattern.search(r.key.label)]
+    # Also the key as run and ci print it (``suite/name[k=v,...]``): a benchmark's name copied from a run's output.
+    kept = [r for r in report.rows if pattern.search(r.key.label) or pattern.search(_key_text(r))]
     groups: dict[tuple[str, str, str], list[Comparison]] = {}
     for row in kept:
         groups.setdefault((row.key.environment, row.key.metric, row.key.unit), []).append(row)
@@ -97,6 +98,10 @@ def restrict(report: ComparisonReport, pattern: re.Pattern[str] | None) -> Compa
     geomeans = [g for group, rows in groups.items() if (g := _geomean(rows, wholes.get(group))) is not None]
     # Counted afresh from the rows kept (a report read a page at a time carries totals of the whole).
     return replace(report, rows=tuple(kept), geomeans=tuple(geomeans), totals=None)
+
+
+def _key_text(row: Comparison) -> str:
+    return f"{row.key.suite}/{row.key.name}[{','.join(f'{k}={v}' for k, v in row.key.params)}]"
 
 
 def _size(row: Comparison) -> float:

@@ -151,6 +151,10 @@ def test_filter_narrows_the_summary_and_recomputes_the_geomean() -> None:
     algbw = restrict(report, re.compile("rows=256"))
     kept = next(g for g in algbw.geomeans if g.metric == "algbw")
     assert kept == next(g for g in report.geomeans if g.metric == "algbw")  # every member kept: its bounds too
+    # The key as run and ci print it, copied from their output, finds the same rows as the label does.
+    bracketed = restrict(report, re.compile(re.escape("softmax/softmax_rows[cols=4096,rows=256]")))
+    labelled = restrict(report, re.compile(re.escape("softmax/softmax_rows cols=4096 rows=256")))
+    assert bracketed.rows and [r.key for r in bracketed.rows] == [r.key for r in labelled.rows]
 
 
 def test_fail_on_rules() -> None:
