@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwatch.errors import InvalidInput
+from kernelwatch.vocabulary import Trigger
 from runners.gitrepo import (
     GitError,
     checkout,
@@ -399,7 +400,10 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
     facts = commit_facts(repo, request.rev)
     head_branch = current_branch(repo)
     branch = request.branch
-    if branch is None and head_branch and is_ancestor(repo, facts.sha, head_branch):
+    # A commit on the checked-out branch is a point of its history, unless the run is a pull request's: it is
+    # measured with the pull request's suite (its head's, or `ci`'s working copy), which may be edited, and a
+    # merge-base run so labelled put the edit into the branch's series.
+    if branch is None and request.trigger != Trigger.PR and head_branch and is_ancestor(repo, facts.sha, head_branch):
         branch = head_branch
     if request.working_tree:
         worktree, dirty = copy_working_tree(repo, cache_dir / repository_name(repo) / "working-tree"), True

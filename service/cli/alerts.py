@@ -82,7 +82,7 @@ def cmd_alerts_triage(settings: Settings, alert_id: int, state: str, note: str, 
 
 
 def cmd_alerts_notify(settings: Settings, retry_failed: bool) -> int:
-    ctx = open_context(settings)
+    ctx = open_context(settings, administers="`kernelwatch alerts notify`")
     if ctx.notifier is None:
         raise ConfigurationError("Slack is off: set KERNELWATCH_SLACK_TOKEN and KERNELWATCH_SLACK_CHANNEL")
     started = ctx.notifier.retry_failed() if retry_failed else []

@@ -73,8 +73,9 @@ def open_context(settings: Settings, *, reads: bool = False, administers: str | 
         raise ConfigurationError(
             f"{administers} acts on the service's database, and this host has none configured: KERNELWATCH_URL "
             f"sends its runs to {settings.service_url}, but without KERNELWATCH_DATABASE_URL this would act on this "
-            "host's own file, which the service never reads. Set KERNELWATCH_DATABASE_URL to the service's "
-            "database, or use its dashboard (alerts are triaged there too)")
+            f"host's own file ({settings.effective_database_url}). Set KERNELWATCH_DATABASE_URL to the service's "
+            "database (the same file where `kernelwatch serve` on this host is the service), or use its dashboard "
+            "(alerts are triaged there too)")
     if reads and uploads_elsewhere(settings):
         print(f"note: reading this host's own store ({settings.effective_database_url}); the runs made here go "
               f"to {settings.service_url} (KERNELWATCH_URL): read them there (its dashboard and API, or "

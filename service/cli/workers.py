@@ -86,11 +86,15 @@ def cmd_beat(settings: Settings) -> int:
     settings.ensure_dirs()
     app = make_celery(settings)
     # Celery's interval schedule fires one period after beat starts, so a new deployment measured nothing for its
-    # first period (an hour by default): one tick per branch now. A tick is idempotent (a tip queued or stored is
-    # not queued again), so a restarted beat's costs nothing.
-    for entry in beat_schedule(settings.tracked, settings.track_period_s).values():
-        app.send_task(entry["task"], args=entry["args"], **entry["options"])
-    # Beat keeps when each entry last ran in this file, so a restart does not fire every entry at once.
+    # first period (an hour by default): one tick per branch now, at every start. A tick is idempotent (a tip
+    # queued or stored is not queued again), so a restarted beat's costs a look at each tip.
+    try:
+        for entry in beat_schedule(settings.tracked, settings.track_period_s).values():
+            app.send_task(entry["task"], args=entry["args"], **entry["options"])
+    except Exception as exc:  # the broker down at start: beat's own loop reconnects, and ticks a period later
+        print(f"kernelwatch beat: warning: could not send the first ticks ({exc}); they come a period later",
+              file=sys.stderr)
+    # Beat keeps when each entry last ran in this file (so that its own schedule does not fire at once on restart).
     schedule_file = settings.home / "celerybeat-schedule"
     app.start(["beat", "--schedule", str(schedule_file), "--loglevel", "INFO"])
     return EXIT_OK

@@ -17,8 +17,13 @@ LOOPBACK = "127.0.0.1"
 def main(argv: list[str]) -> int:
     from xprof import server
 
-    # xprof's own function choosing the address its web server binds (xprof.server._get_wildcard_address).
-    server._get_wildcard_address = lambda _port: LOOPBACK  # type: ignore[attr-defined]
+    # xprof's own function choosing the address its web server binds (xprof.server._get_wildcard_address). An
+    # xprof without it would bind every interface while `trace` says this host alone: refused instead.
+    if not callable(getattr(server, "_get_wildcard_address", None)):
+        print("kernelwatch trace: this xprof chooses its address another way, and would serve the traces to every "
+              "network interface; use --no-serve and start xprof yourself", file=sys.stderr)
+        return 2
+    server._get_wildcard_address = lambda _port: LOOPBACK
     return int(server.main(argv))
 
 

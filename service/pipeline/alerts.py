@@ -141,7 +141,7 @@ def _sweep_empty(session: Session, repository_ids: set[int], moved_to: dict[int,
     for alert in stored.empty_alerts(session, sorted(repository_ids)):
         # An alert a chat message announced is kept, emptied, like one a person wrote on: deleted, its message
         # stood in the channel for good, a false alarm never withdrawn, a link to an alert that is not there.
-        if not stored.has_notes(session, alert.id) and not stored.announced(session, alert.id):
+        if not stored.has_notes(session, alert.id) and not stored.announced(session, alert.id, now):
             session.delete(alert)  # nothing refers to it: no findings, no notes, no message
             deleted.append(alert.id)
             continue

@@ -436,8 +436,8 @@ class PullRequestHooks:
 
     def _run_kwargs(self, clone_url: str, merge_base: str, head: str, number: int) -> dict[str, Any]:
         # One task, the two commits interleaved benchmark by benchmark on one machine: their difference is then
-        # the code's, not two machines'. ``branch`` None: the runner labels the merge-base with the default
-        # branch (it is on it) and the head with none, so the head never enters the branch's history.
+        # the code's, not two machines'. ``branch`` None and trigger pr: neither is labelled with a branch (the
+        # runner measures both with the head's suite, which may be edited), so neither enters a branch's history.
         return {"repo": clone_url, "commit": merge_base, "also": [head], "suite": "*", "params": "",
                 "samples": self.config.samples, "trigger": "pr", "branch": None, "quick": False, "capture": True,
                 "pr_number": number, "rounds": self.config.rounds}

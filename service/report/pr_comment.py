@@ -99,7 +99,7 @@ def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
             return f"undecided: {undecided} inconclusive{of}"
         # The pull request that adds benchmarks (or the whole suite): the merge-base could not run them.
         alone = sum(1 for row in report.rows if row.verdict == "new" or _base_failed(row))
-        if alone == total:
+        if total and alone == total:
             return f"no baseline: the merge-base ran none of the {total} benchmark{'s' if total != 1 else ''}"
         return f"no baseline: {alone} of {total} benchmarks ran at the head alone" if alone else "nothing to compare"
     improvements = report.count("improvement")

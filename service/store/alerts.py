@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, exists, func, select, update
+from sqlalchemy import ColumnElement, exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -118,10 +118,12 @@ def has_notes(session: Session, alert_id: int) -> bool:
     return bool(session.scalar(select(exists().where(AlertNote.alert_id == alert_id))))
 
 
-def announced(session: Session, alert_id: int) -> bool:
-    """Whether a chat message announces the alert (a notification posted: it has the message's ts)."""
-    return bool(session.scalar(select(exists().where(AlertNotification.alert_id == alert_id,
-                                                     AlertNotification.message_ts.is_not(None)))))
+def announced(session: Session, alert_id: int, now: datetime) -> bool:
+    """Whether a chat message announces the alert (a notification posted: it has the message's ts), or may be
+    posting it now (a delivery holds its row: the ts is stored after the post, in a transaction of its own)."""
+    return bool(session.scalar(select(exists().where(
+        AlertNotification.alert_id == alert_id,
+        or_(AlertNotification.message_ts.is_not(None), AlertNotification.claimed_until > now)))))
 
 
 def state_set_by_person(session: Session, alert_id: int) -> bool:
