@@ -2,8 +2,9 @@
 
 Grouping is idempotent and follows the findings: a finding whose range changed (bisection moved it, re-detection
 placed it elsewhere) moves to the alert of its new range. An alert left without findings is deleted when nobody
-has written on it; one a person has noted or triaged is kept, with a note saying where its findings went, so that
-what people wrote is never lost.
+has written on it and no chat message announced it; one a person has noted or triaged, or a message announced, is
+kept, with a note saying where its findings went (so that what people wrote is never lost, and the message's thread
+says why it is withdrawn), closed as invalid unless a person chose its state.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import InvalidInput, NotFound
+from kernelwatch.vocabulary import AlertState
 from service.detect.grouping import (
     STATES,
     AlertGroup,
@@ -41,7 +43,7 @@ REFILLED = "findings are back at this range: "
 class GroupingOutcome:
     created: list[int] = field(default_factory=list)  # alerts made for a new range
     updated: list[int] = field(default_factory=list)  # existing alerts that gained or lost findings
-    deleted: list[int] = field(default_factory=list)  # emptied alerts nobody had written on
+    deleted: list[int] = field(default_factory=list)  # emptied alerts nobody had written on nor announced
     emptied: list[int] = field(default_factory=list)  # emptied alerts kept for their notes
 
 
@@ -126,7 +128,7 @@ def _refresh(session: Session, alert_id: int, now: datetime) -> bool:
     kind = alert_kind(directions, code_directions)
     if alert.kind != kind:
         alert.kind = kind
-    if not stored.state_set_by_person(session, alert_id):
+    if not stored.state_set_by_person(session, alert_id, SYSTEM_AUTHOR):
         alert.state = initial_state(kind)
     alert.updated_at = now  # its findings changed, whether or not its kind did
     return True
@@ -151,8 +153,13 @@ def _sweep_empty(session: Session, repository_ids: set[int], moved_to: dict[int,
         targets = sorted(moved_to.get(alert.id, set()))
         why = (f"they moved to alert {', '.join(str(t) for t in targets)}" if targets
                else "detection no longer finds a change at this range")
+        # Nothing left to look at: out of the untriaged inbox, unless a person chose its state (refilled, it
+        # follows its findings again: grouping's own state changes are not a person's).
+        closed = None if stored.state_set_by_person(session, alert.id, SYSTEM_AUTHOR) else AlertState.INVALID
         session.add(AlertNote(alert_id=alert.id, author=SYSTEM_AUTHOR, text=EMPTIED + why, state_from=alert.state,
-                              state_to=None, created_at=now))
+                              state_to=closed if closed != alert.state else None, created_at=now))
+        if closed is not None:
+            alert.state = closed
         alert.updated_at = now
         emptied.append(alert.id)
     return deleted, emptied

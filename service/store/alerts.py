@@ -126,9 +126,10 @@ def announced(session: Session, alert_id: int, now: datetime) -> bool:
         or_(AlertNotification.message_ts.is_not(None), AlertNotification.claimed_until > now)))))
 
 
-def state_set_by_person(session: Session, alert_id: int) -> bool:
-    return bool(session.scalar(select(exists().where(AlertNote.alert_id == alert_id,
-                                                     AlertNote.state_to.is_not(None)))))
+def state_set_by_person(session: Session, alert_id: int, system_author: str) -> bool:
+    """Whether a note other than ``system_author``'s (grouping's own) set the alert's state."""
+    return bool(session.scalar(select(exists().where(AlertNote.alert_id == alert_id, AlertNote.state_to.is_not(None),
+                                                     AlertNote.author != system_author))))
 
 
 def empty_alerts(session: Session, repository_ids: Sequence[int]) -> Sequence[Alert]:

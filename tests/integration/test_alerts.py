@@ -227,8 +227,15 @@ def test_re_detection_that_withdraws_findings_removes_their_alert(sessions: sess
         assert job.finding_id is None
         alerts = {a.id: a for a in list_alerts(s)}
         assert len(alerts) == 2 and noted_id in alerts  # the untouched one went, the noted one stays
-        assert alerts[noted_id].state == "untriaged" and alerts[noted_id].findings == []
-        assert alerts[noted_id].notes[-1].text == f"{EMPTIED}detection no longer finds a change at this range"
+        # Kept for its note, and closed: nothing is left to triage (it stayed "untriaged" in the inbox for good).
+        assert alerts[noted_id].state == "invalid" and alerts[noted_id].findings == []
+        last = alerts[noted_id].notes[-1]
+        assert last.text == f"{EMPTIED}detection no longer finds a change at this range"
+        assert (last.state_from, last.state_to) == ("untriaged", "invalid")
+    with unit_of_work(sessions) as s:  # the change found again: the alert follows its findings again
+        group_findings(s, [add_finding(s, h.series["c"], h.commits[3], h.commits[2])])
+    with sessions() as s:
+        assert get_alert(s, noted_id).state == "untriaged"  # grouping's own "invalid" was no person's triage
 
 
 def test_triage_records_notes_and_survives_regrouping(sessions: sessionmaker[Session]) -> None:
