@@ -251,8 +251,10 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
     quiet = f"; {QUIET_CLAUSE}" if any_quiet(report) else ""
     lines.append(f"<sub>Runs are the replicates (t-test on log run medians{quiet}). Significant: Benjamini-Hochberg "
                  f"q < {p.alpha:g} over {report.tests} test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ "
-                 f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%); "
-                 f"`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")
+                 f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%"
+                 + (", or a significant change smaller than the minimum effect"
+                    if any(r.below_min_effect for r in report.rows) else "") + "); "
+                 "`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")
     reasons = dict.fromkeys(r.reason for r in report.rows if r.verdict == "inconclusive" and r.reason)
     lines += [f"<sub>inconclusive: {markdown_cell(reason)}</sub>" for reason in reasons]
     if any(r.noisy_runs for r in report.rows):
