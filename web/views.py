@@ -119,8 +119,10 @@ class InboxEntry:
     def worst(self) -> AlertFindingView | None:
         """The largest regression listed; the largest change when none is (an improvement's alert): in a mixed
         alert, a large speed-up must not stand in for the slow-down a person has to look at."""
-        regression = next((f for f in self.findings if f.direction == "regression"), None)
-        return regression or (self.findings[0] if self.findings else None)
+        # A code diff's stands in only for an alert of code diffs alone, as in the alert's kind.
+        measured = [f for f in self.findings if f.detector != STATIC_DETECTOR] or self.findings
+        regression = next((f for f in measured if f.direction == "regression"), None)
+        return regression or (measured[0] if measured else None)
 
 
 def _matches(alert: AlertView, context: AlertContext, filters: InboxFilters) -> bool:
@@ -235,9 +237,9 @@ def triage_alert(alert_id: int) -> Response | tuple[str, int]:
 def commits() -> str:
     with _sessions()() as session:
         listed = recent_commits(session, limit=200)
-    # Every regression the page lists counts, a code diff's included (its badge says "code regression" and its
-    # alert is a regression): only a regression refuted by re-running base and head does not.
-    flagged = sum(1 for c in listed if any(f.is_regression for f in c.findings))
+    # As each commit's alert reads its findings (CommitView.flagged): a code diff's growth counts where nothing
+    # was measured to change; a regression refuted by re-running base and head does not.
+    flagged = sum(1 for c in listed if c.flagged)
     return render_template("commits.html", commits=listed, flagged=flagged)
 
 

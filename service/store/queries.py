@@ -73,8 +73,7 @@ class FindingView:
 
     @property
     def is_regression(self) -> bool:
-        """A regression of any kind, a code diff's too, that re-running base and head did not refute: what a
-        commit's regressions are counted by (its alert calls a static regression a regression as well)."""
+        """A regression of any kind, a code diff's too, that re-running base and head did not refute."""
         return self.direction == "regression" and self.confirmation != "refuted"
 
     @property
@@ -95,6 +94,13 @@ class CommitView:
     runs: int
     findings: list[FindingView] = field(default_factory=list)  # the first findings_limit, when one was given
     finding_count: int = 0  # all of them
+
+    @property
+    def flagged(self) -> bool:
+        """A regression that re-running did not refute, as its alert's kind reads it: a code diff's counts only
+        where the commit has no measured finding (code that grew beside a speed-up is no regression)."""
+        measured = [f for f in self.findings if f.kind != "static"]
+        return any(f.is_regression for f in (measured or self.findings))
 
 
 @dataclass(frozen=True)

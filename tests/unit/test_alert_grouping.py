@@ -150,3 +150,25 @@ def test_a_code_finding_reads_as_which_way_its_code_moved() -> None:
     assert change_word("regression", 0.019, code=True) == "code grew"
     assert change_word("regression", 0.0, code=True) == "code changed"  # equal size, other code (or spills)
     assert change_word("improvement", -0.341, code=False) == "improvement"
+
+
+def test_a_commit_is_flagged_as_its_alert_reads_it() -> None:
+    """Code that grew beside a measured speed-up is no regression (the alert is an improvement): the commits page
+    flagged it red. Code growth alone, with nothing measured to change, still flags it."""
+    from datetime import UTC, datetime
+
+    from service.store.queries import CommitView, FindingView
+
+    def finding(kind: str, direction: str) -> FindingView:
+        return FindingView(id=1, series_id=1, series_label="s", metric="wall_time", commit_sha="b" * 40,
+                           commit_subject="", previous_sha="a" * 40, direction=direction, magnitude=0.1,
+                           confidence=5.0, value_before=1.0, value_after=1.1, unit="s", detector="d",
+                           detector_version=1, kind=kind)
+
+    def commit(*findings: FindingView) -> CommitView:
+        return CommitView("demo", "b" * 40, "", "", datetime.now(UTC), 1, 1, list(findings), len(findings))
+
+    assert not commit(finding("static", "regression"), finding("time", "improvement")).flagged
+    assert commit(finding("static", "regression")).flagged
+    assert commit(finding("static", "improvement"), finding("time", "regression")).flagged
+    assert not commit().flagged
