@@ -40,7 +40,7 @@ from service.store import pull_requests as stored_prs
 from service.store.commits import repositories_holding, sha_of_run
 from service.store.db import unit_of_work
 from service.store.models import PullRequest, WebhookDelivery
-from service.store.runs import environment_run_counts
+from service.store.runs import run_origins
 from service.store.times import utc
 
 log = logging.getLogger(__name__)
@@ -592,9 +592,19 @@ def _cancelled(title: str, summary: str) -> dict[str, Any]:
 
 
 def _rounds_landed(session: Session, head: ResolvedSide) -> int:
-    """How many runs the head has in the environment that has the fewest (a suite that needs several
-    environments makes a run of each per round)."""
-    return min((n for _, n in environment_run_counts(session, head.run_ids)), default=0)
+    """How many rounds of its newest session the head has in the environment that has the fewest (a suite that
+    needs several environments makes a run of each per round; each hardware's task is a session of its own). The
+    newest session's alone: a rerun at the same head (`/kernelwatch run`) found the earlier scheduling's runs
+    landed, and reported after its own first run, then edited the report as each of the others came."""
+    newest: dict[int, tuple[int, str | None]] = {}  # environment -> its newest run's id and session
+    origins = run_origins(session, head.run_ids)
+    for run_id, origin in origins.items():
+        if run_id > newest.get(origin.environment, (-1, None))[0]:
+            newest[origin.environment] = (run_id, origin.session)
+    counts = {env: sum(1 for run_id, o in origins.items() if o.environment == env
+                       and (o.session == session_name if session_name is not None else run_id == newest_id))
+              for env, (newest_id, session_name) in newest.items()}
+    return min(counts.values(), default=0)
 
 
 def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:

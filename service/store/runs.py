@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -68,12 +68,6 @@ def run_stored(sessions: sessionmaker[Session], run_uid: str) -> bool:
     except OperationalError as exc:
         raise Transient(f"database unavailable: {exc.orig}") from exc
     return found is not None
-
-
-def environment_run_counts(session: Session, run_ids: Sequence[int]) -> list[tuple[int, int]]:
-    """(environment id, how many of these runs are in it)."""
-    return [(environment_id, n) for environment_id, n in session.execute(
-        select(Run.environment_id, func.count(Run.id)).where(Run.id.in_(list(run_ids))).group_by(Run.environment_id))]
 
 
 def run_triggers(session: Session, run_ids: Sequence[int]) -> set[str]:

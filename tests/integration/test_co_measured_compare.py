@@ -237,3 +237,29 @@ def test_a_commit_measured_only_by_follow_ups_has_its_other_benchmarks_unmeasure
     with sessions() as session:
         outcome = compare_refs(session, base[0]["commit"]["sha"], follow_ups[0]["commit"]["sha"])
     assert outcome.report.count("missing") == 1 and not any("were not measured" in n for n in outcome.notes)
+
+
+def test_a_pull_requests_rounds_are_counted_in_its_newest_session_per_environment(
+        sessions: sessionmaker[Session]) -> None:
+    """A rerun at the same head (`/kernelwatch run`) found the earlier scheduling's four rounds landed and reported
+    after its own first run (then edited the report as the rest came): the hook counts the newest session's."""
+    from service.pipeline.compare import resolve
+    from service.pipeline.pull_requests import _rounds_landed
+
+    def rounds(session_name: str, count: int, env: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        return [builders.manifest(0, [builders.result()], round={"session": session_name, "index": i},
+                                  **({"environment": env} if env else {}))
+                for i in range(count)]
+
+    ingest(sessions, rounds("first-scheduling", 4))
+    sha = builders.sha_for("demo-0")
+    with sessions() as session:
+        assert _rounds_landed(session, resolve(session, sha)) == 4
+    ingest(sessions, rounds("rerun-scheduling", 1))
+    with sessions() as session:
+        assert _rounds_landed(session, resolve(session, sha)) == 1  # was 5: reported at once
+    ingest(sessions, rounds("rerun-scheduling", 3))
+    other = builders.environment(device_kind="other host")
+    ingest(sessions, rounds("on-other-hardware", 2, other))  # another hardware's task, halfway
+    with sessions() as session:
+        assert _rounds_landed(session, resolve(session, sha)) == 2
