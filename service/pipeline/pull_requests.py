@@ -601,9 +601,9 @@ def _rounds_landed(session: Session, head: ResolvedSide) -> int:
     for run_id, origin in origins.items():
         if run_id > newest.get(origin.environment, (-1, None))[0]:
             newest[origin.environment] = (run_id, origin.session)
-    counts = {env: sum(1 for run_id, o in origins.items() if o.environment == env
-                       and (o.session == session_name if session_name is not None else run_id == newest_id))
-              for env, (newest_id, session_name) in newest.items()}
+    # Runs made alone (no session: a runner before sessions, an upload of its own) count as before, every one.
+    counts = {env: sum(1 for o in origins.values() if o.environment == env and o.session == session_name)
+              for env, (_, session_name) in newest.items()}
     return min(counts.values(), default=0)
 
 
