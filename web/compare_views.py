@@ -23,6 +23,7 @@ from service.pipeline.compare import ResolvedSide, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
 from service.report.compare_table import (
     QUIET_CLAUSE,
+    SMALL_EFFECT_CLAUSE,
     format_value,
     fraction_cell,
     has_fractions,
@@ -48,7 +49,7 @@ STATIC_SHOWN = 200  # kernel count changes listed
 @bp.app_context_processor
 def _legend_words() -> dict[str, object]:
     """The legend's words for rows tested with their samples' spread, as every other face says them."""
-    return {"quiet_clause": QUIET_CLAUSE}
+    return {"quiet_clause": QUIET_CLAUSE, "small_effect_clause": SMALL_EFFECT_CLAUSE}
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from werkzeug.wrappers import Response
 
 from kernelwatch.errors import InvalidInput, NotFound
 from service.detect.grouping import STATES
-from service.detect.static_diff import COUNT_UNITS, STATIC_DETECTOR
+from service.detect.static_diff import COUNT_UNITS
 from service.pipeline.alerts import alerts_page, triage
-from service.report.alert_views import AlertFindingView, AlertView, change_word
+from service.report.alert_views import AlertFindingView, AlertView
 from service.store.alert_context import AlertContext, alert_context, filter_choices
 from service.store.db import unit_of_work
 from service.store.queries import FindingView, recent_commits, series_view
@@ -65,12 +65,6 @@ def format_finding_value(value: float, finding: FindingView) -> str:
     if finding.unit in COUNT_UNITS:
         return f"{value:,.0f} {finding.unit}"
     return f"{value:.4g} {finding.unit}" if finding.unit not in ("", "1") else f"{value:.4g}"
-
-
-@bp.app_template_filter("change_word")
-def format_change_word(finding: FindingView | AlertFindingView) -> str:
-    """A finding's direction as its badge says it: a code (static) finding's says which way the code moved."""
-    return change_word(finding.direction, finding.magnitude, finding.detector == STATIC_DETECTOR)
 
 
 @bp.app_template_filter("percent")
@@ -120,7 +114,7 @@ class InboxEntry:
         """The largest regression listed; the largest change when none is (an improvement's alert): in a mixed
         alert, a large speed-up must not stand in for the slow-down a person has to look at."""
         # A code diff's stands in only for an alert of code diffs alone, as in the alert's kind.
-        measured = [f for f in self.findings if f.detector != STATIC_DETECTOR] or self.findings
+        measured = [f for f in self.findings if not f.code] or self.findings
         regression = next((f for f in measured if f.direction == "regression"), None)
         return regression or (measured[0] if measured else None)
 

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kernelwatch.errors import InvalidInput
 from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, run_progress
@@ -29,10 +29,8 @@ from service.cli.measure import (
 from service.cli.report_options import Comparison, ReportOptions, add_report_options, print_report, report_options
 from service.cli.same_project import check_same_project
 from service.report.compare_table import terminal_text
+from service.report.compare_view import suite_key
 from service.settings import Settings
-
-if TYPE_CHECKING:  # numpy and scipy behind it: not for every `kernelwatch` start
-    from service.detect.compare import BenchmarkKey
 
 # Even, so that each commit measures first in as many rounds as the other (ABBA balance: whatever going first
 # costs falls on both alike). Four rounds pair into a t-test with 3 degrees of freedom, which a change a few times
@@ -317,8 +315,3 @@ def ci_runs(per_commit: Sequence[Sequence[dict[str, Any]]]) -> list[CiRun]:
     """Each commit's runs, from its manifests (every round made so far)."""
     return [CiRun(str(manifests[0]["commit"]["sha"]), tuple(str(m["run_id"]) for m in manifests))
             for manifests in per_commit]
-
-
-def suite_key(key: BenchmarkKey) -> str:
-    """The key the suite runs a benchmark by (``suite/name[k=v,...]``, runners/suite.py) of a compared one."""
-    return f"{key.suite}/{key.name}[{','.join(f'{k}={v}' for k, v in key.params)}]"

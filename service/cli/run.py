@@ -281,8 +281,7 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
                 kept = _keep_unsent(settings, documents[index:])
                 raise UploadUnavailable(f"{exc}. The {len(kept)} run(s) not confirmed are kept: `kernelwatch ingest "
                                         f"FILE` sends each again ({', '.join(str(k) for k in kept)})") from None
-            print(f"uploaded as run {sent.run_id} to {send.api}"
-                  f"{'' if sent.created else ' (already stored; nothing changed)'}")
+            print(_uploaded(sent.run_id, sent.created, send.api))
     elif options.ingest:
         ctx = open_context(settings)
         started = datetime.now(UTC)
@@ -310,6 +309,10 @@ def print_found(ctx: Context, since: datetime, repository: str | None) -> None:
         print(f"found (kernelwatch alerts list has every alert):\n{alerts_to_text(found)}", end="")
     else:
         print("found nothing new: no change point, static diff or numerics change in these runs' series")
+
+
+def _uploaded(run_id: str, created: bool, api: str) -> str:
+    return f"uploaded as run {run_id} to {api}{'' if created else ' (already stored; nothing changed)'}"
 
 
 def _keep_unsent(settings: Settings, documents: list[dict[str, Any]]) -> list[Path]:
@@ -347,8 +350,7 @@ def cmd_ingest(settings: Settings, path: Path) -> int:
         if not isinstance(document, dict):
             raise InvalidInput(f"{path} is not a manifest (a JSON object)")
         sent = send(document)
-        print(f"uploaded as run {sent.run_id} to {send.api}"
-              f"{'' if sent.created else ' (already stored; nothing changed)'}")
+        print(_uploaded(sent.run_id, sent.created, send.api))
         return EXIT_OK
     ctx = open_context(settings)
     started = datetime.now(UTC)

@@ -468,9 +468,8 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     paired = {identity: (base_pools[identity], head_pools[identity]) for identity in identities
               if identity in base_pools and identity in head_pools
               and base_pools[identity].run_ids and head_pools[identity].run_ids}
-    # What made each side's runs, before any narrowing leaves some out (a side of follow-ups alone: see below).
-    follow_ups_only = {name: _follow_ups_only(run_triggers(session, side.run_ids))
-                       for name, side in (("base", base), ("head", head))}
+    # Each side's runs before any narrowing leaves some out (a side of follow-ups alone: see below).
+    every_run = {"base": base.run_ids, "head": head.run_ids}
     if not (base.named_runs or head.named_runs):  # runs a user named are compared as named
         base, head, narrowed = _co_measured(base, head, paired, origins)
         notes += narrowed
@@ -490,7 +489,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     noisy = heavy_steal_runs(session, [*base.run_ids, *head.run_ids])
     for name, side, pools in (("base", base, base_pools), ("head", head, head_pools)):
         unmeasured = {identity for identity in identities if identity not in pools}
-        if unmeasured and follow_ups_only[name]:
+        if unmeasured and _follow_ups_only(run_triggers(session, every_run[name])):
             # A bisection's or confirmation's runs measure the benchmark they follow alone: the others are not
             # gone from that commit ("missing", "new", and --fail-on any failing on them), only not measured.
             identities -= unmeasured

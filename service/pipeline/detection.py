@@ -136,9 +136,7 @@ REVISED_BY = 1.1
 
 
 def _revised(before: float, after: float) -> bool:
-    """Whether a change's size (after / before - 1) moved by more than REVISED_BY either way."""
-    if before <= -1 or after <= -1:
-        return before != after
+    """Whether a change's size (after / before - 1, so above -1) moved by more than REVISED_BY either way."""
     return abs(math.log((1 + after) / (1 + before))) > math.log(REVISED_BY)
 
 

@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -596,15 +597,11 @@ def _rounds_landed(session: Session, head: ResolvedSide) -> int:
     needs several environments makes a run of each per round; each hardware's task is a session of its own). The
     newest session's alone: a rerun at the same head (`/kernelwatch run`) found the earlier scheduling's runs
     landed, and reported after its own first run, then edited the report as each of the others came."""
-    newest: dict[int, tuple[int, str | None]] = {}  # environment -> its newest run's id and session
     origins = run_origins(session, head.run_ids)
-    for run_id, origin in origins.items():
-        if run_id > newest.get(origin.environment, (-1, None))[0]:
-            newest[origin.environment] = (run_id, origin.session)
     # Runs made alone (no session: a runner before sessions, an upload of its own) count as before, every one.
-    counts = {env: sum(1 for o in origins.values() if o.environment == env and o.session == session_name)
-              for env, (_, session_name) in newest.items()}
-    return min(counts.values(), default=0)
+    counts = Counter((o.environment, o.session) for o in origins.values())
+    newest = {o.environment: o.session for _, o in sorted(origins.items())}  # the last stored run's, per environment
+    return min((counts[(env, name)] for env, name in newest.items()), default=0)
 
 
 def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from service.detect.static_diff import STATIC_DETECTOR
+
 
 @dataclass(frozen=True)
 class AlertFindingView:
@@ -19,6 +21,15 @@ class AlertFindingView:
     confidence: float  # noise units, not a confidence level: the stored column's and the API field's name
     p_value: float | None
     detector: str
+
+    @property
+    def code(self) -> bool:
+        """A code (static) finding: its generated code changed."""
+        return self.detector == STATIC_DETECTOR
+
+    @property
+    def change_word(self) -> str:
+        return change_word(self.direction, self.magnitude, self.code)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from service.detect.static_diff import STATIC_DETECTOR
-from service.report.alert_views import change_word
 from service.report.compare_table import terminal_text
 
 if TYPE_CHECKING:
@@ -28,9 +26,9 @@ def alerts_to_text(alerts: Sequence[AlertView]) -> str:
                      f"{_short(a.previous_sha)}..{_short(a.commit_sha)}  {a.commit_subject}")
         for f in a.findings:
             p = f", p={f.p_value:.2g}" if f.p_value is not None else ""
-            how = f"exact, in {f.unit}" if f.detector == STATIC_DETECTOR else f"{f.confidence:.1f} x noise{p}"
-            word = change_word(f.direction, f.magnitude, f.detector == STATIC_DETECTOR)
-            lines.append(f"  {f.magnitude:+8.1%}  {word:<11}  {f.benchmark}  {f.metric}  ({how}, {f.detector})")
+            how = f"exact, in {f.unit}" if f.code else f"{f.confidence:.1f} x noise{p}"
+            lines.append(f"  {f.magnitude:+8.1%}  {f.change_word:<11}  {f.benchmark}  {f.metric}  "
+                         f"({how}, {f.detector})")
         if a.finding_count > len(a.findings):  # the listing was capped: say so rather than look complete
             lines.append(f"  ... {a.finding_count - len(a.findings)} more finding(s)")
         for n in a.notes:

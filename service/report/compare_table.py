@@ -308,6 +308,8 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
 # Rows tested with their samples' spread (run_stats: runs as quiet as their samples; method "quiet" in the JSON and
 # CSV) are said to be, once, in every face's legend (text, markdown, the PR comment, the compare page).
 QUIET_CLAUSE = "where runs were as quiet as their samples, with the samples' spread too"
+# What "unchanged" also holds where a row is one (every face's legend says it the same way).
+SMALL_EFFECT_CLAUSE = "a significant change smaller than the minimum effect"
 
 
 def any_quiet(report: ComparisonReport) -> bool:
@@ -322,7 +324,7 @@ def significance_line(report: ComparisonReport) -> str:
             f"{p.alpha:g} "
             f"over {report.tests} test{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%; "
             f"~ unchanged: the {p.confidence * 100:g}% interval within ±{p.equivalence * 100:g}%"
-            + (f" (or {_SMALL_EFFECT}: a significant change smaller than the minimum effect)"
+            + (f" (or {_SMALL_EFFECT}: {SMALL_EFFECT_CLAUSE})"
                if any(row.below_min_effect for row in report.rows) else "") + "; ? inconclusive")
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # the CLI builds its parser from this module's constants: no numpy and scipy for that
-    from service.detect.compare import Comparison, ComparisonReport, Geomean
+    from service.detect.compare import BenchmarkKey, Comparison, ComparisonReport, Geomean
 
 SortOrder = Literal["name", "delta"]
 FailOn = Literal["regression", "any", "none"]
@@ -90,7 +90,7 @@ def restrict(report: ComparisonReport, pattern: re.Pattern[str] | None) -> Compa
     if pattern is None:
         return report
     # Also the key as run and ci print it (``suite/name[k=v,...]``): a benchmark's name copied from a run's output.
-    kept = [r for r in report.rows if pattern.search(r.key.label) or pattern.search(_key_text(r))]
+    kept = [r for r in report.rows if pattern.search(r.key.label) or pattern.search(suite_key(r.key))]
     groups: dict[tuple[str, str, str], list[Comparison]] = {}
     for row in kept:
         groups.setdefault((row.key.environment, row.key.metric, row.key.unit), []).append(row)
@@ -100,8 +100,9 @@ def restrict(report: ComparisonReport, pattern: re.Pattern[str] | None) -> Compa
     return replace(report, rows=tuple(kept), geomeans=tuple(geomeans), totals=None)
 
 
-def _key_text(row: Comparison) -> str:
-    return f"{row.key.suite}/{row.key.name}[{','.join(f'{k}={v}' for k, v in row.key.params)}]"
+def suite_key(key: BenchmarkKey) -> str:
+    """The key the suite runs a benchmark by (``suite/name[k=v,...]``, runners/suite.py) of a compared one."""
+    return f"{key.suite}/{key.name}[{','.join(f'{k}={v}' for k, v in key.params)}]"
 
 
 def _size(row: Comparison) -> float:

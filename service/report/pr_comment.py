@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from service.detect.compare import VERDICTS, Comparison, ComparisonReport, SideResult
 from service.report.compare_table import (
     QUIET_CLAUSE,
+    SMALL_EFFECT_CLAUSE,
     SideLabel,
     any_quiet,
     format_value,
@@ -252,7 +253,7 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
     lines.append(f"<sub>Runs are the replicates (t-test on log run medians{quiet}). Significant: Benjamini-Hochberg "
                  f"q < {p.alpha:g} over {report.tests} test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ "
                  f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%"
-                 + (", or a significant change smaller than the minimum effect"
+                 + (f", or {SMALL_EFFECT_CLAUSE}"
                     if any(r.below_min_effect for r in report.rows) else "") + "); "
                  "`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")
     reasons = dict.fromkeys(r.reason for r in report.rows if r.verdict == "inconclusive" and r.reason)

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from service.detect.static_diff import STATIC_DETECTOR
 from service.report.alert_views import change_word
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ def slack_alert(view: AlertView, hardware_of_series: Mapping[int, str], verdicts
     findings = tuple(
         SlackFinding(benchmark=f.benchmark, metric=f.metric, hardware=hardware_of_series.get(f.series_id, "?"),
                      direction=f.direction, magnitude=f.magnitude, noise_units=f.confidence,
-                     exact=f.detector == STATIC_DETECTOR, unit=f.unit)
+                     exact=f.code, unit=f.unit)
         for f in view.findings)
     return SlackAlert(id=view.id, repository=view.repository, commit_sha=view.commit_sha,
                       commit_subject=view.commit_subject, previous_sha=view.previous_sha, state=view.state,

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, case, exists, func, select
 from sqlalchemy.orm import Session
 
+from service.report.alert_views import change_word
 from service.store.chunks import chunks
 from service.store.models import (
     Alert,
@@ -70,6 +71,11 @@ class FindingView:
     @property
     def confidence_label(self) -> str:
         return {"confirmed": "confirmed", "refuted": "refuted by re-run"}.get(self.confirmation or "", "")
+
+    @property
+    def change_word(self) -> str:
+        """Its direction as its badge says it: a code (static) finding's says which way the code moved."""
+        return change_word(self.direction, self.magnitude, self.kind == "static")
 
     @property
     def is_regression(self) -> bool:

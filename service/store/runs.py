@@ -24,8 +24,11 @@ def runs_of_commit(session: Session, commit_id: int) -> tuple[list[Run], list[Ru
     rows = session.execute(
         select(Run, Environment.details).join(Environment, Environment.id == Run.environment_id)
         .where(Run.commit_id == commit_id).order_by(Run.started_at, Run.id)).all()
-    own = [run for run, details in rows if _of_the_commit(run.host_details, details)]
-    return own, [run for run, details in rows if not _of_the_commit(run.host_details, details)]
+    own: list[Run] = []
+    working_copies: list[Run] = []
+    for run, details in rows:
+        (own if _of_the_commit(run.host_details, details) else working_copies).append(run)
+    return own, working_copies
 
 
 def _of_the_commit(host: dict[str, object] | None, details: dict[str, object] | None) -> bool:
