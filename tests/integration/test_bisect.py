@@ -30,8 +30,10 @@ from service.store.queries import all_findings
 from tests import builders
 from tests.gitrepo import commit_all, suite_repo
 
-# A kernel whose work is REPEAT chained matmuls: the planted commit makes it 8x, far beyond what a busy shared
-# machine does to a run (up to ~2.5x here), so the test checks the bisection, not the weather.
+# A kernel whose work is REPEAT chained matmuls: the planted commit makes it 32x (0.6 against 20 ms a call on a quiet
+# host here), far beyond what a busy shared machine does to a run, so the test checks the bisection, not the weather.
+# With 8x the work (5 ms) it failed once in CI on a host running twice as slow as usual: a run of the old code took
+# 1.5 ms, runs of the new 4.0-4.2 ms, and three runs on each side were no change point.
 KERNEL = '''
 import jax
 import jax.numpy as jnp
@@ -58,13 +60,13 @@ PLANTED = 5
 
 
 def make_repository(root: Path) -> tuple[Path, list[str]]:
-    """Ten commits on main; the one at index PLANTED multiplies the kernel's work by eight."""
+    """Ten commits on main; the one at index PLANTED multiplies the kernel's work by 32."""
     repo = root / "planted"
     module = suite_repo(repo, KERNEL, module="work")
     shas = []
     for index in range(10):
         if index == PLANTED:
-            module.write_text(KERNEL.replace("REPEAT = 1", "REPEAT = 8"))
+            module.write_text(KERNEL.replace("REPEAT = 1", "REPEAT = 32"))
         (repo / "NOTES").write_text(f"change {index}\n")
         shas.append(commit_all(repo, f"change {index}" + (" (planted)" if index == PLANTED else "")))
     return repo, shas
