@@ -179,6 +179,9 @@ def test_the_model_page_draws_a_roof_per_memory_level_across_the_points(dashboar
     assert figure["dots"]["mode"] == "markers+text" and all(figure["dots"]["text"])
     assert "x" not in figure["dots"]["marker"]["symbol"]  # no point above its roof
     assert page.locator("#model-chart .textpoint").count() == len(xs)  # each label drawn
+    ridge = page.evaluate("() => document.getElementById('model-chart').layout.shapes.length")
+    labels = page.locator("#model-chart .annotation-text").all_text_contents()
+    assert not ridge or any(t.startswith("ridge ") for t in labels), labels  # drawn, not placed off the chart
     page.screenshot(path=str(SCREENSHOTS / "model-levels.png"), full_page=True)
     assert blocked == []
     page.close()

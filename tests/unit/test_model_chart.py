@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from service.store.model_points import ModelPoint
 from web.charts.drilldown import RooflinePeaks
-from web.charts.model import NO_PEAKS_NOTE, MemoryRoof, model_figure, suite_peaks
+from web.charts.model import ABOVE_ROOF_KEY, NO_PEAKS_NOTE, MemoryRoof, model_figure, suite_peaks
 
 
 def point(label: str, intensity: float, achieved: float, peaks: tuple[float, float] | None = (100e9, 10e9),
@@ -27,14 +28,18 @@ def test_the_roof_rises_to_the_ridge_then_stays_flat_and_every_benchmark_is_a_po
     peaks = suite_peaks(points)
     assert peaks == RooflinePeaks(100e9, 10e9) and peaks.ridge == pytest.approx(10.0)
     fig = model_figure(points, peaks, "cpu · cpu")
-    roof, dots = fig["data"]
+    roof, *keys, dots = fig["data"]
+    assert [k["name"] for k in keys] == ["compute-bound", "memory-bound"]  # what a red and a blue point are
+    assert dots["showlegend"] is False and [m for m in dots["marker"]["color"]] == ["#4c78a8", "#d62728"]
     assert list(roof["x"]) == pytest.approx([1 / 3, 10.0, 300.0])  # memory slope, the ridge, the flat peak
     assert list(roof["y"]) == pytest.approx([10e9 / 3, 100e9, 100e9])
     assert list(dots["x"]) == [1.0, 100.0] and list(dots["text"]) == ["a", "b"]
     assert dots["mode"] == "markers+text"  # labelled on the chart, not only in the hover
     [ridge] = fig["layout"]["shapes"]
     assert ridge["x0"] == ridge["x1"] == pytest.approx(10.0)
-    assert fig["layout"]["annotations"][0]["text"] == "ridge 10 FLOP/B"
+    [label] = fig["layout"]["annotations"]
+    # At the ridge: on a log axis an annotation's x is log10 of the value (a shape's is the value itself).
+    assert label["text"] == "ridge 10 FLOP/B" and label["x"] == pytest.approx(math.log10(10.0))
     assert fig["layout"]["xaxis"]["type"] == fig["layout"]["yaxis"]["type"] == "log"
 
 
@@ -47,7 +52,7 @@ def test_without_peak_figures_only_the_points_and_a_note() -> None:
     points = [point("a", 1.0, 5e9, peaks=None)]
     assert suite_peaks(points) is None
     fig = model_figure(points, None, "tpu · x")
-    assert [t["name"] for t in fig["data"]] == ["benchmarks"]
+    assert [t["name"] for t in fig["data"]] == ["memory-bound", "benchmarks"]
     assert NO_PEAKS_NOTE in fig["layout"]["title"]["text"] and not fig["layout"].get("shapes")
 
 
@@ -85,3 +90,12 @@ def test_shapes_of_one_benchmark_are_told_apart_and_not_printed_over_one_another
     assert fig["layout"]["yaxis"]["dtick"] == 1  # every decade: 2.2e9 / 3 .. 300e9 x 2 is three of them
     narrow = model_figure([point("a", 1.0, 5e9), point("b", 1.5, 6e9)], None, "cpu · cpu")
     assert narrow["layout"]["yaxis"]["dtick"] == "D2"  # under two decades: 1, 2 and 5 of each
+
+
+def test_a_point_above_its_roof_is_a_cross_and_the_legend_says_what_a_cross_is() -> None:
+    above = dataclasses.replace(point("softmax/rows [rows=256]", 0.5, 90e9), above=True, fraction=None)
+    fig = model_figure([above, point("norms/rmsnorm", 2.0, 3e9)], RooflinePeaks(100e9, 10e9), "cpu · cpu")
+    *_, dots = fig["data"]
+    assert list(dots["marker"]["symbol"]) == ["x", "circle"]
+    assert [t["name"] for t in fig["data"] if t["mode"] == "markers"] == ["memory-bound", ABOVE_ROOF_KEY]
+    assert dots["customdata"][0][2] == "above the roof: none"  # its hover gives no fraction either

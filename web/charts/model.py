@@ -40,6 +40,21 @@ class MemoryRoof:
 
 RIDGE_REACH = 1000.0  # a ridge this far (in FLOP/B ratio) from the points is left off the axes
 ROOF_COLOURS = ("#2ca02c", "#17becf", "#9467bd", "#6a737d", "#8c564b", "#e377c2")
+BOUND_COLOURS = {"compute": "#d62728", "memory": "#4c78a8"}
+ABOVE_ROOF_KEY = "above its roof (no fraction)"
+
+
+def _legend_keys(points: Sequence[ModelPoint]) -> list[go.Scatter]:
+    """What the points' colours and symbols mean, one legend entry each for those on the chart: the points are one
+    trace (one hover, one set of labels), and a legend entry of a trace shows only its first point's marker, so a
+    red and a blue point and a cross were drawn under one red "benchmarks" key."""
+    keys = [go.Scatter(x=[None], y=[None], mode="markers", name=f"{bound}-bound", hoverinfo="skip",
+                       marker={"color": colour, "size": 9, "symbol": "circle"})
+            for bound, colour in BOUND_COLOURS.items() if any(p.bound == bound and not p.above for p in points)]
+    if any(p.above for p in points):
+        keys.append(go.Scatter(x=[None], y=[None], mode="markers", name=ABOVE_ROOF_KEY, hoverinfo="skip",
+                               marker={"color": "#6a737d", "size": 9, "symbol": "x"}))
+    return keys
 
 
 def _short(label: str) -> str:
@@ -103,16 +118,22 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
                                            else "dot"}))
         # The ridge of the slowest memory roof (DRAM, HBM): where the suite's large shapes turn compute-bound.
         if low < peaks.ridge < high:
-            fig.add_vline(x=peaks.ridge, line={"color": "#953800", "dash": "dash"},
-                          annotation_text=f"ridge {peaks.ridge:.3g} FLOP/B", annotation_position="top left")
+            fig.add_vline(x=peaks.ridge, line={"color": "#953800", "dash": "dash"})
+            # Its label is an annotation of its own: on a log axis plotly reads an annotation's x as log10 of the
+            # value (a shape's as the value), so add_vline's own annotation_text stood at 10^ridge, off the chart
+            # (plotly.py issue 2580), and the ridge was never labelled.
+            fig.add_annotation(x=math.log10(peaks.ridge), xref="x", y=1, yref="y domain", xanchor="right",
+                               yanchor="top", showarrow=False, text=f"ridge {peaks.ridge:.3g} FLOP/B")
         title = f"Roofline · {hardware} · {len(points)} benchmark(s)"
     else:
         title = f"Roofline · {hardware} · {NO_PEAKS_NOTE}"
     labels, positions = _point_labels(points, achieved)
+    for key in _legend_keys(points):
+        fig.add_trace(key)
     fig.add_trace(go.Scatter(
-        x=intensities, y=achieved, mode="markers+text", name="benchmarks",
+        x=intensities, y=achieved, mode="markers+text", name="benchmarks", showlegend=False,
         # A point above its roof is drawn as a cross: the roof does not bound it, so its fraction is no figure.
-        marker={"color": ["#d62728" if p.bound == "compute" else "#4c78a8" for p in points], "size": 9,
+        marker={"color": [BOUND_COLOURS.get(p.bound, BOUND_COLOURS["memory"]) for p in points], "size": 9,
                 "symbol": ["x" if p.above else "circle" for p in points]},
         text=labels, textposition=positions, textfont={"size": 9},
         customdata=[[p.label, format_si(p.achieved_flops_per_s, "FLOP/s"),
