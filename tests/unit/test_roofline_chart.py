@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from service.store.drilldown import StoredRoofline
-from web.charts.drilldown import roof_for, roofline_figure, roofline_point, stored_roof
+from web.charts.drilldown import RooflinePeaks, roof_for, roofline_figure, roofline_point, stored_roof
 
 
 def test_an_h200_result_gets_a_roof() -> None:
@@ -20,6 +20,18 @@ def test_an_h200_result_gets_a_roof() -> None:
     assert [t["name"] for t in fig["data"]] == ["roof", "this result"]
     assert "69% of the roof" in fig["layout"]["title"]["text"]
     assert max(fig["data"][0]["y"]) == pytest.approx(989.5e12)
+
+
+def test_the_y_axis_spans_the_point_and_the_roof_labelled_by_decade_or_1_2_5() -> None:
+    """Left to plotly, a result page's y-axis over 4-200 GFLOP/s labelled every digit of each decade (4G ... 10G, 20G
+    ... 100G) one over another; it is set from the point and the roof, ticked as /model's is."""
+    peaks = RooflinePeaks(167e9, 60.3e9)
+    point = roofline_point(21e6, 33.6e6, 4.38e-3)  # the demo's softmax at 1024x4096: 4.8 GFLOP/s at 0.625 FLOP/B
+    assert point is not None
+    yaxis = roofline_figure(point, peaks, "cpu · cpu ×1")["layout"]["yaxis"]
+    low, high = (10 ** v for v in yaxis["range"])
+    assert low < point.flops_per_s and high > peaks.flops_per_s
+    assert yaxis["dtick"] in (1, "D2")
 
 
 def test_a_cpu_result_has_no_roof_and_the_page_says_why() -> None:

@@ -108,6 +108,12 @@ def attainable(peaks: RooflinePeaks, intensity: float) -> float:
     return min(peaks.flops_per_s, peaks.bytes_per_s * intensity)
 
 
+def log_ticks(low: float, high: float) -> int | str:
+    """A log axis's tick step: every decade where the axis spans two or more (plotly's own choice labels every
+    digit of each decade there, printed over one another on a chart of ordinary height), else 1, 2 and 5 of each."""
+    return 1 if math.log10(high / low) >= 2 else "D2"
+
+
 def roofline_figure(point: RooflinePoint, peaks: RooflinePeaks | None, hardware: str) -> dict[str, Any]:
     fig = go.Figure()
     if peaks is not None:
@@ -116,6 +122,11 @@ def roofline_figure(point: RooflinePoint, peaks: RooflinePeaks | None, hardware:
         xs = [low * (high / low) ** (i / 60) for i in range(61)]
         fig.add_trace(go.Scatter(x=xs, y=[attainable(peaks, x) for x in xs], mode="lines", name="roof",
                                  line={"color": "#6a737d", "width": 2}))
+        # The y-axis set here, not left to plotly: over its own range plotly labelled 4G, 5G, ... 90G, 100G, printed
+        # over one another (the result page, 2026-12-07).
+        y_low = min(point.flops_per_s, attainable(peaks, low)) / 2
+        y_high = max(point.flops_per_s, peaks.flops_per_s) * 2
+        fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)], dtick=log_ticks(y_low, y_high))
         fraction = point.flops_per_s / attainable(peaks, point.intensity)
         title = (f"Roofline · {hardware} · above the roof: it does not bound this result" if above_roof(fraction)
                  else f"Roofline · {hardware} · {fraction:.0%} of the roof at this intensity")

@@ -11,7 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from service.store.model_points import ModelPoint
-from web.charts.drilldown import RooflinePeaks, attainable
+from web.charts.drilldown import RooflinePeaks, attainable, log_ticks
 from web.units import format_si
 
 NO_PEAKS_NOTE = "no peak figures are stored for this hardware: points only, no roof"
@@ -81,12 +81,6 @@ def _point_labels(points: Sequence[ModelPoint], achieved: Sequence[float]) -> tu
     return labels, positions
 
 
-def _log_ticks(low: float, high: float) -> int | str:
-    """A log axis's tick step: every decade where the axis spans two or more (plotly's own choice labels every
-    digit of each decade there, printed over one another on a chart of ordinary height), else 1, 2 and 5 of each."""
-    return 1 if math.log10(high / low) >= 2 else "D2"
-
-
 def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hardware: str,
                  memory_roofs: Sequence[MemoryRoof] = ()) -> dict[str, Any]:
     """The suite on its hardware's roofline. The axes span the points (half a decade either side) and the ridge
@@ -144,8 +138,8 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
     if points:
         y_low = min(achieved) / 3
         y_high = max([*achieved, *tops]) * 2
-        fig.update_xaxes(range=[math.log10(low), math.log10(high)], dtick=_log_ticks(low, high))
-        fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)], dtick=_log_ticks(y_low, y_high))
+        fig.update_xaxes(range=[math.log10(low), math.log10(high)], dtick=log_ticks(low, high))
+        fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)], dtick=log_ticks(y_low, y_high))
     fig.update_xaxes(type="log", title="arithmetic intensity (FLOP/byte)")
     fig.update_yaxes(type="log", title="achieved FLOP/s", tickformat="~s")
     fig.update_layout(title=title, template="plotly_white", margin={"l": 70, "r": 20, "t": 50, "b": 50},
