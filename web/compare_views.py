@@ -139,7 +139,8 @@ def commit_page(sha: str) -> str:
         base = resolve(session, parent, head.label.repository)
         context = _page_context(session, base, head, args)
         static = _static_diff(session, base, head)
-    return render_template("commit.html", info=info, head=head.label, base=base.label, static=static, **context)
+    outcome = context["page"].outcome  # the runs compared, as `compare` and the API count them
+    return render_template("commit.html", info=info, head=head.label, base=outcome.base, static=static, **context)
 
 
 @bp.get("/compare")
@@ -156,8 +157,12 @@ def compare() -> str | tuple[str, int]:
         head = resolve(session, head_ref, repository)
         context = _page_context(session, base, head, args)
         static = _static_diff(session, base, head)
+    # The sides as compared: runs made in sessions the other side was not measured in are left out of them (the
+    # page's note says so), and the header counts what `kernelwatch compare` and the API count; it counted every
+    # run of each commit (19 and 16 runs on the demo's planted commit, where the CLI said 12 and 12).
+    outcome = context["page"].outcome
     return render_template("compare.html", base_ref=base_ref, head_ref=head_ref, repo=repository or "",
-                           base=base.label, head=head.label, static=static, **context)
+                           base=outcome.base, head=outcome.head, static=static, **context)
 
 
 # ---- how a comparison's cells read ----------------------------------------------------------------------------

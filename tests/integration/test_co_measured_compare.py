@@ -15,6 +15,7 @@ from service.contract.manifest import Manifest
 from service.pipeline.compare import compare_refs
 from service.pipeline.ingest import ingest_manifest
 from tests import builders
+from tests.api_client import Api
 
 
 def run(position: int, level: float, session: str | None, index: int, seed: int) -> dict[str, Any]:
@@ -30,7 +31,7 @@ def ingest(sessions: sessionmaker[Session], docs: list[dict[str, Any]]) -> None:
             ingest_manifest(session, Manifest.model_validate(doc))
 
 
-def test_runs_made_apart_from_the_other_side_are_left_out(sessions: sessionmaker[Session]) -> None:
+def test_runs_made_apart_from_the_other_side_are_left_out(sessions: sessionmaker[Session], api: Api) -> None:
     demo = "demo0000session"
     # The same code, measured in the demo's three rounds at the host's usual level (the runs a little apart) ...
     levels = (1.00e-3, 1.12e-3, 0.93e-3)
@@ -52,6 +53,10 @@ def test_runs_made_apart_from_the_other_side_are_left_out(sessions: sessionmaker
     assert len(outcome.head.runs) == 3 and len(outcome.base.runs) == 3
     [note] = [n for n in outcome.notes if "sessions the other side was not measured in" in n]
     assert "4 of head's 7 runs" in note and "3+3 runs" in note
+    # The page reads the same sides: 3 runs each, not every run of each commit (it said 3 and 7).
+    page = api.client.get(f"/compare?base={base_sha}&head={head_sha}").get_data(as_text=True)
+    assert page.count("· 3 runs</span>") == 2 and "· 7 runs" not in page, page
+    assert "4 of head&#39;s 7 runs" in page or "4 of head's 7 runs" in page
 
     # The runs a user names are compared as named: here every run of the head, the confirmation's included, which
     # is a comparison across the host's minutes, so each session counts as one run (the demo's three rounds one,
