@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from service.store.models import Benchmark, Commit, KernelCode, Repository, Result, Run, Series
 from service.store.queries import label_of
+from service.store.runs import of_the_commit
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def measured_parent(session: Session, info: CommitInfo, environment_ids: Sequenc
     first one."""
     repository_id = session.scalar(select(Repository.id).where(Repository.name == info.repository))
     same_branch = Run.branch.is_(None) if info.branch is None else Run.branch == info.branch
-    measured = exists().where(Run.commit_id == Commit.id, same_branch,
+    measured = exists().where(Run.commit_id == Commit.id, same_branch, of_the_commit(session),
                               Run.environment_id.in_(sorted(environment_ids)))
     return session.scalar(
         select(Commit.sha).where(Commit.repository_id == repository_id, Commit.position < info.position, measured)

@@ -34,6 +34,7 @@ from service.store.read_filters import (
     repository_ids,
     time_window,
 )
+from service.store.runs import of_the_commit
 from service.store.times import utc
 
 FindingKey = tuple[datetime, int]  # (created_at, id): where a page of findings ends
@@ -251,7 +252,8 @@ def commits_page(session: Session, filters: ReadFilters, limit: int = 100, after
     rest, largest relative change first, at most ``findings_limit`` of them (None: all), and counts them all.
     """
     envs = environment_ids(session, filters.hardware)
-    measured: list[ColumnElement[bool]] = [Run.commit_id == Commit.id]
+    own_code = of_the_commit(session)  # a working copy's runs stored under a commit's sha are not the commit's
+    measured: list[ColumnElement[bool]] = [Run.commit_id == Commit.id, own_code]
     if envs is not None:
         measured.append(Run.environment_id.in_(envs))
     conditions = [exists().where(*measured), *time_window(Commit.authored_at, filters)]
@@ -274,7 +276,7 @@ def commits_page(session: Session, filters: ReadFilters, limit: int = 100, after
     counts: dict[int, int] = {}
     by_commit: dict[int, list[FindingView]] = defaultdict(list)
     if ids:
-        run_filter = [Run.commit_id.in_(ids)] + ([Run.environment_id.in_(envs)] if envs is not None else [])
+        run_filter = [Run.commit_id.in_(ids), own_code] + ([Run.environment_id.in_(envs)] if envs is not None else [])
         runs = {cid: n for cid, n in session.execute(select(Run.commit_id, func.count(Run.id)).where(*run_filter)
                                                      .group_by(Run.commit_id))}
         of_page = [Finding.commit_id.in_(ids)] + ([Series.environment_id.in_(envs)] if envs is not None else [])

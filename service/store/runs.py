@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -35,6 +35,17 @@ def _of_the_commit(host: dict[str, object] | None, details: dict[str, object] | 
     """A run of the commit itself: a working copy's run stored under it (its environment names a
     ``working_tree``; from runners before that field, its host details say dirty) is not one."""
     return not (details or {}).get("working_tree") and (host or {}).get("dirty") != "true"
+
+
+def of_the_commit(session: Session) -> ColumnElement[bool]:
+    """:func:`_of_the_commit` as a condition on Run, for queries that list measured commits: a commit whose only runs
+    are of working copies is no measured commit (its page has no side to compare; the commits page listed it, and
+    its link was a 404). The working copies' environments are few (one per edit measured), so they are looked up
+    here rather than through each database's JSON operators."""
+    working_copies = [env_id for env_id, details in session.execute(select(Environment.id, Environment.details))
+                      if (details or {}).get("working_tree")]
+    dirty = Run.host_details["dirty"].as_string()
+    return and_(Run.environment_id.not_in(working_copies), or_(dirty.is_(None), dirty != "true"))
 
 
 def commit_measured(session: Session, repository: str, sha: str) -> bool:

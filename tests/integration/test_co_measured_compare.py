@@ -174,7 +174,7 @@ def test_a_confirmation_of_one_benchmark_leaves_every_other_benchmark_compared(
     assert "each row's runs=B+H" in narrowed and "5+5" not in narrowed
 
 
-def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Session]) -> None:
+def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Session], api: Api) -> None:
     """`run --working-tree` (uncommitted edits, stored under HEAD's sha in an environment of its own) against runs of
     the commit itself: the same hardware and toolchain with other code, so compared, where it was refused as
     "base and head ran in different environments"; the edit's 1.5x is a regression."""
@@ -216,6 +216,12 @@ def test_a_working_copy_is_compared_with_its_commit(sessions: sessionmaker[Sessi
     ingest(sessions, lone)
     with sessions() as session, pytest.raises(NotFound, match="no runs of its own code, only of working copies"):
         compare_refs(session, parent[0]["commit"]["sha"], lone[0]["commit"]["sha"])
+    # Nor is it a measured commit on the commits page, whose link to it was a 404; and a commit's runs there are its
+    # own code's (3, not the 6 stored under its sha).
+    listed = {c["sha"]: c["runs"] for c in api.client.get("/api/v1/commits").get_json()["commits"]}
+    assert listed == {parent[0]["commit"]["sha"]: 3, clean[0]["commit"]["sha"]: 3}, listed
+    page = api.client.get("/commits").get_data(as_text=True)
+    assert lone[0]["commit"]["sha"][:10] not in page and clean[0]["commit"]["sha"][:10] in page
 
 
 def test_a_commit_measured_only_by_follow_ups_has_its_other_benchmarks_unmeasured_not_missing(
