@@ -76,16 +76,18 @@ class KernelCountChange:
 
     @property
     def instructions_delta(self) -> int | None:
-        if self.base is None or self.head is None or self.base.instructions is None \
-                or self.head.instructions is None:
-            return None
-        return self.head.instructions - self.base.instructions
+        return _delta(self.base.instructions if self.base else 0, self.head.instructions if self.head else 0)
 
     @property
     def bundles_delta(self) -> int | None:
-        if self.base is None or self.head is None or self.base.bundles is None or self.head.bundles is None:
-            return None
-        return self.head.bundles - self.base.bundles
+        return _delta(self.base.bundles if self.base else 0, self.head.bundles if self.head else 0)
+
+
+def _delta(base: int | None, head: int | None) -> int | None:
+    """head - base, a kernel only one side has counting 0 on the other (a new kernel of 153 instructions is +153,
+    as the Diff page says; the compare page showed "–" for it); None where a side that has the kernel lacks the
+    count."""
+    return None if base is None or head is None else head - base
 
 
 def kernel_counts(session: Session, run_ids: Sequence[int], limit: int) -> list[KernelCounts]:
@@ -122,6 +124,6 @@ def count_changes(base: Sequence[KernelCounts], head: Sequence[KernelCounts]) ->
 
     def size(c: KernelCountChange) -> tuple[int, int]:
         delta = c.instructions_delta if c.instructions_delta is not None else c.bundles_delta
-        return (1, 0) if delta is None else (0, -abs(delta))
+        return (1, 0) if delta is None or c.base is None or c.head is None else (0, -abs(delta))
 
     return sorted(changes, key=size)

@@ -110,6 +110,7 @@ def test_kernel_count_changes() -> None:
     changes = count_changes(base, head)
     assert [c.kernel for c in changes] == ["big", "small", "gone", "new"]
     assert changes[0].instructions_delta == -40 and changes[2].head is None and changes[3].base is None
+    assert (changes[2].instructions_delta, changes[3].instructions_delta) == (-5, 7)  # all of a gone or new kernel
     assert count_changes([k("x", None, 4)], [k("x", None, 6)])[0].bundles_delta == 2
 
 

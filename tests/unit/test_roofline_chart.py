@@ -32,6 +32,8 @@ def test_the_y_axis_spans_the_point_and_the_roof_labelled_by_decade_or_1_2_5() -
     low, high = (10 ** v for v in yaxis["range"])
     assert low < point.flops_per_s and high > peaks.flops_per_s
     assert yaxis["dtick"] in (1, "D2")
+    xaxis = roofline_figure(point, peaks, "cpu · cpu ×1")["layout"]["xaxis"]
+    assert xaxis["dtick"] == 1  # 0.0625 .. 27.7 FLOP/B: by decade (plotly printed 7 8 9 0.1 2 3 ... over its span)
 
 
 def test_a_cpu_result_has_no_roof_and_the_page_says_why() -> None:

@@ -109,6 +109,8 @@ def test_the_figure_stacks_base_above_head_and_highlights_each_sides_name() -> N
     figure = timeline_figure([TimelineSide("base", base, "fusion.2"), TimelineSide("head", head, "while.1")])
     names = [trace["name"] for trace in figure["data"]]
     assert names == ["base ops", "base fusion.2", "head ops", "head while.1"]
+    colours = [trace["marker"]["color"] for trace in figure["data"]]
+    assert colours[0] != colours[2] and colours[1] == colours[3]  # two legend keys, two colours; red marks the op
     assert figure["layout"]["yaxis"]["categoryarray"] == ["head · XLA Ops", "base · XLA Ops"]  # base on top
     highlighted = figure["data"][1]
     assert len(highlighted["x"]) == 4 and {row[0] for row in highlighted["customdata"]} == {"fusion.2"}

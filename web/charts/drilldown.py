@@ -127,6 +127,7 @@ def roofline_figure(point: RooflinePoint, peaks: RooflinePeaks | None, hardware:
         y_low = min(point.flops_per_s, attainable(peaks, low)) / 2
         y_high = max(point.flops_per_s, peaks.flops_per_s) * 2
         fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)], dtick=log_ticks(y_low, y_high))
+        fig.update_xaxes(range=[math.log10(low), math.log10(high)], dtick=log_ticks(low, high))
         fraction = point.flops_per_s / attainable(peaks, point.intensity)
         title = (f"Roofline · {hardware} · above the roof: it does not bound this result" if above_roof(fraction)
                  else f"Roofline · {hardware} · {fraction:.0%} of the roof at this intensity")

@@ -16,6 +16,7 @@ from runners.parsers.xplane_to_timeline import Span, Timeline
 from web.charts.series import time_scale
 
 OP_COLOUR = "#9ecae1"
+HEAD_OP_COLOUR = "#a1d99b"  # the Diff page's head ops: base's and head's were one colour under two legend keys
 HIGHLIGHT = "#d62728"
 TRACK_HEIGHT = 34  # px a track takes; the figure grows with its tracks
 _THREAD_ID = re.compile(r"/\d{6,}$")  # XLA's CPU thread names end in a long numeric id: noise on an axis
@@ -67,7 +68,8 @@ def timeline_figure(sides: Sequence[TimelineSide]) -> dict[str, Any]:
         prefix = f"{side.label} " if side.label else ""
         rest = [s for s in side.timeline.spans if s.op != side.highlight]
         marked = [s for s in side.timeline.spans if s.op == side.highlight]
-        fig.add_trace(_bars(rest, labels, factor, f"{prefix}ops", OP_COLOUR, prefix))
+        colour = HEAD_OP_COLOUR if side.label == "head" else OP_COLOUR
+        fig.add_trace(_bars(rest, labels, factor, f"{prefix}ops", colour, prefix))
         if marked:
             fig.add_trace(_bars(marked, labels, factor, f"{prefix}{side.highlight}", HIGHLIGHT, prefix))
     order = [label for labels in all_labels for label in labels]
