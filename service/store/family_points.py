@@ -10,11 +10,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.store.models import Benchmark, Environment, Repository, Result, Run, Series
+from service.store.models import Benchmark, Commit, Environment, Repository, Result, Run, Series
+from service.store.queries import COMMIT_ORDER
 
 WALL_TIME = "wall_time"
-# A point's time is the median of its newest medians: one slow run (a busy runner) does not move it, and a
-# regression shows up once it is the majority of them.
+# A point's time is the median of its newest medians, newest by commit (then by run): one slow run (a busy runner)
+# does not move it, and a regression shows up once it is the majority of them. By commit, as /model's points
+# (service/store/model_points.py): a confirmation re-runs older commits after the newest was measured.
 NEWEST_MEDIANS = 5
 MAX_ROWS = 100_000
 
@@ -48,9 +50,10 @@ def stored_points(session: Session, suite: str, name: str, repository: str | Non
         .join(Benchmark, Series.benchmark_id == Benchmark.id)
         .join(Environment, Series.environment_id == Environment.id)
         .join(Run, Result.run_id == Run.id)
+        .join(Commit, Run.commit_id == Commit.id)
         .where(Benchmark.suite == suite, Benchmark.name == name, Series.metric == WALL_TIME,
                Result.status == "ok", Result.median.is_not(None), Result.median > 0)
-        .order_by(Run.started_at.desc(), Result.id.desc())
+        .order_by(*(c.desc() for c in COMMIT_ORDER), Run.started_at.desc(), Result.id.desc())
         .limit(MAX_ROWS)
     )
     if repository is not None:

@@ -4,6 +4,7 @@ published roofs, and the predict form answering with `kernelwatch predict`'s own
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,10 @@ def client(sessions: sessionmaker[Session], database_url: str, tmp_path: Path) -
     big = builders.result("matmul", "mm", params={"n": 4096}, samples=[1e-3, 1.01e-3, 0.99e-3],
                           flops=2.0 * 4096 ** 3, bytes_accessed=3.0 * 4096 ** 2 * 4)  # 683 FLOP/B: compute-bound
     ctx.submit(builders.manifest(1, [softmax(256, 1e-5), big], environment=h200))  # newer: this one is drawn
+    # The older commit measured again after it, as a confirmation does: still the newer commit's result is drawn.
+    again = (datetime(2026, 2, 1, 1, tzinfo=UTC)).isoformat()
+    ctx.submit(builders.manifest(0, [softmax(256, 4e-5)], environment=h200, trigger="confirm", started_at=again,
+                                 finished_at=again))
     ctx.submit(builders.manifest(2, [softmax(64, 1e-5)]))  # a CPU without calibration: no figures, not offered
     try:
         yield create_app(settings, context=ctx).test_client()
@@ -57,6 +62,9 @@ def test_the_suite_on_the_h200_roofline(client: FlaskClient) -> None:
     matmul = next(row for label, row in rows.items() if "matmul/mm" in label)
     assert "compute" in matmul and "FLOP/s" in matmul and "B/s" not in matmul, matmul
     assert all("B/s" in row for label, row in rows.items() if "softmax" in label)
+    # softmax at 256 rows from commit 1 (5.24 MFLOP in 10 µs), not commit 0's re-run (40 µs) that landed after it.
+    small = next(row for label, row in rows.items() if "rows=256" in label)
+    assert "524 GFLOP/s" in small and builders.commit(1)["sha"][:10] in small, small
 
 
 def test_the_predict_form_renders_the_commands_table(client: FlaskClient) -> None:
