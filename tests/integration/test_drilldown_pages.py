@@ -8,8 +8,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -292,6 +294,10 @@ def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
     missing = subprocess.run([sys.executable, "-m", "service.cli", "trace", "424242", "--no-serve"], env=env,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no result 424242" in missing.stderr
+    nowhere = tmp_path / "no-such-dir" / "x.json.gz"
+    unwritable = subprocess.run([sys.executable, "-m", "service.cli", "trace", str(rid), "--no-serve", "--perfetto",
+                                 str(nowhere)], env=env, capture_output=True, text=True, timeout=120)
+    assert unwritable.returncode == 2 and f"cannot write the Perfetto trace {nowhere}" in unwritable.stderr
 
     # Served: the local xprof lists the trace's session as a run it can open.
     port = free_port()
@@ -312,6 +318,19 @@ def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
         assert [str(run) for run in runs] == [xplane.parent.name], runs
         # The profiles are served to this host alone: xprof's own default bound every interface.
         assert listening_addresses(port) == {"127.0.0.1"}, listening_addresses(port)
+        # Another `trace` on these ports is one line, not xprof's traceback after saying where it serves.
+        taken = subprocess.run([sys.executable, "-m", "service.cli", "trace", str(rid), "--port", str(port)], env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert taken.returncode == 2 and f"port {port} is not free" in taken.stderr, taken.stderr
+        assert "Traceback" not in taken.stderr and "serving" not in taken.stderr
+        # A SIGTERM to `trace` alone (a supervisor's, a CI timeout's; not Ctrl-C's whole group) stops xprof too: it
+        # was left serving, owned by nobody, its worker port open on every interface.
+        os.kill(xprof.proc.pid, signal.SIGTERM)
+        xprof.proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while (listening_addresses(port) or listening_addresses(port + 1)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not listening_addresses(port) and not listening_addresses(port + 1)
 
 
 def listening_addresses(port: int) -> set[str]:
