@@ -141,6 +141,9 @@ class ResultHeader:
     device_count: int
     environment: dict[str, Any]  # the fingerprinted details: versions, flags, host ISA...
     records_result_id: int  # the result whose artifacts and parsed records these pages show
+    # The run that captured them where it is not this result's own (a later round of the commit's session, whose
+    # first round captured): the page names it, since its timeline is that run's, not this one's.
+    records_run_uid: str | None = None
     artifacts: list[ArtifactInfo] = field(default_factory=list)
     roofline: StoredRoofline | None = None  # None: stored before ingest computed them, or no counts or peaks
     # Where the benchmark's own counts and XLA's differ by more than 10 %; empty where they agree or either
@@ -335,6 +338,8 @@ def result_header(session: Session, result_id: int) -> ResultHeader | None:
         return None
     r, s, b, env, run, commit, repo = row
     records_id = records_result_id(session, result_id) or result_id
+    records_run = session.scalar(select(Run.run_uid).join(Result, Result.run_id == Run.id)
+                                 .where(Result.id == records_id)) if records_id != result_id else None
     cost = {k: float(v) for k, v in (r.cost or {}).items()}
     flops, bytes_accessed, cost_source = r.flops, r.bytes_accessed, "benchmark" if r.flops is not None else None
     if flops is None and "flops" in cost:
@@ -355,7 +360,8 @@ def result_header(session: Session, result_id: int) -> ResultHeader | None:
         commit_position=commit.position, run_id=run.id, run_uid=run.run_uid, branch=run.branch,
         trigger=run.trigger, pr_number=run.pr_number, started_at=run.started_at, backend=env.backend,
         device_kind=env.device_kind, device_count=env.device_count, environment=dict(env.details or {}),
-        records_result_id=records_id, artifacts=artifacts, roofline=_stored_roofline(r),
+        records_result_id=records_id, records_run_uid=records_run if records_run != run.run_uid else None,
+        artifacts=artifacts, roofline=_stored_roofline(r),
         cost_disagreements=cost_disagreements(r.flops, r.bytes_accessed, cost),
         bandwidth=_bandwidth(b.name, b.params, s.metric, s.unit, r.median, env.backend, env.device_kind,
                              env.device_count),

@@ -377,7 +377,10 @@ def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[di
                                           .order_by(Result.id)).all()
         header = drilldown.result_header(s, timed_id)
         assert header is not None and header.records_result_id == captured_id
+        assert header.records_run_uid == first["run_id"]  # another run (it read "of the same run")
         assert trace_files(header) and {a.kind for a in header.artifacts} >= {"hlo", "xplane"}
+    page = create_app(settings, context=ctx).test_client().get(f"/results/{timed_id}").get_data(as_text=True)
+    assert f"result {captured_id}</a> of run" in page and first["run_id"] in page and "of the same run" not in page
     from tests.cli_inprocess import run_cli
 
     laid = run_cli(["trace", str(timed_id), "--no-serve", "--logdir", str(tmp_path / "logs")],
@@ -385,3 +388,4 @@ def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[di
                     "PATH": os.environ.get("PATH", "")})
     assert laid.returncode == 0, laid.stderr
     assert list((tmp_path / "logs").rglob("*.xplane.pb"))
+    assert f"captured by result {captured_id} of run {first['run_id']}" in laid.stderr, laid.stderr
