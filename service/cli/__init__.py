@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from service.cli import (
     alerts,
@@ -27,7 +28,7 @@ from service.cli import (
     trace,
     workers,
 )
-from service.cli.common import Handler, Subparsers
+from service.cli.common import EXIT_USAGE, Handler, Subparsers
 from service.cli.errors import exit_status
 from service.settings import Settings, load_settings
 
@@ -38,8 +39,17 @@ REGISTER: tuple[Callable[[Subparsers], None], ...] = (
     workers.register, tokens.register, deliveries.register)
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse's usage errors as every other error of the command line: one line on stderr and exit 2 (README,
+    "Exit codes"); argparse printed its usage block first, eight lines for a bad --format."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kernelwatch", description="Kernel performance regressions, per commit.")
+    parser: argparse.ArgumentParser = OneLineErrors(prog="kernelwatch",
+                                                    description="Kernel performance regressions, per commit.")
     sub = parser.add_subparsers(dest="command", required=True)
     for register in REGISTER:
         register(sub)

@@ -163,6 +163,7 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
                        (["deliveries", "--retry", "²"], "is no id")):
         proc = kernelwatch(args, env)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "usage:" not in proc.stderr, proc.stderr  # one line, as README says
     nothing = kernelwatch(["run", "--repo", str(suite_repo), "--suite", "nomatch/x", "--samples", "2"], env)
     assert nothing.returncode == 2 and "selected no benchmark" in nothing.stderr, nothing.stderr
     assert "it declares" in nothing.stderr and "softmax/softmax_rows" in nothing.stderr  # what a typo missed
