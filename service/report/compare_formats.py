@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 
 from service.detect.compare import Comparison, ComparisonReport, SideResult
@@ -108,6 +109,18 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:.12g}"
 
 
+def _delta_percent(ratio: float) -> str:
+    """(ratio - 1) x 100 to the digits the ratio's own column gives (twelve significant, README), read from that
+    column: a ratio near 1 leaves fewer of them to its change (1.0004158736 is +0.04158736 %), and reading it from
+    the printed ratio makes the figure the same whether the report was made here or rebuilt from the service's
+    JSON (`compare --url`). It was printed to six digits."""
+    shown = float(_num(ratio))
+    if shown == 0 or not math.isfinite(shown):
+        return _num((shown - 1) * 100)
+    decimals = max(0, 12 - (math.floor(math.log10(abs(shown))) + 1) - 2)
+    return _num(round((shown - 1) * 100, decimals))
+
+
 def _runs(side: SideResult | None) -> str:
     return str(side.estimate.runs) if side is not None and side.estimate is not None else "0"
 
@@ -123,7 +136,7 @@ def _side_cells(side: SideResult | None) -> list[str]:
 
 def _csv_row(row: Comparison) -> list[str]:
     k = row.key
-    delta = "" if row.ratio is None else f"{(row.ratio - 1) * 100:.6g}"
+    delta = "" if row.ratio is None else _delta_percent(row.ratio)
     return [k.environment, k.suite, k.name, " ".join(f"{name}={value}" for name, value in k.params), k.metric,
             k.unit, k.direction, row.verdict, *_side_cells(row.base), *_side_cells(row.head), _num(row.ratio),
             _num(row.ratio_low), _num(row.ratio_high), delta, _num(row.p_value), _num(row.q_value),
