@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelwatch.errors import InvalidInput
+from kernelwatch.errors import InvalidInput, NotFound
 from service.cli.common import EXIT_OK, Subparsers, open_context
 from service.report.compare_table import terminal_text
 from service.settings import Settings
@@ -51,6 +51,7 @@ def cmd_predict(settings: Settings, options: PredictOptions) -> int:
     from runners.suite import SuiteNotFound, discover
     from service.pipeline.predictions import default_suite_root, predict_reports
     from service.report.predict_text import predictions_to_text
+    from service.store.commits import repository_named
     from service.store.family_points import stored_points
 
     root = options.suite_root or default_suite_root()
@@ -67,6 +68,9 @@ def cmd_predict(settings: Settings, options: PredictOptions) -> int:
     ctx = open_context(settings, reads=True)
     try:
         with ctx.sessions() as session:
+            if options.repo is not None and repository_named(session, options.repo) is None:
+                # Said as compare says it: it read "has no stored measurements: name a chip with --hardware".
+                raise NotFound(f"no repository named {options.repo!r}")
             reports = predict_reports(specs, options.kernel, options.source, options.target,
                                       lambda suite, name: stored_points(session, suite, name, options.repo),
                                       options.hardware)

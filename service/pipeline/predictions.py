@@ -294,6 +294,14 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         if unknown:
             raise InvalidInput(f"unknown parameter(s) {', '.join(unknown)} for {kernel} (parameters: {known})")
         raise InvalidInput(f"no benchmark of {kernel} takes all of {', '.join(sorted(wanted))} (parameters: {known})")
+    stored_of = {f"{s.suite}/{s.name}": load_points(s.suite, s.name) for s in fitting}
+    unmeasured = [label for label, stored in stored_of.items() if not stored]
+    skipped: list[str] = []
+    if hardware_name is None and 0 < len(unmeasured) < len(fitting):
+        # A suite's kernel (`--kernel matmul`) with one benchmark never measured: the others are predicted where
+        # they were measured, and the one is named; it refused the whole suite.
+        fitting = [s for s in fitting if f"{s.suite}/{s.name}" not in unmeasured]
+        skipped = unmeasured
     reports = []
     host_variants: dict[tuple[str, float], list[tuple[str, list[Measured], Roofs]]] = {}
     for spec in fitting:
@@ -305,7 +313,11 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
                                                                               shapes.assumed.items()))
         if variant_of(spec, shapes.source) != variant_of(spec, shapes.target):
             notes.append("--from and --to differ in a variant parameter; the measured points are the --to variant's")
-        stored = load_points(spec.suite, spec.name)
+        stored = stored_of[label]
+        if skipped:
+            verbs = ("takes", "has") if len(skipped) == 1 else ("take", "have")
+            notes.append(f"{', '.join(skipped)} {verbs[0]} these parameters too and {verbs[1]} no stored "
+                         "measurements (--hardware predicts from the roofline alone)")
         by_hardware: dict[str, list[StoredPoint]] = {}
         for point in stored:
             by_hardware.setdefault(hardware_key(point.backend, point.device_kind), []).append(point)

@@ -83,6 +83,9 @@ def test_predict_refuses_what_it_cannot_answer_with_exit_status_2(tmp_path: Path
     assert param.returncode == 2 and "unknown parameter(s) rowz" in param.stderr
     empty = kernelwatch(["predict", "--kernel", "softmax", "--from", "rows=1", "--to", "rows=2"], home)
     assert empty.returncode == 2 and "no stored measurements" in empty.stderr
+    nowhere = kernelwatch(["predict", "--kernel", "softmax", "--from", "rows=1", "--to", "rows=2", "--repo", "nosuch"],
+                          home)
+    assert nowhere.returncode == 2 and "no repository named 'nosuch'" in nowhere.stderr, nowhere.stderr
 
 
 def test_runs_that_kept_their_pages_are_predicted_with_the_fresh_pages_regime_they_ran_in(tmp_path: Path) -> None:

@@ -84,6 +84,18 @@ def test_unknown_kernels_parameters_and_hardware_are_invalid_input() -> None:
         predict_reports(specs, "toy/rows", "rows=1", "rows=2", loader([]), None)
 
 
+def test_a_suites_benchmark_never_measured_is_named_and_the_measured_one_predicted() -> None:
+    """`--kernel toy` where toy/rows was measured and toy/cols, which takes the same parameters, never was: the
+    measured one is predicted and the other named (the whole suite was refused for it)."""
+    cols = BenchmarkSpec(suite="toy", name="cols", grid=({"rows": 256, "cols": 4096, "fused": True},),
+                         factory=_never_built, cost=_rows_cost)
+    [report] = predict_reports([ROWS, cols], "toy", "rows=256", "rows=512", loader([point(256, 1e-3)]), None)
+    assert report.benchmark == "toy/rows"
+    assert any("toy/cols takes these parameters too and has no stored measurements" in n for n in report.notes)
+    with pytest.raises(InvalidInput, match="no stored measurements"):  # none measured: still refused
+        predict_reports([ROWS, cols], "toy", "rows=256", "rows=512", loader([]), None)
+
+
 def test_only_the_target_variant_on_the_chosen_hardware_is_interpolated() -> None:
     points = [point(256, 1e-3), point(1024, 4e-3), point(256, 9.0, fused=False),
               point(256, 5.0, backend="tpu", kind="TPU v5 lite")]
