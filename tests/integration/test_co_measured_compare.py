@@ -57,6 +57,9 @@ def test_runs_made_apart_from_the_other_side_are_left_out(sessions: sessionmaker
     page = api.client.get(f"/compare?base={base_sha}&head={head_sha}").get_data(as_text=True)
     assert page.count("· 3 runs</span>") == 2 and "· 7 runs" not in page, page
     assert "4 of head&#39;s 7 runs" in page or "4 of head's 7 runs" in page
+    assert '<td class="num muted runs">3+3</td>' in page  # the runs=B+H the note speaks of, on the row
+    commit_page = api.client.get(f"/commits/{head_sha}").get_data(as_text=True)
+    assert "(3 + 3 runs compared)" in commit_page, commit_page
 
     # The runs a user names are compared as named: here every run of the head, the confirmation's included, which
     # is a comparison across the host's minutes, so each session counts as one run (the demo's three rounds one,
