@@ -214,7 +214,8 @@ def _explained(ops: Any, base: Any, head: Any) -> dict[str, Any] | None:
     if not ops.rows or not ops.per_call or base.unit != "s" or head.unit != "s" or base.metric != head.metric \
             or base.median is None or head.median is None:
         return None
-    return reconcile(ops.total_delta_ns, (base.median * 1e9, head.median * 1e9))
+    return reconcile(ops.total_delta_ns, (base.median * 1e9, head.median * 1e9),
+                     (ops.base_total_ns, ops.head_total_ns))
 
 
 def _choose(choices: Sequence[KernelChoice], name: str | None, isa: str | None) -> KernelChoice | None:

@@ -141,6 +141,18 @@ def test_attribution_joins_renumbered_ops_and_leads_with_what_changed() -> None:
     assert "explains >100 %" in rec["note"]
 
 
+def test_an_op_table_far_from_the_time_per_call_gives_no_share_of_the_change() -> None:
+    """On a CPU host a softmax's ops summed 8.8 ms a call over threads against a 3.0 ms median: the share of the
+    time change the table 'explained' (57 %) compared a sum over threads with a wall time."""
+    from service.detect.attribution import reconcile
+
+    apart = reconcile(6.0e6, (3.03e6, 13.5e6), (8.83e6, 14.8e6))
+    assert apart is not None and apart["explained_share"] is None
+    assert "2.9x the base's time per call" in apart["note"] and "which ops moved" in apart["note"]
+    near = reconcile(6.0e6, (3.0e6, 9.0e6), (3.3e6, 9.6e6))  # within COMPARABLE on both sides: a share
+    assert near is not None and near["explained_share"] == 1.0 and "explains 100%" in near["note"]
+
+
 def test_the_summary_does_not_lead_with_an_unchanged_fusion() -> None:
     before = _side([("fusion.1", "A"), ("fusion.2", "B")], {"fusion.1": 100_000.0, "fusion.2": 200_000.0},
                    {"fusion.1": 10, "fusion.2": 20})
