@@ -36,7 +36,7 @@ from service.report.listing_diff import (
     op_mnemonic,
 )
 from service.report.op_table_diff import diff_op_tables
-from service.store.diff_queries import finding_diff_target, profiled_calls
+from service.store.diff_queries import FindingFigures, finding_diff_target, finding_figures, profiled_calls
 from service.store.drilldown import (
     FusionRow,
     HloView,
@@ -218,6 +218,15 @@ def _explained(ops: Any, base: Any, head: Any) -> dict[str, Any] | None:
                      (ops.base_total_ns, ops.head_total_ns))
 
 
+def _finding_context(sessions: Any) -> FindingFigures | None:
+    """The finding the page was opened from (``finding=N``, which /findings/N/diff adds), where it still exists."""
+    raw = (request.args.get("finding") or "").strip()
+    if not raw.isdigit() or len(raw) > 18:
+        return None
+    with sessions() as session:
+        return finding_figures(session, int(raw))
+
+
 def _choose(choices: Sequence[KernelChoice], name: str | None, isa: str | None) -> KernelChoice | None:
     if name is None:  # nothing asked for: the kernel whose code changed most, if any did
         return next((c for c in choices if c.status != "same"), None)
@@ -296,13 +305,14 @@ def _diff_page() -> str:
         warnings.append(f"Different hardware: {base.hardware} vs {head.hardware}.")
     fusion_rows = diff_fusion_lists(_fusions(hlo_b), _fusions(hlo_h), pairing)
     explained = _explained(ops, base, head)
+    finding = _finding_context(sessions)
     hlo_notes = [f"{side}: {v.note}" for side, v in (("base", hlo_b), ("head", hlo_h)) if v is not None and v.note]
     timelines, timeline_notes = _timelines(store, base, head, op_table_pairing, selected)
     return render_template(
         "diff.html", error=None, base=base, head=head, ops=ops, choices=choices, chosen=chosen, selected=selected,
         code=code, fusion_code=fusion_code, fusion_rows=fusion_rows, hlo_notes=hlo_notes, warnings=warnings,
-        explained=explained, fusion_pairing=pairing, timelines=timelines, timeline_notes=timeline_notes,
-        full=full, args=link_args(request.args, drop=("full",)))
+        explained=explained, finding=finding, fusion_pairing=pairing, timelines=timelines,
+        timeline_notes=timeline_notes, full=full, args=link_args(request.args, drop=("full",)))
 
 
 @bp.get("/findings/<int:finding_id>/diff")
@@ -316,7 +326,7 @@ def finding_diff(finding_id: int) -> Response | tuple[str, int]:
         side = "previous commit" if target.base_result_id is None else "commit"
         return _render_error(DiffQueryError(404, f"Finding {finding_id} has no stored result at its {side} to "
                                              "compare with."))
-    args: dict[str, Any] = {"base": target.base_result_id, "head": target.head_result_id}
+    args: dict[str, Any] = {"base": target.base_result_id, "head": target.head_result_id, "finding": finding_id}
     if target.name is not None:
         args["kernel"] = target.name
         if target.isa is not None:

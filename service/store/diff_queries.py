@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service.store.drilldown import records_result_id
-from service.store.models import Finding, Result, Run
+from service.store.models import Finding, Result, Run, Series
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,23 @@ def profiled_calls(session: Session, result_id: int) -> int | None:
     rid = records_result_id(session, result_id)
     count = session.scalar(select(Result.sample_count).where(Result.id == rid)) if rid is not None else None
     return count or None
+
+
+@dataclass(frozen=True)
+class FindingFigures:
+    """What a finding says of its series, for the Diff page reached from it (whose two results are one run each)."""
+
+    finding_id: int
+    magnitude: float  # relative change, after / before - 1 (signed as the series' unit reads)
+    value_before: float
+    value_after: float
+    unit: str
+
+
+def finding_figures(session: Session, finding_id: int) -> FindingFigures | None:
+    row = session.execute(select(Finding.magnitude, Finding.value_before, Finding.value_after, Series.unit)
+                          .join(Series, Series.id == Finding.series_id).where(Finding.id == finding_id)).first()
+    if row is None or row.value_before is None or row.value_after is None:
+        return None
+    return FindingFigures(finding_id, float(row.magnitude), float(row.value_before), float(row.value_after),
+                          str(row.unit))

@@ -72,6 +72,8 @@ def test_a_findings_link_opens_the_ranked_kernel_diffed(app: Flask) -> None:
     html = page.get_data(as_text=True)
     selected = re.search(r'class="kernel-choice[^"]*selected"[^>]*data-name="([^"]+)"', html)
     assert selected and selected.group(1) == CHANGED_FUSION
+    # The finding's own figures beside the two results' (one run each): their medians once read as the change.
+    assert f"finding={finding_id}" in location and f"Finding {finding_id}: +" in html and "one run of each side" in html
     assert f'<code id="code-name">{CHANGED_FUSION}</code>' in html
     # The elementwise fusion's code grew: inserted lines (head only), and a count delta on top.
     assert html.count('class="row-insert"') > 0
