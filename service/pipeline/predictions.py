@@ -370,6 +370,15 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
             steps = family_cliff_steps([(m, r) for suite, m, r in on_host if suite == spec.suite],
                                        [(m, r) for _, m, r in on_host])
         prediction = predict(source, target, measured, roofs, steps=steps)
+        for name, shape, estimate in (("--from", source, prediction.source), ("--to", target, prediction.target)):
+            if (alone_at_its_level(shape.bytes_accessed, measured, roofs) and estimate.measured_s is None
+                    and estimate.efficiency.basis != "across a cliff"):
+                # Past a cliff with no step known: the nearest level's efficiency, held, which the cliff makes
+                # wrong by as much as it is steep (a 32 MiB softmax output ran about 3x slower): said, not silent.
+                notes.append(f"the {name} shape's working set is at {roofs.level(shape.bytes_accessed)}, where no "
+                             "shape of this benchmark was measured and no other benchmark shows the step there: its "
+                             "efficiency is the nearest measured level's, and a cache or page-fault cliff between "
+                             "would make it slower; measure a shape there to know")
         reports.append(PredictionReport(benchmark=label, hardware=described, dtype=used_dtype, prediction=prediction,
                                         measured_shapes=len({json.dumps(m.shape.params, sort_keys=True, default=str)
                                                              for m in measured}),

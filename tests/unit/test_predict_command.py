@@ -204,3 +204,7 @@ def test_a_shape_alone_past_a_cliff_takes_the_step_the_host_s_other_benchmarks_t
     [alone] = predict_reports([ROWS, norm, other], "toy/rows", "rows=1024", "rows=4096", load, None)
     assert alone.prediction.target.efficiency.basis == "nearest"
     assert alone.prediction.target.efficiency.value == pytest.approx(0.5)
+    # ... and says so: a cliff between would make it slower (it was silent).
+    assert any("--to shape's working set is at L3, fresh pages" in n and "nearest measured level's" in n
+               for n in alone.notes), alone.notes
+    assert not any("working set is at" in n for n in report.notes + host.notes)  # stepped: nothing to say
