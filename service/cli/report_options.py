@@ -105,15 +105,19 @@ def render(found: Comparison, fmt: str, only_changed: bool, sort: SortOrder, pat
 
     report = restrict(found.report, pattern)
     rows = listing(report, only_changed, sort)
-    markdown = format_markdown(report, found.base, found.head, found.notes, rows)
+    notes = found.notes
+    if len(report.rows) < len(found.report.rows):
+        # The notes were made over every benchmark compared ("for 3 of 4 benchmarks ..."), which --filter narrowed.
+        notes = tuple(f"(of all {len(found.report.rows)} results compared, before --filter) {n}" for n in notes)
+    markdown = format_markdown(report, found.base, found.head, notes, rows)
     if fmt == "json":
-        text = json.dumps(to_json(report, found.base, found.head, found.notes, rows=rows), indent=2) + "\n"
+        text = json.dumps(to_json(report, found.base, found.head, notes, rows=rows), indent=2) + "\n"
     elif fmt == "csv":
         text = format_csv(report, rows)
     elif fmt == "markdown":
         text = markdown
     else:
-        text = format_text(report, found.base, found.head, found.notes, rows)
+        text = format_text(report, found.base, found.head, notes, rows)
     return Rendered(text, markdown, should_fail(report, fail_on), fail_reason(report, fail_on))
 
 

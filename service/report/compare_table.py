@@ -299,7 +299,7 @@ def format_text(report: ComparisonReport, base: SideLabel, head: SideLabel, note
     if shown:
         lines.append(shown)
     lines.append(significance_line(report))
-    lines += footnote_lines(report, any(_NO_INTERVAL in cell for cells in table for cell in cells))
+    lines += footnote_lines(report, any(_NO_INTERVAL in cell for cells in table for cell in cells), rows)
     lines += failure_lines(report)
     lines += [f"note: {note}" for note in notes]
     return "\n".join(terminal_safe(line) for line in lines) + "\n"
@@ -328,20 +328,22 @@ def significance_line(report: ComparisonReport) -> str:
                if any(row.below_min_effect for row in report.rows) else "") + "; ? inconclusive")
 
 
-def footnote_lines(report: ComparisonReport, no_interval_shown: bool) -> list[str]:
-    """What the marks in the cells mean, for the marks that were printed."""
+def footnote_lines(report: ComparisonReport, no_interval_shown: bool, rows: Sequence[int] | None = None) -> list[str]:
+    """What the marks in the cells mean, for the marks that were printed: those of the ``rows`` listed (every row
+    when None; `--only-changed` and `--filter` list fewer, and footnoted marks no listed row carried)."""
     p = report.params
+    shown = report.rows if rows is None else [report.rows[i] for i in rows]
     lines = []
     if no_interval_shown:
         lines.append(f"{_NO_INTERVAL} one run and no stored spread between runs: no {p.confidence * 100:g}% "
                      "interval")
-    if any(row.below_min_effect for row in report.rows):
+    if any(row.below_min_effect for row in shown):
         lines.append(f"{_SMALL_EFFECT} significant, but smaller than the minimum effect")
-    noisy = sum(1 for row in report.rows if row.noisy_runs)
-    if noisy:
+    if any(row.noisy_runs for row in shown):
         lines.append(f"{_NOISY} rests on runs taken under heavy CPU steal (the host was busy elsewhere): "
                      "measure again on a quieter host")
-    lines += [f"{mark} {reason}" for reason, mark in reason_marks(report).items()]
+    reasons = {row.reason for row in shown if row.verdict == "inconclusive"}
+    lines += [f"{mark} {reason}" for reason, mark in reason_marks(report).items() if reason in reasons]
     return lines
 
 

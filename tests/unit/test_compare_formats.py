@@ -115,6 +115,12 @@ def test_only_changed_keeps_changes_and_what_cannot_be_compared() -> None:
     text = format_text(report, BASE, HEAD, rows=listing(report, only_changed=True))
     assert f"showing {len(listed)} of {len(report.rows)} benchmark results" in text
     assert "norms/tiny_shift" not in text.split("\n\n", 1)[1].split("showing")[0]  # the unchanged row is hidden
+    # Footnotes only for the marks of listed rows: the hidden small effect's and the inconclusive row's are not.
+    every = format_text(report, BASE, HEAD)
+    assert "significant, but smaller than the minimum effect" in every
+    assert "significant, but smaller than the minimum effect" not in text
+    inconclusive = next(r for r in report.rows if r.verdict == "inconclusive")
+    assert (inconclusive.reason or "") in every and ((inconclusive.reason or "") in text) == (inconclusive in listed)
 
 
 def test_sort_by_delta_puts_the_largest_change_first_either_way() -> None:
@@ -227,3 +233,16 @@ def test_stored_text_cannot_drive_a_terminal_nor_open_html() -> None:
     pairs = basic_pairs()
     pairs[0] = replace(pairs[0], key=replace(pairs[0].key, unit="s\x1b[2J"))
     assert "\x1b" not in format_csv(compare(pairs))
+
+
+def test_notes_made_over_every_result_say_so_when_a_filter_lists_fewer() -> None:
+    """A note counting benchmarks ("for 3 of 4 benchmarks ...") was printed under --filter as if of the rows shown."""
+    import re
+
+    from service.cli.report_options import Comparison, render
+
+    found = Comparison(compare(basic_pairs()), BASE, HEAD, ("for 3 of 5 benchmarks some runs were made apart",))
+    everything = render(found, "text", False, "name", None, "none").text
+    assert "note: for 3 of 5 benchmarks" in everything
+    narrowed = render(found, "text", False, "name", re.compile("^matmul/"), "none").text
+    assert "note: (of all 5 results compared, before --filter) for 3 of 5 benchmarks" in narrowed
