@@ -157,7 +157,8 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
     where = f" in repository {repository.name}" if repository is not None else ""
     if not _HEX.match(ref) or len(ref) > 40:
         # A branch, tag or HEAD~1 is git's to resolve, in a repository the store knows: named with --repo.
-        hint = "" if repository is not None else " (a branch, tag or other git revision needs --repo NAME)"
+        hint = "" if repository is not None else (" (a branch, tag or other git revision needs --repo NAME; repo=NAME "
+                                                  "through the API)")
         raise NotFound(f"no run {ref!r}, and it is not a commit sha{where}{hint}")
     if len(ref) < MIN_PREFIX:
         raise InvalidInput(f"{ref!r} is too short: a sha prefix needs at least {MIN_PREFIX} hex digits")
