@@ -178,6 +178,7 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
     assert re.search(rf'<tr class="fusion-added"><td><a [^>]*><code>{re.escape(new)}</code>', html)
     assert 'class="fusion-removed"' not in html and 'class="fusion-changed"' not in html
     assert 'id="fusion-renames"' in html
+    assert "name-reused" not in html  # renumbered, not reused: no name is one op's in base and another's in head
     # the head's HLO page lists its sorts among the program's other ops, each with its time where traced
     hlo_page = app.test_client().get(f"/results/{head_id}/hlo").get_data(as_text=True)
     assert 'id="program-ops-' in hlo_page
