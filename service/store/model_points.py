@@ -78,7 +78,7 @@ def pick_hardware(choices: list[HardwareChoice], wanted: str | None,
 
 
 def _label(suite: str, name: str, params: dict[str, Any]) -> str:
-    shown = ",".join(f"{k}={v}" for k, v in params.items())
+    shown = ",".join(f"{k}={v}" for k, v in sorted(params.items()))  # in the order every other page gives them
     return f"{suite}/{name}" + (f" [{shown}]" if shown else "")
 
 

@@ -53,8 +53,8 @@ def test_the_suite_on_the_h200_roofline(client: FlaskClient) -> None:
     ridge = H200_SXM.peak_flops("tf32") / H200_SXM.memory_bytes_per_s  # type: ignore[operator]
     assert f'<span id="ridge">{ridge:.3g}</span>' in page
     assert f"ridge {ridge:.3g} FLOP/B" in page  # the figure's own label
-    assert page.count("softmax/softmax_rows [rows=") == 2 + 2  # two points: in the table and in the figure
-    assert "rows=256,cols=4096" in page and "rows=1024,cols=4096" in page
+    assert page.count("softmax/softmax_rows [cols=4096,rows=") == 2 + 2  # two points: in the table and the figure
+    assert "cols=4096,rows=256" in page and "cols=4096,rows=1024" in page
     assert "rows=64" not in page  # the uncalibrated CPU host has no figures
     assert "NVIDIA H200" in page and 'href="/model"' in page
     # Each row's roof is the one that binds it: the compute peak for the matmul, the memory's for softmax.
