@@ -121,7 +121,8 @@ def cmd_trace(settings: Settings, result_id: int, logdir: Path | None, port: int
     print(root)
     if header.records_result_id != result_id:  # a later round's result: its commit's first round captured
         print(f"the traces were captured by result {header.records_result_id} of run "
-              f"{header.records_run_uid or header.run_uid}, a round of the same commit that captured them",
+              f"{header.records_run_uid or header.run_uid}, an earlier round of the same commit (later rounds only "
+              "time)",
               file=sys.stderr)
     if not serve:
         print(f"{len(files)} trace(s) laid out for xprof: xprof --logdir {root} --port {port}", file=sys.stderr)
