@@ -23,7 +23,7 @@ from kernelwatch.errors import InvalidInput, NotFound
 from service.detect.grouping import STATES
 from service.detect.static_diff import COUNT_UNITS
 from service.pipeline.alerts import alerts_page, triage
-from service.report.alert_views import AlertFindingView, AlertView
+from service.report.alert_views import AlertFindingView, AlertView, worst_finding
 from service.store.alert_context import AlertContext, alert_context, filter_choices
 from service.store.db import unit_of_work
 from service.store.queries import FindingView, recent_commits, series_view
@@ -113,10 +113,7 @@ class InboxEntry:
     def worst(self) -> AlertFindingView | None:
         """The largest regression listed; the largest change when none is (an improvement's alert): in a mixed
         alert, a large speed-up must not stand in for the slow-down a person has to look at."""
-        # A code diff's stands in only for an alert of code diffs alone, as in the alert's kind.
-        measured = [f for f in self.findings if not f.code] or self.findings
-        regression = next((f for f in measured if f.direction == "regression"), None)
-        return regression or (measured[0] if measured else None)
+        return worst_finding(self.findings, lambda f: f.code, lambda f: f.direction)
 
 
 def _matches(alert: AlertView, context: AlertContext, filters: InboxFilters) -> bool:

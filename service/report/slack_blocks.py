@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from service.report.alert_views import change_word
+from service.report.alert_views import change_word, worst_finding
 
 if TYPE_CHECKING:
     from service.report.alert_views import AlertNoteView, AlertView
@@ -208,8 +208,8 @@ def _verdict_line(v: SlackVerdict) -> str:
 
 def _fallback(alert: SlackAlert) -> str:
     text = f"{_title(alert)} ({trim(alert.commit_subject, MAX_SUBJECT)}), {alert.state}"
-    if alert.findings:
-        worst = alert.findings[0]
+    worst = worst_finding(alert.findings, lambda f: f.exact, lambda f: f.direction)
+    if worst is not None:
         text += f"; worst {worst.magnitude:+.1%} {worst.benchmark} {worst.metric} on {worst.hardware}"
     return text
 

@@ -159,3 +159,17 @@ def test_the_fallback_text_escapes_what_slack_would_read_as_markup() -> None:
     for message in (note, alert):
         assert "<" not in message.text and ">" not in message.text, message.text
     assert "&lt;!channel&gt; &amp; &lt;https://x|here&gt;" in note.text and "&lt;!here&gt; fuse" in alert.text
+
+
+def test_the_notification_text_names_the_worst_regression_as_the_inbox_does() -> None:
+    """Slack's notification text took the largest change: a speed-up in a mixed alert, an instruction count beside
+    the time it explains. It names what the inbox's 'worst change' does (web/views.py InboxEntry.worst)."""
+    code = AlertFindingView(id=9, series_id=9, benchmark="softmax/rows[cols=4096,rows=1024]", metric="wall_time",
+                            unit="s", direction="regression", magnitude=7.9, confidence=0.0, p_value=None,
+                            detector="static-diff")
+    mixed = alert_message(slack_alert(view([code, finding(1, -0.6, "improvement"), finding(2, 0.2)], kind="mixed"),
+                                      HARDWARE, url=URL))
+    assert "worst +20.0% softmax/rows[cols=4096,rows=512] wall_time" in mixed.text, mixed.text
+    improvements = alert_message(slack_alert(view([finding(1, -0.6, "improvement")], kind="improvement"),
+                                             HARDWARE, url=URL))
+    assert "worst -60.0%" in improvements.text  # an improvement's alert: its largest change
