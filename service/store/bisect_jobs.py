@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session, aliased
 
-from service.store.models import Benchmark, BisectJob, Finding, Result, Run, Series
+from service.store.models import Benchmark, BisectJob, Commit, Finding, Result, Run, Series
 
 
 def followed_findings(session: Session, series_id: int) -> Sequence[Finding]:
@@ -57,9 +57,17 @@ def ok_samples(session: Session, run_ids: Sequence[int], series_id: int) -> list
 
 
 def jobs_of_alert(session: Session, alert_id: int) -> list[tuple[BisectJob, str, str, dict[str, Any]]]:
-    """(job, benchmark suite, name, params) of every job following a finding of the alert, by id."""
-    finding_ids = select(Finding.id).where(Finding.alert_id == alert_id).scalar_subquery()
+    """(job, benchmark suite, name, params) of every job following a finding of the alert, by id; a confirmation
+    only where it re-ran the finding's range as it stands. A finding whose range narrowed (a bisection moved it, a
+    later run split it) keeps the confirmation of its old range in the store, and the alert's Slack message listed
+    it beside the current one: "confirmed the change at 5fd2381c95b7: +216.9 %" of f3a577cd..5fd2381c, then the same
+    of 3b60c2a0..5fd2381c at +280.3 %."""
+    commit, previous = aliased(Commit), aliased(Commit)
+    current = and_(BisectJob.good_commit_sha == previous.sha, BisectJob.bad_commit_sha == commit.sha)
     return [(job, suite, name, params) for job, suite, name, params in session.execute(
         select(BisectJob, Benchmark.suite, Benchmark.name, Benchmark.params)
         .join(Series, Series.id == BisectJob.series_id).join(Benchmark, Benchmark.id == Series.benchmark_id)
-        .where(BisectJob.finding_id.in_(finding_ids)).order_by(BisectJob.id))]
+        .join(Finding, Finding.id == BisectJob.finding_id)
+        .join(commit, commit.id == Finding.commit_id).outerjoin(previous, previous.id == Finding.previous_commit_id)
+        .where(Finding.alert_id == alert_id, or_(BisectJob.purpose != "confirm", current))
+        .order_by(BisectJob.id))]

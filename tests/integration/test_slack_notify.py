@@ -355,6 +355,28 @@ def test_a_new_alert_is_held_while_bisected_then_announced_with_its_culprit(sess
         assert n.mark_verdicts(s, [series_id]) == []  # replied once, never again
 
 
+def test_a_confirmation_of_a_range_the_finding_no_longer_has_is_not_listed(sessions: sessionmaker[Session],
+                                                                           fake: FakeSlack) -> None:
+    """A finding whose range narrowed keeps the confirmation of its old range in the store; the message listed it
+    beside the current one ("confirmed ... +216.9 %" of the old range, "+280.3 %" of the new)."""
+    n = notifier(sessions, fake)
+    alert_id = stored_alert(sessions, n, benchmarks=1)
+    with unit_of_work(sessions) as s:
+        finding = s.scalars(select(Finding).where(Finding.alert_id == alert_id)).one()
+        good, bad = s.get(Commit, finding.previous_commit_id), s.get(Commit, finding.commit_id)
+        assert good is not None and bad is not None
+        for old_range, change in ((True, "+216.9%"), (False, "+280.3%")):
+            s.add(BisectJob(series_id=finding.series_id, finding_id=finding.id, repository_id=bad.repository_id,
+                            good_commit_sha="e" * 40 if old_range else good.sha, bad_commit_sha=bad.sha,
+                            hardware="cpu", state="done", purpose="confirm", culprit_sha=bad.sha,
+                            message=f"confirmed: head/base {change}", runs_requested=[],
+                            created_at=datetime.now(UTC), updated_at=datetime.now(UTC)))
+    assert n.deliver(alert_id).state == SENT
+    [parent] = fake.top_level()
+    shown = "\n".join(texts(parent.blocks))
+    assert "+280.3%" in shown and "+216.9%" not in shown, shown
+
+
 def test_an_alert_grouping_deletes_takes_its_row_along(sessions: sessionmaker[Session], fake: FakeSlack) -> None:
     n = notifier(sessions, fake)
     alert_id = stored_alert(sessions, n, benchmarks=1)
