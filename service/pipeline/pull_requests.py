@@ -506,8 +506,12 @@ class PullRequestHooks:
                 pr.reported_key = key
                 return "failure (no GitHub credentials: nothing posted)"
             client = self.github(pr.repository, pr.installation_id)
+            # The check run is as public as the comment: the message's last line, fenced (failure_comment says why);
+            # it carried the whole message, raw, as markdown.
+            shown, fence = _public_reason(message)
             summary = (f"The runs of the head {head_sha[:12]} and its merge-base "
-                       f"{(pr.merge_base_sha or '?')[:12]} could not be made: {message}")
+                       f"{(pr.merge_base_sha or '?')[:12]} could not be made:\n\n{fence}\n{shown}\n{fence}\n\n"
+                       "The runner's log has the whole error.")
             if self.config.check_runs:
                 fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": "completed",
                                           "conclusion": "failure", "completed_at": _now_iso(),
@@ -516,7 +520,8 @@ class PullRequestHooks:
                                                      "summary": summary[:60000]}}
                 self._complete_check_run(client, pr, fields)
             else:
-                client.create_status(pr.repository, head_sha, {"state": "error", "description": summary[:140],
+                client.create_status(pr.repository, head_sha, {"state": "error",
+                                                               "description": f"could not be made: {shown}"[:140],
                                                                "context": STATUS_CONTEXT})
             self._post_comment(client, pr, failure_comment(head_sha, message))
             pr.reported_key, pr.updated_at = key, datetime.now(UTC)
@@ -576,14 +581,19 @@ class PullRequestHooks:
 def failure_comment(head_sha: str, message: str) -> str:
     """The comment when a pull request's runs could not be made: the runner's reason, fenced as code (a fence
     longer than any run of backticks in it, so the message cannot close it), and how to try again."""
-    # The last line alone, short: this comment is public, and a build's or git's whole output may hold the runner's
-    # paths and hosts (the runner's log keeps all of it).
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    shown = (lines[-1] if lines else "no message")[:500]
-    fence = "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
+    shown, fence = _public_reason(message)
     return (f"{MARKER}\n### KernelWatch\n\nThe runs of this head ({head_sha[:12]}) could not be made:\n\n"
             f"{fence}\n{shown}\n{fence}\n\nComment `{RUN_COMMAND}` to run them again once that is fixed (the "
             "runner's log has the whole error).")
+
+
+def _public_reason(message: str) -> tuple[str, str]:
+    """A runner's failure as a pull request shows it, and the code fence that holds it (longer than any run of
+    backticks in it, so the message cannot close it). The last line alone, short: the comment and the check run are
+    public, and a build's or git's whole output may hold the runner's paths and hosts (its log keeps all of it)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    shown = (lines[-1] if lines else "no message")[:500]
+    return shown, "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
 
 
 def _cancelled(title: str, summary: str) -> dict[str, Any]:

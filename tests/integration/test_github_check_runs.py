@@ -159,6 +159,12 @@ def test_a_run_that_cannot_be_made_completes_the_check_run_as_failed_with_the_re
         seen = len(fake.requests)
         assert hooks.run_failed(clone_url, 7, pull_request["head"]["sha"], "another reason") != "already reported"
         assert hooks.run_failed(clone_url, 7, pull_request["head"]["sha"], "another reason") == "already reported"
+        # A build's whole output: the check run, as public as the comment, shows its last line, fenced (it carried
+        # the whole message raw, a runner's paths and '#' lines as headings).
+        hooks.run_failed(clone_url, 7, pull_request["head"]["sha"], "# /home/runner/secret-path\n`make` failed: 2")
+        [check] = fake.check_runs.values()
+        assert "secret-path" not in check["output"]["summary"]
+        assert "\n```\n`make` failed: 2\n```\n" in check["output"]["summary"], check["output"]["summary"]
         assert hooks.run_failed(clone_url, 7, "e" * 40, "an older head's task") == \
             "nothing to report: the pull request has moved on"
         assert len(fake.comments) == 1 and len(fake.check_runs) == 1 and len(fake.requests) > seen
