@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -284,16 +285,21 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def copy_working_tree(repo: Path, dest: Path) -> Path:
+def copy_working_tree(repo: Path, parent: Path) -> Path:
     """The working copy of ``repo`` as it is (tracked files with their uncommitted edits, and the untracked files
-    git does not ignore) copied to ``dest``, replacing what was there: what `run --working-tree` measures.
-    Nothing is written to the repository (no stash, no commit, no index); symbolic links are copied as links."""
+    git does not ignore) copied under ``parent``, in a directory named by its content (``working-tree-<digest>``):
+    what `run --working-tree` measures. Nothing is written to the repository (no stash, no commit, no index);
+    symbolic links are copied as links.
+
+    Named by content, never replaced: one ``working-tree`` directory per repository name was replaced by each copy,
+    so two `ci --working-tree` running at once (two edits of one repository, or two repositories of one folder name)
+    measured each other's code from their third round on, silently. A copy of the same content is the same code,
+    and is reused."""
     proc = run_git(["-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"])
     if proc.returncode != 0:
         raise GitError(f"git ls-files failed in {repo}: {proc.stderr.strip()}")
-    partial = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix="working-tree.partial-", dir=parent))
     for name in dict.fromkeys(n for n in proc.stdout.split("\0") if n):
         source, target = repo / name, partial / name
         if ".." in Path(name).parts or Path(name).is_absolute():  # never listed by git: refused all the same
@@ -303,8 +309,13 @@ def copy_working_tree(repo: Path, dest: Path) -> Path:
             os.symlink(os.readlink(source), target)
         elif source.is_file():  # deleted in the working copy, or a submodule's directory: nothing to copy
             shutil.copy2(source, target)
-    shutil.rmtree(dest, ignore_errors=True)
-    os.replace(partial, dest)
+    dest = parent / f"working-tree-{tree_digest(partial)[:16]}"
+    try:
+        os.rename(partial, dest)  # fails where the same content was copied already (a directory that is not empty)
+    except OSError:
+        if not dest.is_dir():
+            raise
+        shutil.rmtree(partial, ignore_errors=True)
     os.utime(dest)  # its last use, which prune_checkouts goes by
     return dest
 

@@ -406,7 +406,7 @@ def _prepare(request: RunRequest, cache_dir: Path, repos_dir: Path, envs_dir: Pa
     if branch is None and request.trigger != Trigger.PR and head_branch and is_ancestor(repo, facts.sha, head_branch):
         branch = head_branch
     if request.working_tree:
-        worktree, dirty = copy_working_tree(repo, cache_dir / repository_name(repo) / "working-tree"), True
+        worktree, dirty = copy_working_tree(repo, cache_dir / repository_name(repo)), True
         branch = None
     else:
         # Checked out from KernelWatch's own clone: nothing is registered in, or run from, the user's repository.
