@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwatch.errors import InvalidInput
-from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, run_progress
+from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, param_filter, run_progress
 from service.cli.compare import compare_remote
 from service.cli.measure import (
     Measuring,
@@ -61,7 +61,8 @@ def register(sub: Subparsers) -> None:
     ci.add_argument("--suite", default="*",
                      help="glob over suite/name, e.g. 'attention/*' (comma: several; without '/': a suite or a "
                           "benchmark's name)")
-    ci.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
+    ci.add_argument("--params", default="", type=param_filter,
+                    help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     ci.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     ci.add_argument("--samples", type=at_least(1), default=10, help="timed samples per benchmark, commit and round "
                                                             "(default 10: samples in one process agree; the rounds "
@@ -76,8 +77,9 @@ def register(sub: Subparsers) -> None:
                          "evenly over the looks at the data this allows (Bonferroni), so that testing again "
                          "never raises the false-verdict rate past it (default: --rounds, not adaptive)")
     ci.add_argument("--warmup", type=at_least(0), default=3, help="untimed calls before sampling (default 3)")
-    ci.add_argument("--hardware", default="cpu", help="cpu: the suite must run on JAX's CPU backend; any other "
-                                                      "name (h200...): on an accelerator, else exit 2")
+    ci.add_argument("--hardware", default="cpu", type=str.lower,  # CPU is cpu: it read as an accelerator's name
+                    help="cpu: the suite must run on JAX's CPU backend; any other name (h200...): on an accelerator, "
+                         "else exit 2")
     ci.add_argument("--no-capture", action="store_true", help="keep only times (faster): no HLO, dumps or traces")
     ci.add_argument("--cpu-isa", default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
     noise_options(ci)

@@ -53,6 +53,30 @@ def at_least(low: int) -> Callable[[str], int]:
     return parse
 
 
+def probability(text: str) -> float:
+    """argparse's type for a false-verdict rate (--alpha): strictly between 0 and 1, checked before anything runs
+    (`ci --alpha 2` measured and stored the whole suite, then refused it)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
+
+
+def param_filter(text: str) -> str:
+    """argparse's type for --params (NAME=VALUE[,NAME=VALUE]), checked before anything runs: a malformed one was
+    refused by the benchmark process, as if the measured commits had failed."""
+    from runners.suite import parse_param_filter
+
+    try:
+        parse_param_filter(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def uploads_elsewhere(settings: Settings) -> bool:
     """Whether this host's runs go to a service (KERNELWATCH_URL and KERNELWATCH_TOKEN) while its own store is the
     embedded file: a read of that file then sees none of them."""

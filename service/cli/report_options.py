@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from service.cli.common import probability
 from service.report.compare_view import FAIL_ON, SORT_ORDERS, FailOn, SortOrder
 
 if TYPE_CHECKING:  # numpy and scipy behind them: not for every `kernelwatch` start
@@ -43,7 +44,7 @@ def add_report_options(parser: argparse.ArgumentParser, fail_on_default: FailOn)
     """The options `compare` and `ci` share: what to compare with which bar, what to show, when to fail."""
     parser.add_argument("--format", choices=FORMATS, default="text",
                         help="text (benchstat style), markdown (GitHub tables), json (compare.schema.json), csv")
-    parser.add_argument("--alpha", type=float, default=0.05, help="largest Benjamini-Hochberg q of a change")
+    parser.add_argument("--alpha", type=probability, default=0.05, help="largest Benjamini-Hochberg q of a change")
     effect = parser.add_mutually_exclusive_group()
     effect.add_argument("--threshold", type=_threshold, default=None, metavar="PCT",
                         help="smallest change that counts, as 5%% or 0.05 (default 1%%)")

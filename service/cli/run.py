@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
-from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, run_progress
+from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, param_filter, run_progress
 from service.cli.measure import (
     Measuring,
     environment_options,
@@ -64,7 +64,8 @@ def register(sub: Subparsers) -> None:
     run.add_argument("--suite", default="*",
                      help="glob over suite/name, e.g. 'attention/*' (comma: several; without '/': a suite or a "
                           "benchmark's name)")
-    run.add_argument("--params", default="", help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
+    run.add_argument("--params", default="", type=param_filter,
+                     help="only parameter points matching NAME=VALUE[,NAME=VALUE]")
     run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     run.add_argument("--no-capture", action="store_true",
                      help="keep only times: no HLO, analyses, compiler dumps or profiler traces")

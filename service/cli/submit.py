@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from service.cli.common import EXIT_OK, Subparsers, at_least, open_context
+from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, param_filter
 from service.settings import Settings
 
 
@@ -19,7 +19,7 @@ def register(sub: Subparsers) -> None:
     submit.add_argument("--commit", required=True, help="revision (a local path's is pinned to its sha now)")
     submit.add_argument("--hardware", default="cpu", help="runner queue: runner.<hardware> (default cpu)")
     submit.add_argument("--suite", default="*")
-    submit.add_argument("--params", default="")
+    submit.add_argument("--params", default="", type=param_filter)
     submit.add_argument("--quick", action="store_true")
     submit.add_argument("--no-capture", action="store_true")
     submit.add_argument("--samples", type=at_least(1), default=20)

@@ -92,7 +92,8 @@ def format_markdown(report: ComparisonReport, base: SideLabel, head: SideLabel, 
             if g is not None:
                 cells = geomean_cells(g)
                 lines.append(_md_row([f"**{cells[0]}**", *cells[1:], *([""] if roofline else [])]))
-    lines += ["", markdown_cell(significance_line(report)) + "."]
+    # Two trailing spaces, as each footnote line has: a hard line break, or CommonMark runs the first footnote on.
+    lines += ["", markdown_cell(significance_line(report)) + ".  "]
     lines += [f"{markdown_cell(line)}  " for line in footnote_lines(report, any(" ± ∞ " in line for line in lines),
                                                                      rows)]
     failures = failure_lines(report)

@@ -160,7 +160,10 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
                        (["run", "--repo", str(suite_repo), "--rounds", "two"], "'two' is not a whole number"),
                        (["trace", "9" * 30, "--no-serve"], "is no id"),
                        (["alerts", "triage", "9" * 30, "acknowledged"], "is no id"),
-                       (["deliveries", "--retry", "²"], "is no id")):
+                       (["deliveries", "--retry", "²"], "is no id"),
+                       # refused before the suite is measured (they were after it, the runs already stored)
+                       (["ci", "--repo", str(suite_repo), "--base", "HEAD", "--alpha", "2"], "not between 0 and 1"),
+                       (["run", "--repo", str(suite_repo), "--params", "n"], "is not NAME=VALUE")):
         proc = kernelwatch(args, env)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "usage:" not in proc.stderr, proc.stderr  # one line, as README says
