@@ -40,7 +40,7 @@ from service.store.commits import commit_of, commits_with_prefix, repository_nam
 from service.store.models import Commit, Environment, Repository, StoredComparison
 from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise, sessions_vary
-from service.store.runs import run_named, run_origins, run_triggers, runs_named, runs_of_commit
+from service.store.runs import of_working_copies, run_named, run_origins, run_triggers, runs_named, runs_of_commit
 
 MIN_PREFIX = 4
 MAX_RUNS_NAMED = 64  # run ids one reference may list
@@ -137,8 +137,12 @@ def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
     commit = session.get(Commit, commits.pop())
     owner = session.get(Repository, commit.repository_id) if commit is not None else None
     assert commit is not None and owner is not None
+    # A working copy's runs are stored under its commit's sha: said, or `ci --working-tree` labelled base and head
+    # alike, the commit's sha and subject on both lines.
+    subject = (f"working copy (uncommitted edits) on {commit.subject}" if of_working_copies(session, runs)
+               else commit.subject)
     return ResolvedSide(
-        SideLabel(ref=commit.sha[:12], repository=owner.name, commit=commit.sha, subject=commit.subject,
+        SideLabel(ref=commit.sha[:12], repository=owner.name, commit=commit.sha, subject=subject,
                   runs=tuple(r.run_uid for r in runs)),
         tuple(r.id for r in runs), frozenset(r.environment_id for r in runs), named_runs=True)
 

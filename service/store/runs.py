@@ -48,6 +48,14 @@ def of_the_commit(session: Session) -> ColumnElement[bool]:
     return and_(Run.environment_id.not_in(working_copies), or_(dirty.is_(None), dirty != "true"))
 
 
+def of_working_copies(session: Session, runs: Sequence[Run]) -> bool:
+    """Whether every one of ``runs`` measured a working copy stored under its commit's sha (``run --working-tree``,
+    ``ci --working-tree``), not the commit's code (:func:`_of_the_commit`)."""
+    details = {env_id: d for env_id, d in session.execute(
+        select(Environment.id, Environment.details).where(Environment.id.in_({r.environment_id for r in runs})))}
+    return bool(runs) and not any(_of_the_commit(r.host_details, details.get(r.environment_id)) for r in runs)
+
+
 def commit_measured(session: Session, repository: str, sha: str) -> bool:
     """Whether the repository's commit holds a run of the commit itself (:func:`_of_the_commit`)."""
     rows = session.execute(

@@ -126,6 +126,9 @@ def test_ci_measures_an_uncommitted_edit_against_its_commit(tmp_path: Path, plan
     [row] = document["benchmarks"]
     assert row["verdict"] == "regression" and row["base"]["runs"] == 4 and row["head"]["runs"] == 4, row
     assert document["base"]["commit"] == document["head"]["commit"] == git(planted, "rev-parse", "HEAD")
+    # Each side says what it is: both lines read the commit alike.
+    assert document["head"]["subject"].startswith("working copy (uncommitted edits) on ")
+    assert not document["base"]["subject"].startswith("working copy")
     assert any("working copy" in note for note in document["notes"]), document["notes"]
     assert slow.read_text() != fast_text and git(planted, "status", "--porcelain")  # the edit left as it was
     refused = kernelwatch(["ci", "--repo", str(planted), "--base", "HEAD", "--head", "main", "--working-tree"], env)
