@@ -323,21 +323,28 @@ def test_concurrent_deliveries_post_one_message(sessions: sessionmaker[Session],
     assert first == [SENT] and len(fake.top_level()) == 1
 
 
+def job_of(s: Session, alert_id: int, purpose: str, state: str, good: str | None = None,
+           **fields: Any) -> BisectJob:
+    """A bisection or confirmation of the alert's one finding, over its range (``good``: another base), added."""
+    finding = s.scalars(select(Finding).where(Finding.alert_id == alert_id)).one()
+    base, head = s.get(Commit, finding.previous_commit_id), s.get(Commit, finding.commit_id)
+    assert base is not None and head is not None
+    job = BisectJob(series_id=finding.series_id, finding_id=finding.id, repository_id=head.repository_id,
+                    good_commit_sha=good or base.sha, bad_commit_sha=head.sha, hardware="cpu", state=state,
+                    purpose=purpose, runs_requested=[], created_at=datetime.now(UTC), updated_at=datetime.now(UTC),
+                    **fields)
+    s.add(job)
+    s.flush()
+    return job
+
+
 def test_a_new_alert_is_held_while_bisected_then_announced_with_its_culprit(sessions: sessionmaker[Session],
                                                                             fake: FakeSlack) -> None:
     n = notifier(sessions, fake)
     alert_id = stored_alert(sessions, n, benchmarks=1)
     with unit_of_work(sessions) as s:
-        finding = s.scalars(select(Finding).where(Finding.alert_id == alert_id)).one()
-        good, bad = s.get(Commit, finding.previous_commit_id), s.get(Commit, finding.commit_id)
-        assert good is not None and bad is not None
-        job = BisectJob(series_id=finding.series_id, finding_id=finding.id, repository_id=bad.repository_id,
-                        good_commit_sha=good.sha, bad_commit_sha=bad.sha, hardware="cpu", state="running",
-                        purpose="bisect", runs_requested=[], created_at=datetime.now(UTC),
-                        updated_at=datetime.now(UTC))
-        s.add(job)
-        s.flush()
-        job_id, series_id, culprit = job.id, finding.series_id, bad.sha
+        job = job_of(s, alert_id, "bisect", "running")
+        job_id, series_id, culprit = job.id, job.series_id, job.bad_commit_sha
     assert n.deliver(alert_id).state == "held" and fake.requests == []
     with unit_of_work(sessions) as s:
         assert n.mark_verdicts(s, [series_id]) == []  # still running: no verdict owed
@@ -362,15 +369,11 @@ def test_a_confirmation_of_a_range_the_finding_no_longer_has_is_not_listed(sessi
     n = notifier(sessions, fake)
     alert_id = stored_alert(sessions, n, benchmarks=1)
     with unit_of_work(sessions) as s:
-        finding = s.scalars(select(Finding).where(Finding.alert_id == alert_id)).one()
-        good, bad = s.get(Commit, finding.previous_commit_id), s.get(Commit, finding.commit_id)
-        assert good is not None and bad is not None
         for old_range, change in ((True, "+216.9%"), (False, "+280.3%")):
-            s.add(BisectJob(series_id=finding.series_id, finding_id=finding.id, repository_id=bad.repository_id,
-                            good_commit_sha="e" * 40 if old_range else good.sha, bad_commit_sha=bad.sha,
-                            hardware="cpu", state="done", purpose="confirm", culprit_sha=bad.sha,
-                            message=f"confirmed: head/base {change}", runs_requested=[],
-                            created_at=datetime.now(UTC), updated_at=datetime.now(UTC)))
+            job_of(s, alert_id, "confirm", "done", good="e" * 40 if old_range else None,
+                   message=f"confirmed: head/base {change}")
+        for job in s.scalars(select(BisectJob)):
+            job.culprit_sha = job.bad_commit_sha
     assert n.deliver(alert_id).state == SENT
     [parent] = fake.top_level()
     shown = "\n".join(texts(parent.blocks))
