@@ -113,7 +113,7 @@ class InboxEntry:
     def worst(self) -> AlertFindingView | None:
         """The largest regression listed; the largest change when none is (an improvement's alert): in a mixed
         alert, a large speed-up must not stand in for the slow-down a person has to look at."""
-        return worst_finding(self.findings, lambda f: f.code, lambda f: f.direction)
+        return worst_finding(self.findings, lambda f: f.code)
 
 
 def _matches(alert: AlertView, context: AlertContext, filters: InboxFilters) -> bool:

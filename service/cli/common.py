@@ -54,15 +54,14 @@ def at_least(low: int) -> Callable[[str], int]:
 
 
 def probability(text: str) -> float:
-    """argparse's type for a false-verdict rate (--alpha): strictly between 0 and 1, checked before anything runs
-    (`ci --alpha 2` measured and stored the whole suite, then refused it)."""
+    """argparse's type for a false-verdict rate (--alpha), checked before anything runs (`ci --alpha 2` measured and
+    stored the whole suite, then refused it) by the comparison's own rule (service.detect.compare.CompareParams)."""
+    from service.detect.compare import CompareParams
+
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
-    return value
+        return CompareParams(alpha=float(text)).alpha
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "alpha" in str(exc) else f"{text!r} is not a number") from None
 
 
 def param_filter(text: str) -> str:

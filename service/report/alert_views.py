@@ -6,11 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from service.detect.static_diff import STATIC_DETECTOR
-
-F = TypeVar("F")
 
 
 @dataclass(frozen=True)
@@ -71,12 +69,20 @@ def change_word(direction: str, magnitude: float, code: bool) -> str:
     return "code grew" if magnitude > 0 else "code shrank" if magnitude < 0 else "code changed"
 
 
-def worst_finding(findings: Sequence[F], code: Callable[[F], bool], direction: Callable[[F], str]) -> F | None:
+class _Directed(Protocol):
+    @property
+    def direction(self) -> str: ...
+
+
+F = TypeVar("F", bound=_Directed)
+
+
+def worst_finding(findings: Sequence[F], code: Callable[[F], bool]) -> F | None:
     """The finding an alert is summed up by, of ``findings`` listed largest change first: the largest regression;
     the largest change where there is none (an improvement's alert). A code diff's stands in only for an alert of
     code diffs alone, as in the alert's kind: in a mixed alert neither a large speed-up nor an instruction count
     may stand in for the slow-down a person has to look at. The inbox and Slack's notification text both use it
     (Slack's named a +794 % instruction count where the inbox named the +234 % time)."""
     measured = [f for f in findings if not code(f)] or list(findings)
-    regression = next((f for f in measured if direction(f) == "regression"), None)
+    regression = next((f for f in measured if f.direction == "regression"), None)
     return regression or (measured[0] if measured else None)

@@ -208,7 +208,7 @@ def _verdict_line(v: SlackVerdict) -> str:
 
 def _fallback(alert: SlackAlert) -> str:
     text = f"{_title(alert)} ({trim(alert.commit_subject, MAX_SUBJECT)}), {alert.state}"
-    worst = worst_finding(alert.findings, lambda f: f.exact, lambda f: f.direction)
+    worst = worst_finding(alert.findings, lambda f: f.exact)
     if worst is not None:
         text += f"; worst {worst.magnitude:+.1%} {worst.benchmark} {worst.metric} on {worst.hardware}"
     return text

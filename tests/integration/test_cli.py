@@ -162,7 +162,8 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
                        (["alerts", "triage", "9" * 30, "acknowledged"], "is no id"),
                        (["deliveries", "--retry", "²"], "is no id"),
                        # refused before the suite is measured (they were after it, the runs already stored)
-                       (["ci", "--repo", str(suite_repo), "--base", "HEAD", "--alpha", "2"], "not between 0 and 1"),
+                       (["ci", "--repo", str(suite_repo), "--base", "HEAD", "--alpha", "2"],
+                        "alpha must lie between 0 and 1"),
                        (["run", "--repo", str(suite_repo), "--params", "n"], "is not NAME=VALUE")):
         proc = kernelwatch(args, env)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
