@@ -65,7 +65,7 @@ from service.detect.compare import (  # noqa: E402
     adaptive_looks,
     compare,
     looks_alpha,
-    more_runs_would_decide,
+    worth_more_rounds,
 )
 from service.detect.run_stats import RunNoise, pooled_noise, with_samples  # noqa: E402
 
@@ -227,7 +227,7 @@ def adaptive_verdict(base: Runs, head: Runs, order: list[int],
         chosen, rest = order[:used], order[used:]
         held_out = [[side.rounds[i] for i in rest] for side in (base, head)] + (others or [])
         row = kernelwatch_row([base.rounds[i] for i in chosen], [head.rounds[i] for i in chosen], held_out, alpha)
-        if not more_runs_would_decide(row) or used >= most:
+        if not worth_more_rounds(row, most) or used >= most:
             return row.verdict, used
         used = min(most, used + ROUNDS_PER_LOOK)
 

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import InvalidInput
 from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, param_filter, run_progress
@@ -31,6 +31,9 @@ from service.cli.same_project import check_same_project
 from service.report.compare_table import terminal_text
 from service.report.compare_view import suite_key
 from service.settings import Settings
+
+if TYPE_CHECKING:
+    from service.detect.compare import Comparison as Row
 
 # Even, so that each commit measures first in as many rounds as the other (ABBA balance: whatever going first
 # costs falls on both alike). Four rounds pair into a t-test with 3 degrees of freedom, which a change a few times
@@ -138,7 +141,7 @@ def _warn_if_one_commit(options: CiOptions) -> None:
 
 
 def cmd_ci(settings: Settings, options: CiOptions) -> int:
-    from service.detect.compare import ROUNDS_PER_LOOK, adaptive_looks, looks_alpha, more_runs_would_decide
+    from service.detect.compare import ROUNDS_PER_LOOK, adaptive_looks, looks_alpha, worth_more_rounds
 
     rounds = options.rounds  # at least 1, as are the samples: argparse's types (service/cli/common.py at_least)
     max_rounds = rounds if options.max_rounds is None else options.max_rounds
@@ -164,7 +167,9 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     while True:
         found = _store_and_compare(settings, options, [m for manifests in made for m in manifests],
                                    ci_runs(per_commit), alpha)
-        undecided = frozenset(suite_key(row.key) for row in found.report.rows if more_runs_would_decide(row))
+        undecided = frozenset(suite_key(row.key) for row in found.report.rows if worth_more_rounds(row, max_rounds))
+        if done < max_rounds:
+            _say_out_of_reach(found.report.rows, max_rounds)
         if not undecided or done >= max_rounds:
             break
         more = min(ROUNDS_PER_LOOK, max_rounds - done)
@@ -186,6 +191,18 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     if written is not None:
         print(f"report appended to {written}", file=sys.stderr)
     return EXIT_FOUND if rendered.fail else EXIT_OK
+
+
+def _say_out_of_reach(rows: Sequence[Row], max_rounds: int) -> None:
+    """Name the undecided rows more rounds are not given (compare.worth_more_rounds), so that a job stopping short
+    of --max-rounds says why."""
+    from service.detect.compare import RUNS_NEEDED_MARGIN, more_runs_would_decide, worth_more_rounds
+
+    beyond = [row for row in rows if more_runs_would_decide(row) and not worth_more_rounds(row, max_rounds)]
+    if beyond:
+        print(f"{len(beyond)} benchmark(s) undecided but not measured again: their spread between runs puts a "
+              f"decision past {RUNS_NEEDED_MARGIN * max_rounds} runs a side ({RUNS_NEEDED_MARGIN} x --max-rounds; "
+              "see each row's runs needed); a quieter host or --xla-single-thread is the remedy", file=sys.stderr)
 
 
 def _store_and_compare(settings: Settings, options: CiOptions, documents: list[dict[str, Any]],

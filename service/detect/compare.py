@@ -346,6 +346,23 @@ def more_runs_would_decide(row: Comparison) -> bool:
     return row.verdict == "inconclusive" and row.reason in (WIDE_INTERVAL, NO_SPREAD, IN_STATES, ONE_RUN, IN_SPREAD)
 
 
+# How far past the rounds left a row's runs_needed may be and still be measured again (`ci --max-rounds`). The
+# estimate rests on the spread of a few runs and moves with the next ones, so a strict cut-off stops rows that
+# more rounds would have decided; at twice the budget, measured on the kept verdict sets (bench/README.md,
+# "fourteenth"), A/A comparisons used 2.5-3.0 rounds a side of 2->6 instead of 6.0 at a power 0-4 points lower.
+RUNS_NEEDED_MARGIN = 2
+
+
+def worth_more_rounds(row: Comparison, max_rounds: int) -> bool:
+    """Whether `ci --max-rounds` should measure an undecided row again: more runs could decide it
+    (:func:`more_runs_would_decide`) and its spread between runs does not put that far past ``max_rounds`` runs a
+    side (``runs_needed`` at most RUNS_NEEDED_MARGIN x max_rounds; a row with no spread to go by is tried). A row
+    that needs "over 1000 runs" costs every round it is given and is not decided by them: a quieter host is its
+    remedy."""
+    return more_runs_would_decide(row) and (row.runs_needed is None
+                                            or row.runs_needed <= RUNS_NEEDED_MARGIN * max_rounds)
+
+
 def looks_alpha(alpha: float, looks: int) -> float:
     """The level of each of ``looks`` tests of one comparison that grows between them (`ci --max-rounds`: more
     rounds while a benchmark is undecided). Testing again until significant raises the chance of a false verdict

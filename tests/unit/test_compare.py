@@ -16,6 +16,7 @@ from service.detect.compare import (
     NO_SPREAD,
     ONE_RUN,
     ROUNDS_PER_LOOK,
+    RUNS_NEEDED_MARGIN,
     WIDE_INTERVAL,
     BenchmarkKey,
     CompareParams,
@@ -28,6 +29,7 @@ from service.detect.compare import (
     median_estimate,
     min_samples_for_interval,
     more_runs_would_decide,
+    worth_more_rounds,
 )
 from service.detect.run_stats import PRIOR_DF, RunNoise, log_ratio_test, pooled_noise, run_medians
 
@@ -389,6 +391,27 @@ def test_only_undecided_benchmarks_that_more_runs_can_settle_get_more_rounds() -
     assert decided.verdict == "regression" and not more_runs_would_decide(decided)
     zero = compare([Pair(key("d"), Side.of_runs([[0.0, 0.0]] * 2), Side.of_runs([[1.0, 1.0]] * 2))]).rows[0]
     assert zero.verdict == "inconclusive" and not more_runs_would_decide(zero)
+
+
+def test_more_rounds_go_only_to_rows_their_budget_can_plausibly_decide() -> None:
+    """`ci --max-rounds 6` measures again a row whose spread puts a decision within reach (runs_needed at most
+    RUNS_NEEDED_MARGIN x 6) or that has no spread to go by, never one that needs "over 1000 runs"."""
+    rng = np.random.default_rng(12)
+    hopeless = one(exact_runs(1.0, 3, 0.6), exact_runs(1.0, 3, 0.6))
+    assert more_runs_would_decide(hopeless) and hopeless.runs_needed == MAX_RUNS_NEEDED + 1
+    assert not worth_more_rounds(hopeless, 6)
+    near = one(exact_runs(1.0, 3, 0.03), exact_runs(1.0, 3, 0.03))
+    assert near.runs_needed is not None and near.runs_needed <= 6
+    assert worth_more_rounds(near, 6)
+    beyond = one(exact_runs(1.0, 3, 0.10), exact_runs(1.0, 3, 0.10))
+    needed = beyond.runs_needed
+    assert needed is not None and 6 < needed <= MAX_RUNS_NEEDED
+    assert worth_more_rounds(beyond, -(-needed // RUNS_NEEDED_MARGIN))  # within the margin of the budget
+    assert not worth_more_rounds(beyond, needed // RUNS_NEEDED_MARGIN - 1)
+    no_spread = one(nested(1.0, 1, rng), nested(1.0, 1, rng))
+    assert no_spread.runs_needed is None and worth_more_rounds(no_spread, 6)
+    decided = one(exact_runs(1.0, 6, 0.01), exact_runs(2.0, 6, 0.01))
+    assert not worth_more_rounds(decided, 1000)
 
 
 def test_adaptive_looks_keep_the_false_verdict_rate_within_alpha() -> None:
