@@ -40,6 +40,9 @@ from service.contract.manifest import NAME_CHARACTERS, NAME_MAX_LENGTH
 ProgressFn = Callable[[int, int, str], None]
 CPU_DEVICE_FLAG = "--xla_force_host_platform_device_count"
 CPU_ISA_FLAG = "--xla_cpu_max_isa"
+# What XLA:CPU accepts for CPU_ISA_FLAG (its flag's help, jaxlib 0.10), in any case: anything else is warned about
+# in the benchmark process's log and ignored, while the flag's text still named a new environment.
+CPU_ISAS = ("SSE4_2", "AVX", "AVX2", "AVX512", "AVX512_VNNI", "AVX512_BF16", "AMX", "AMX_FP16")
 # The size of XLA's CPU intra-op thread pool, read by jaxlib's CPU client when it starts (xla DefaultThreadPoolSize).
 SINGLE_THREAD_ENV = "PJRT_NPROC"
 # RunRequest.keep_pages: glibc maps no request under 1 GiB afresh (a thread's arena still maps one of 64 MiB or

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import InvalidInput
-from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, at_least, open_context, param_filter, run_progress
+from service.cli.common import (
+    EXIT_FOUND,
+    EXIT_OK,
+    Subparsers,
+    at_least,
+    cpu_isa,
+    open_context,
+    param_filter,
+    run_progress,
+)
 from service.cli.compare import compare_remote
 from service.cli.measure import (
     Measuring,
@@ -84,7 +93,7 @@ def register(sub: Subparsers) -> None:
                     help="cpu: the suite must run on JAX's CPU backend; any other name (h200...): on an accelerator, "
                          "else exit 2")
     ci.add_argument("--no-capture", action="store_true", help="keep only times (faster): no HLO, dumps or traces")
-    ci.add_argument("--cpu-isa", default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
+    ci.add_argument("--cpu-isa", type=cpu_isa, default=None, metavar="ISA", help="pin the widest x86 ISA XLA may use")
     noise_options(ci)
     environment_options(ci)
     naming_options(ci)

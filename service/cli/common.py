@@ -76,6 +76,16 @@ def param_filter(text: str) -> str:
     return text
 
 
+def cpu_isa(text: str) -> str:
+    """argparse's type for --cpu-isa: one of the ISAs XLA:CPU knows (runners.local.CPU_ISAS), in its own spelling,
+    so that "avx2" and "AVX2" are one environment and a typo is refused, not measured as a series of its own."""
+    from runners.local import CPU_ISAS
+
+    if text.upper() not in CPU_ISAS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISA XLA:CPU knows (one of {', '.join(CPU_ISAS)})")
+    return text.upper()
+
+
 def uploads_elsewhere(settings: Settings) -> bool:
     """Whether this host's runs go to a service (KERNELWATCH_URL and KERNELWATCH_TOKEN) while its own store is the
     embedded file: a read of that file then sees none of them."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
-from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, param_filter, run_progress
+from service.cli.common import EXIT_OK, Subparsers, at_least, cpu_isa, open_context, param_filter, run_progress
 from service.cli.measure import (
     Measuring,
     environment_options,
@@ -69,7 +69,7 @@ def register(sub: Subparsers) -> None:
     run.add_argument("--quick", action="store_true", help="only each benchmark's quick points")
     run.add_argument("--no-capture", action="store_true",
                      help="keep only times: no HLO, analyses, compiler dumps or profiler traces")
-    run.add_argument("--cpu-isa", default=None, metavar="ISA",
+    run.add_argument("--cpu-isa", type=cpu_isa, default=None, metavar="ISA",
                      help="pin the widest x86 ISA XLA may use (AVX2, AVX512...) so that hosts compare")
     noise_options(run)
     environment_options(run)

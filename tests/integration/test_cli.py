@@ -164,7 +164,11 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
                        # refused before the suite is measured (they were after it, the runs already stored)
                        (["ci", "--repo", str(suite_repo), "--base", "HEAD", "--alpha", "2"],
                         "alpha must lie between 0 and 1"),
-                       (["run", "--repo", str(suite_repo), "--params", "n"], "is not NAME=VALUE")):
+                       (["run", "--repo", str(suite_repo), "--params", "n"], "is not NAME=VALUE"),
+                       # XLA warns of an ISA it does not know and ignores it, while the flag named a new series
+                       (["run", "--repo", str(suite_repo), "--cpu-isa", "AVX3"], "'AVX3' is not an ISA XLA:CPU knows"),
+                       (["ci", "--repo", str(suite_repo), "--base", "HEAD", "--cpu-isa", "avx-512"],
+                        "one of SSE4_2, AVX, AVX2, AVX512")):
         proc = kernelwatch(args, env)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "usage:" not in proc.stderr, proc.stderr  # one line, as README says

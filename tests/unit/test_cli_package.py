@@ -66,3 +66,13 @@ def test_errors_map_to_exit_statuses_in_one_place(capsys: pytest.CaptureFixture[
     assert exit_status(FileExistsError("there"), None) == EXIT_USAGE
     assert exit_status(KeyboardInterrupt(), None) == EXIT_INTERRUPTED == 130
     assert exit_status(ValueError("a bug"), None) is None  # re-raised by main: a traceback, not a line
+
+
+def test_an_isa_is_spelled_as_xla_spells_it() -> None:
+    """`--cpu-isa avx2` and `--cpu-isa AVX2` pin the same code, so they are one environment (its XLA_FLAGS), not
+    two series."""
+    parser = build_parser()
+    for command in (["run", "--repo", "."], ["ci", "--base", "HEAD"]):
+        assert parser.parse_args([*command, "--cpu-isa", "avx512_vnni"]).cpu_isa == "AVX512_VNNI"
+        assert parser.parse_args([*command, "--cpu-isa", "AVX2"]).cpu_isa == "AVX2"
+        assert parser.parse_args(command).cpu_isa is None
