@@ -28,6 +28,7 @@ from service.report.compare_table import (
     fraction_cell,
     has_fractions,
     median_cell,
+    p_text,
     runs_needed_text,
 )
 from service.store.commit_compare import (
@@ -185,9 +186,7 @@ def _interval(row: Comparison) -> str:
 
 
 def _p(value: float | None) -> str:
-    if value is None:
-        return ""
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
+    return "" if value is None else p_text(value)
 
 
 def _geo(value: float, unit: str) -> str:

@@ -148,6 +148,11 @@ def _percent(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}%"
 
 
+def p_text(value: float) -> str:
+    """A p-value as every face prints it: three decimals, and "<0.001" rather than a p of zero."""
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
 def runs_needed_text(row: Comparison) -> str | None:
     """``≈14 runs a side to decide``: an inconclusive row's estimate of the runs that would settle it
     (``compare.runs_needed``), as every face says it; None where it has none."""
@@ -164,7 +169,8 @@ def delta_cell(row: Comparison, alpha: float) -> str:
     assert row.base is not None and row.base.estimate is not None
     assert row.head is not None and row.head.estimate is not None
     needed = runs_needed_text(row)
-    detail = (f"(p={row.p_value:.3f} runs={row.base.estimate.runs}+{row.head.estimate.runs}"
+    detail = (f"(p{'' if row.p_value < 0.001 else '='}{p_text(row.p_value)} "
+              f"runs={row.base.estimate.runs}+{row.head.estimate.runs}"
               + (f"; {needed})" if needed else ")"))
     if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
         # "~" is what the legend says it is, unchanged (the interval within the equivalence bound); an inconclusive

@@ -21,12 +21,12 @@ from service.report.compare_table import (
     SMALL_EFFECT_CLAUSE,
     SideLabel,
     any_quiet,
+    delta_cell,
     format_value,
     fraction_cell,
     has_fractions,
     markdown_cell,
     median_cell,
-    runs_needed_text,
 )
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
@@ -89,23 +89,28 @@ def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
         return "no baseline to compare with"
     regressions, failed = report.count("regression"), sum(1 for r in report.rows if _head_failed(r))
     total = len(report.rows)
-    of = f" in {total} benchmark{'s' if total != 1 else ''}"
+    # A row is a benchmark's metric in one environment: the counts are of rows, the "in" of benchmarks.
+    benchmarks = len({row.key.label for row in report.rows})
+    of = f" in {benchmarks} benchmark{'s' if benchmarks != 1 else ''}" + (
+        f" ({total} comparisons)" if total != benchmarks else "")
     if regressions or failed:
         parts = [_counted(regressions, "regression")] if regressions else []
         parts += [f"{failed} failed"] if failed else []
         return " and ".join(parts) + of
     undecided = report.count("inconclusive")
+    # Benchmarks the pull request adds, or that failed at the merge-base alone: listed, so the headline says so.
+    alone = sum(1 for row in report.rows if row.verdict == "new" or _base_failed(row))
     if conclusion(report) == "neutral":
         if undecided:
             return f"undecided: {undecided} inconclusive{of}"
         # The pull request that adds benchmarks (or the whole suite): the merge-base could not run them.
-        alone = sum(1 for row in report.rows if row.verdict == "new" or _base_failed(row))
         if total and alone == total:
             return f"no baseline: the merge-base ran none of the {total} benchmark{'s' if total != 1 else ''}"
         return f"no baseline: {alone} of {total} benchmarks ran at the head alone" if alone else "nothing to compare"
     improvements = report.count("improvement")
     said = f"{_counted(improvements, 'improvement')}, no regression" if improvements else "no change"
-    return said + of + (f" ({undecided} inconclusive)" if undecided else "")
+    aside = [f"{undecided} inconclusive"] * bool(undecided) + [f"{alone} at the head alone"] * bool(alone)
+    return said + of + (f" ({', '.join(aside)})" if aside else "")
 
 
 def _counted(n: int, verdict: str) -> str:
@@ -118,18 +123,16 @@ def _side_cell(side: SideResult | None, unit: str) -> str:
 
 
 def _delta_cell(row: Comparison, alpha: float) -> str:
+    """The delta as `compare` prints it (with its p and runs B+H, which the notes refer to), a regression's change
+    in bold; a failed row's first line of its error."""
     if row.p_value is None or row.q_value is None:
         if row.verdict == "failed":
             failed = row.head if row.head is not None and row.head.estimate is None else row.base
             first = ((failed.message if failed else "") or "").strip().splitlines()[:1]
             return markdown_cell(first[0][:120]) if first else ""
         return ""
-    if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
-        needed = runs_needed_text(row)
-        return (f"{'?' if row.verdict == 'inconclusive' else '~'} (p={row.p_value:.3f}"
-                + (f"; {needed})" if needed else ")"))
-    change = f"{(row.ratio - 1) * 100:+.1f}%" if row.ratio is not None and math.isfinite(row.ratio) else "+inf"
-    return f"**{change}** (p={row.p_value:.3f})" if row.verdict == "regression" else f"{change} (p={row.p_value:.3f})"
+    change, _, detail = delta_cell(row, alpha).partition(" ")
+    return f"**{change}** {detail}" if row.verdict == "regression" else f"{change} {detail}"
 
 
 def _verdict_cell(row: Comparison) -> str:
@@ -160,14 +163,28 @@ def _changed_order(row: Comparison) -> tuple[int, float, str]:
     return (rank, -size, row.key.label)
 
 
+SUBJECT_CHARACTERS = 72  # a commit subject's conventional width
+
+
 def _commit(label: SideLabel) -> str:
-    subject = f" {markdown_cell(label.subject[:72])}" if label.subject else ""
-    return f"`{label.commit[:12]}`{subject}"
+    return f"`{label.commit[:12]}`" + (f" {markdown_cell(_subject(label.subject))}" if label.subject else "")
+
+
+def _subject(subject: str) -> str:
+    """A subject cut to SUBJECT_CHARACTERS, with no code span left open by the cut (an odd backtick would make
+    code of the rest of the line)."""
+    if len(subject) <= SUBJECT_CHARACTERS:
+        return subject
+    cut = subject[:SUBJECT_CHARACTERS - 1]
+    if cut.count("`") % 2:
+        cut = cut[:cut.rindex("`")]
+    return cut.rstrip() + "…"
 
 
 def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: int = GITHUB_LIMIT,
                    marker: bool = True) -> str:
-    """The comment's markdown (``marker``: with the hidden line that finds it again), at most ``limit``
+    """The comment's markdown (``marker``: with the hidden line that finds it again, and the footer saying it is
+    updated in place; without it, the check run's summary, which each push makes anew), at most ``limit``
     characters."""
     verdict = conclusion(report)
     full = compare_url(ctx.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository)
@@ -189,7 +206,7 @@ def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: 
     roofline = has_fractions(changed)
     changed_lines = [_row_line(r, report, ctx, roofline) for r in changed]
     rest_lines = [_row_line(r, report, ctx) for r in rest]
-    tail = _footer(report, ctx)
+    tail = _footer(report, ctx, in_place=marker)
     # Rows are what can be cut; the head, counts and footer always stay, and changed rows go before the rest.
     # The headings and notes around the tables take a little room of their own: leave more until it fits.
     spare = 0 if len(report.rows) < 50 else 2000
@@ -236,7 +253,7 @@ def _cut_note(cut: int, full: str) -> list[str]:
                 f"see {where}.*"]
 
 
-def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
+def _footer(report: ComparisonReport, ctx: CommentContext, in_place: bool) -> list[str]:
     p = report.params
     lines = [""]
     if report.geomeans:
@@ -255,7 +272,8 @@ def _footer(report: ComparisonReport, ctx: CommentContext) -> list[str]:
                  f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%"
                  + (f", or {SMALL_EFFECT_CLAUSE}"
                     if any(r.below_min_effect for r in report.rows) else "") + "); "
-                 "`?` inconclusive (more runs would decide). Updated in place on every push.</sub>")
+                 "`?` inconclusive (more runs would decide)." + (" Updated in place on every push." * in_place)
+                 + "</sub>")
     reasons = dict.fromkeys(r.reason for r in report.rows if r.verdict == "inconclusive" and r.reason)
     lines += [f"<sub>inconclusive: {markdown_cell(reason)}</sub>" for reason in reasons]
     if any(r.noisy_runs for r in report.rows):

@@ -129,7 +129,8 @@ def alert_message(alert: SlackAlert) -> SlackMessage:
         blocks += _findings_sections(alert)
     if alert.verdicts:
         lines = [_verdict_line(v) for v in alert.verdicts]
-        blocks += _sections(lines, MAX_SECTION_TEXT, limit=5)
+        blocks += _sections(lines, MAX_SECTION_TEXT, limit=5, noun="verdict",
+                            where=" on the dashboard" * bool(alert.url))
     if alert.url:
         blocks.append({"type": "actions", "elements": [{
             "type": "button", "text": _plain(trim(f"Open alert {alert.id}", MAX_BUTTON_TEXT)), "url": alert.url,
@@ -187,12 +188,8 @@ def _finding_line(f: SlackFinding) -> str:
 def _findings_sections(alert: SlackAlert) -> list[dict[str, Any]]:
     listed = alert.findings[:FINDINGS_LISTED]
     lines = ["*Largest changes*"] + [trim(_finding_line(f), 500) for f in listed]
-    more = alert.finding_count - len(listed)
-    blocks = _sections(lines, MAX_SECTION_TEXT, limit=3)
-    if more > 0:
-        blocks.append({"type": "context", "elements": [_mrkdwn(
-            f"…and {more} more finding{'s' if more != 1 else ''}" + (" on the dashboard" if alert.url else ""))]})
-    return blocks
+    return _sections(lines, MAX_SECTION_TEXT, limit=3, noun="finding",
+                     more=max(0, alert.finding_count - len(listed)), where=" on the dashboard" * bool(alert.url))
 
 
 def _verdict_line(v: SlackVerdict) -> str:
@@ -214,21 +211,22 @@ def _fallback(alert: SlackAlert) -> str:
     return text
 
 
-def _sections(lines: Sequence[str], limit_chars: int, limit: int) -> list[dict[str, Any]]:
-    """Lines packed into as few sections as fit ``limit_chars`` each, at most ``limit`` sections."""
-    sections: list[str] = []
-    current = ""
-    for line in lines:
-        line = trim(line, limit_chars)
-        candidate = f"{current}\n{line}" if current else line
-        if len(candidate) > limit_chars:
-            sections.append(current)
-            current = line
+def _sections(lines: Sequence[str], limit_chars: int, limit: int, noun: str = "line",
+              more: int = 0, where: str = "") -> list[dict[str, Any]]:
+    """Lines packed into as few sections as fit ``limit_chars`` each, at most ``limit`` sections; the lines that do
+    not fit, and ``more`` left out before, are counted in a context line ("…and 3 more verdicts" + ``where``)."""
+    sections: list[list[str]] = []
+    for line in (trim(line, limit_chars) for line in lines):
+        if sections and len("\n".join([*sections[-1], line])) <= limit_chars:
+            sections[-1].append(line)
         else:
-            current = candidate
-    if current:
-        sections.append(current)
-    return [_section(s) for s in sections[:limit]]
+            sections.append([line])
+    left = more + sum(len(section) for section in sections[limit:])
+    blocks = [_section("\n".join(section)) for section in sections[:limit]]
+    if left:
+        blocks.append({"type": "context", "elements": [_mrkdwn(
+            f"…and {left} more {noun}{'s' if left != 1 else ''}{where}")]})
+    return blocks
 
 
 def _split_text(text: str, limit: int) -> list[dict[str, Any]]:

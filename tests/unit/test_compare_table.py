@@ -64,7 +64,7 @@ def test_basic_comparison_reads_like_benchstat() -> None:
     report = compare(basic_pairs())
     text = format_text(report, BASE, HEAD)
     assert_golden("compare_basic.txt", text)
-    assert "+24.9% (p=0.000 runs=3+3)" in text and "~ (p=" in text and "regression" in text
+    assert "+24.9% (p<0.001 runs=3+3)" in text and "~ (p=" in text and "regression" in text
 
 
 def test_edge_cases_table() -> None:

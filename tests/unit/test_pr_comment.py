@@ -56,7 +56,31 @@ def test_a_mixed_comparison_reads_as_one_comment() -> None:
     assert "online \\| normaliser" in body
     assert "https://kw.example.com/compare?base=" + BASE.commit in body
     assert "❔ inconclusive" in body and "inconclusive: one run a side" in body
+    # Rows are metrics of benchmarks: rows=256 has two; a p under 0.001 is not printed as 0; the delta names its
+    # runs B+H, which the pipeline's notes refer to.
+    assert "2 regressions and 1 failed in 7 benchmarks (8 comparisons)" in body
+    assert "p=0.000" not in body and "**+24.9%** (p<0.001 runs=3+3)" in body
+    assert "Updated in place on every push" in body
+    assert "Updated in place" not in check_output(report, CTX)["summary"]  # a check run is made per push
     assert_golden("pr_comment_mixed.md", body)
+
+
+def test_a_benchmark_at_the_head_alone_is_named_beside_no_change() -> None:
+    """One the merge-base could not import (the pull request adds it) is listed as failed: the headline said "no
+    change" over it."""
+    report = compare([Pair(key("rows", rows=256), runs_of(spread(1e-3)), runs_of(spread(1e-3, phase=2))),
+                      Pair(key("added"), Side((), "failed", "ImportError: no module"), runs_of(spread(2e-3)))])
+    assert conclusion(report) == "success"
+    assert headline(report, CTX) == "no change in 2 benchmarks (1 at the head alone)"
+
+
+def test_a_cut_subject_leaves_no_code_span_open() -> None:
+    subject = "kernels: move `" + "x" * 45 + "` into `pallas_call` and more words after it"
+    body = format_comment(None, CommentContext(BASE, SideLabel(ref="9f8e7d6c", repository="kernels",
+                                                               commit="9f8e7d6c" * 5, subject=subject)))
+    line = next(li for li in body.splitlines() if li.startswith("Head "))
+    said = line.split("` ", 1)[1].split(" against merge-base")[0]
+    assert said.count("`") % 2 == 0 and said.endswith("…") and len(said) <= 72, said
 
 
 def test_a_comparison_of_inconclusive_rows_only_is_neutral_and_says_so() -> None:

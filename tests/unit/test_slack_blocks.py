@@ -87,6 +87,18 @@ def test_an_alert_of_hundreds_of_findings_stays_within_the_limits() -> None:
     assert_golden("slack_alert_many.json", dump(message))
 
 
+def test_verdicts_past_the_sections_shown_are_counted() -> None:
+    """Five sections of verdicts at most: the rest were dropped without a word."""
+    verdicts = [SlackVerdict(job_id=i, purpose="confirm", state="done", benchmark=f"softmax/rows[rows={i}]",
+                             culprit_sha=None, message=f"run {i}: " + "the spread between runs was wide " * 50)
+                for i in range(12)]
+    message = alert_message(slack_alert(view([finding(1, 0.52)]), HARDWARE, verdicts, URL))
+    assert_within_limits(message)
+    text = json.dumps(message.blocks, ensure_ascii=False)
+    shown = sum(f"rows={i}]" in text for i in range(12))
+    assert 0 < shown < 12 and f"…and {12 - shown} more verdicts on the dashboard" in text
+
+
 def test_an_alert_without_a_page_has_no_button_and_an_emptied_one_says_so() -> None:
     message = alert_message(slack_alert(view([], count=0), {}))
     assert_within_limits(message)
