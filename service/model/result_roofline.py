@@ -81,8 +81,10 @@ def result_figures(hardware: Hardware, dtype: str, flops: float | None, bytes_ac
                        median_s if median_s is not None and median_s > 0 else None)
     origin = "calibrated on this host" if hardware.measured else hardware.source
     stand_in = f" in place of {roof.requested}" if roof.used != roof.requested else ""
-    level = (f", {level_of(hardware.caches, held)} bandwidth for a {format_bytes(held)} working set"
-             if hardware.memory_curve else "")
+    # The calibration's curve at the working set, not the level's drawn roof (the curve at the middle of the level):
+    # "L3 bandwidth" beside a different L3 line on /model read as a contradiction.
+    level = (f", the bandwidth measured at a {format_bytes(held)} working set (in "
+             f"{level_of(hardware.caches, held)})" if hardware.memory_curve else "")
     return RooflineFigures(
         intensity=figures.intensity, bound=figures.bound, roofline_s=figures.roofline_s,
         achieved_fraction=figures.achieved_fraction, peak_flops_per_s=roof.peak_flops_per_s,

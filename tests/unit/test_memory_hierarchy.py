@@ -85,7 +85,7 @@ def test_a_result_is_measured_against_its_own_level() -> None:
     # 10 MiB streamed in 50 us: 210 GB/s, above DRAM's 40 but under L3's 200 + its working set's bound.
     small = result_figures(host, "float32", 0.0, 10 * MIB, 50e-6)
     assert small is not None and small.peak_bytes_per_s == 250e9 and not small.above
-    assert "L3 bandwidth for a 10 MiB working set" in small.peak_source
+    assert "the bandwidth measured at a 10 MiB working set (in L3)" in small.peak_source
     large = result_figures(host, "float32", 0.0, 512 * MIB, 0.02)
     assert large is not None and large.peak_bytes_per_s == 40e9
     assert large.achieved_fraction == pytest.approx(512 * MIB / 40e9 / 0.02)
@@ -115,4 +115,4 @@ def test_the_working_set_is_the_smaller_of_the_traffic_and_the_footprint() -> No
     by_footprint = result_figures(host, "float32", 0.0, 64 * MIB, 1e-3, working_set_bytes=16 * MIB)
     assert by_traffic is not None and by_footprint is not None
     assert (by_traffic.peak_bytes_per_s, by_footprint.peak_bytes_per_s) == (60e9, 200e9)
-    assert "L3 bandwidth for a 16 MiB working set" in by_footprint.peak_source
+    assert "the bandwidth measured at a 16 MiB working set (in L3)" in by_footprint.peak_source
