@@ -312,6 +312,7 @@ def _diff_page() -> str:
         "diff.html", error=None, base=base, head=head, ops=ops, choices=choices, chosen=chosen, selected=selected,
         code=code, fusion_code=fusion_code, fusion_rows=fusion_rows, hlo_notes=hlo_notes, warnings=warnings,
         explained=explained, finding=finding, fusion_pairing=pairing, timelines=timelines,
+        reused_op_names=op_table_pairing.reused_names(), reused_fusion_names=pairing.reused_names(),
         timeline_notes=timeline_notes, full=full, args=link_args(request.args, drop=("full",)))
 
 

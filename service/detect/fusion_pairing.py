@@ -132,6 +132,18 @@ class FusionPairing:
         return tuple(p for p in self.pairs if p.base is not None and p.head is not None
                      and p.base.name != p.head.name)
 
+    def reused_names(self) -> frozenset[str]:
+        """The names of added and removed fusions that the other side gives to another computation: the head's new
+        ``ynn_fusion`` where the base's ``ynn_fusion`` was renumbered ``ynn_fusion.1`` (paired with that), or a base
+        fusion gone whose name a head fusion of another computation took. The Diff page says so beside them, so
+        that two rows of one name do not read as one op measured twice."""
+        base_names = {p.base.name for p in self.pairs if p.base is not None}
+        head_names = {p.head.name for p in self.pairs if p.head is not None}
+        return frozenset({p.head.name for p in self.pairs if p.status == "added" and p.head is not None
+                          and p.head.name in base_names}
+                         | {p.base.name for p in self.pairs if p.status == "removed" and p.base is not None
+                            and p.base.name in head_names})
+
     def merged(self, other: FusionPairing | None) -> FusionPairing:
         """This pairing and another of different names (the fusions' and the other ops'), as one."""
         if other is None:

@@ -178,7 +178,12 @@ def test_renumbered_fusions_pair_by_structure_everywhere(app: Flask) -> None:
     assert re.search(rf'<tr class="fusion-added"><td><a [^>]*><code>{re.escape(new)}</code>', html)
     assert 'class="fusion-removed"' not in html and 'class="fusion-changed"' not in html
     assert 'id="fusion-renames"' in html
-    assert "name-reused" not in html  # renumbered, not reused: no name is one op's in base and another's in head
+    # The new dot's name is the base's other dot's (renumbered on the head): its row says so, the renamed do not.
+    added_row = re.search(rf'<tr class="fusion-added"><td><a [^>]*><code>{re.escape(new)}</code>.*?</td>', html,
+                          re.DOTALL)
+    assert added_row is not None and "name-reused" in added_row[0], added_row
+    for row in re.findall(r'<tr class="fusion-renamed">.*?</td>', html, re.DOTALL):
+        assert "name-reused" not in row, row
     # the head's HLO page lists its sorts among the program's other ops, each with its time where traced
     hlo_page = app.test_client().get(f"/results/{head_id}/hlo").get_data(as_text=True)
     assert 'id="program-ops-' in hlo_page

@@ -181,3 +181,17 @@ def test_a_source_is_read_relative_to_the_commits_checkout() -> None:
     assert source_text({"file": f"/tmp/w/repo/{sha}/kernels/tiny.py", "line": 11}) == "kernels/tiny.py:11"
     assert source_text({"file": "/home/me/k.py", "line": 3}) == "/home/me/k.py:3"
     assert source_text({"file": "k.py"}) is None and source_text(None) is None
+
+
+def test_a_name_is_reused_where_the_other_side_gives_it_to_another_computation() -> None:
+    """The head's new fusion takes the name the base gave a fusion the head renumbered: the added one's name is
+    another computation's on the base side (the Diff page says so beside it); a name only renumbered is not."""
+    base = module([("fusion.3", ADD, ""), ("fusion.4", MUL, ".1")])
+    taken = module([("fusion.3", TANH, ""), ("fusion.4", ADD, ".1"), ("fusion.5", MUL, ".2")])
+    assert pair_fusions(shapes(base), shapes(taken)).reused_names() == {"fusion.3"}
+    # A base fusion gone whose name a head fusion of another computation (renumbered) took.
+    gone = module([("fusion.5", MUL, "")])
+    assert pair_fusions(shapes(module([("fusion.5", ADD, ""), ("fusion.6", MUL, ".1")])),
+                        shapes(gone)).reused_names() == {"fusion.5"}
+    renumbered = module([("fusion.7", ADD, ".9"), ("fusion.8", MUL, ".1")])
+    assert pair_fusions(shapes(base), shapes(renumbered)).reused_names() == set()
