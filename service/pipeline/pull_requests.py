@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import re
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -380,6 +381,11 @@ class PullRequestHooks:
             superseded = (pr.check_run_id if pr.check_run_id is not None and pr.state == "running"
                           and pr.reported_key is None else None)
             pr.merge_base_sha, pr.state, pr.reported_key = merge_base, PullRequestState.RUNNING, None
+            # Each hardware's task named here, so that its runs are a session the report knows to wait for.
+            from runners.worker import run_id_for  # the runner's rule: the session is named after the task
+
+            task_ids = {hw: uuid.uuid4().hex for hw in self.config.hardware}
+            pr.sessions = [run_id_for(task_id) for task_id in task_ids.values()]
             # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
             # progress); the comment stays the same one.
             pr.check_run_id, pr.check_run_sha = None, None
@@ -390,8 +396,8 @@ class PullRequestHooks:
             self._best_effort("cancel the superseded check run",
                               lambda: client.update_check_run(facts.repository, check_id, cancelled))
         self._post_started(pr_id, facts, merge_base)
-        runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha, facts.number))
-                for hw in self.config.hardware]
+        runs = [SuiteRun(hw, self._run_kwargs(facts.clone_url, merge_base, facts.head_sha, facts.number),
+                         task_ids[hw]) for hw in self.config.hardware]
         return (f"{name}: running merge-base {merge_base[:12]} and head {facts.head_sha[:12]} on "
                 f"{', '.join(self.config.hardware)}"), runs
 
@@ -460,6 +466,11 @@ class PullRequestHooks:
                 # Each of a task's runs is uploaded, and reported, on its own: a verdict on the first of three
                 # runs would be posted only to be replaced twice (and is the least decided of them).
                 return "the head's rounds are still landing"
+            waiting = _sessions_waiting(session, head, pr.sessions or [], self.config.rounds)
+            if len(pr.sessions or []) > 1 and waiting:
+                # Several hardware: one's verdict alone would complete the check run while another's task has
+                # not run (a success on the CPU's rows before the H200's were measured).
+                return f"waiting for {waiting} of {len(pr.sessions or [])} hardware's runs"
             report, base_label, missing = None, _bare_label(repository, pr.merge_base_sha), ""
             notes: tuple[str, ...] = ()
             if base is None:
@@ -612,6 +623,15 @@ def _rounds_landed(session: Session, head: ResolvedSide) -> int:
     counts = Counter((o.environment, o.session) for o in origins.values())
     newest = {o.environment: o.session for _, o in sorted(origins.items())}  # the last stored run's, per environment
     return min((counts[(env, name)] for env, name in newest.items()), default=0)
+
+
+def _sessions_waiting(session: Session, head: ResolvedSide, expected: Sequence[str], rounds: int) -> int:
+    """How many of the ``expected`` sessions (a scheduling's tasks, one per hardware) have not landed ``rounds``
+    runs of the head in each environment they have runs in (none yet: not landed)."""
+    counts = Counter((o.session, o.environment) for o in run_origins(session, head.run_ids).values())
+    short = {name for (name, _), n in counts.items() if n < rounds}
+    landed = {name for name, _ in counts} - short
+    return sum(1 for name in expected if name not in landed)
 
 
 def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:

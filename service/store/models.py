@@ -515,6 +515,10 @@ class PullRequest(Base):
     # GitHub's updated_at of the newest pull_request event acted on: an older one (late, or retried after a newer
     # one) is not acted on (service/pipeline/pull_requests.py).
     event_updated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The interleaved sessions the current scheduling's tasks make, one per hardware (a task's runs are a session
+    # named after its first run id, which is the task's: runners/worker.py run_id_for). With several hardware the
+    # report waits for each of them (service/pipeline/pull_requests.py); None: scheduled before migration 0024.
+    sessions: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
 
 class StoredComparison(Base):

@@ -172,6 +172,49 @@ def test_a_run_that_cannot_be_made_completes_the_check_run_as_failed_with_the_re
         engine.dispose()
 
 
+def test_a_pull_request_on_two_hardware_is_reported_when_both_have_run(sqlite_database: str,
+                                                                         fake: FakeGitHub) -> None:
+    """Measured on the CPU and the H200 queues: the CPU's runs alone completed the check run as a success while
+    the H200's task had not run. Each hardware's task is now a session the scheduling names, and the report waits
+    for every one."""
+    at_head(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        pull_request = pull("file:///tmp/kernels", builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
+        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                                 HookConfig(hardware=("cpu", "h200"), public_url="http://kw.test", rounds=1))
+        scheduled: list[Any] = []
+        delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", pr_event("opened", pull_request))
+        assert delivery is not None
+        hooks.handle_delivery(delivery, scheduled.extend)
+        assert [run.hardware for run in scheduled] == ["cpu", "h200"]
+        assert len({run.task_id for run in scheduled}) == 2 and None not in {run.task_id for run in scheduled}
+        with sessions() as s:
+            pr = s.scalars(select(PullRequest)).one()
+
+        def land(task_id: str, device_kind: str) -> None:
+            """The task's runs as its runner uploads them: both commits, one round, a session named after the
+            task (runners/worker.py)."""
+            with unit_of_work(sessions) as s:
+                for position in range(2):
+                    ingest_manifest(s, parse_manifest(builders.manifest(
+                        position, [builders.result()], repo="kernels", trigger="pr", branch=None, pr_number=7,
+                        environment=builders.environment(device_kind=device_kind),
+                        round={"session": task_id, "index": 0})))
+
+        land(scheduled[0].task_id, "cpu")
+        assert hooks.report(pr.id) == "waiting for 1 of 2 hardware's runs"
+        [check] = fake.check_runs.values()
+        assert check["status"] == "in_progress" and not fake.comments
+        land(scheduled[1].task_id, "h200-host")
+        assert hooks.report(pr.id) in ("success", "failure", "neutral")
+        [check] = fake.check_runs.values()
+        assert check["status"] == "completed" and len(fake.comments) == 1
+    finally:
+        engine.dispose()
+
+
 def test_a_delivery_older_than_the_one_acted_on_takes_the_pull_request_nowhere(sqlite_database: str,
                                                                                 fake: FakeGitHub) -> None:
     """A push to B, then to C, and B's delivery retried (or arriving late) after C's: it took the pull request back
