@@ -150,7 +150,13 @@ def _warn_if_one_commit(options: CiOptions) -> None:
 
 
 def cmd_ci(settings: Settings, options: CiOptions) -> int:
-    from service.detect.compare import ROUNDS_PER_LOOK, adaptive_looks, looks_alpha, worth_more_rounds
+    from service.detect.compare import (
+        ROUNDS_PER_LOOK,
+        RUNS_NEEDED_MARGIN,
+        adaptive_looks,
+        looks_alpha,
+        worth_more_rounds,
+    )
 
     rounds = options.rounds  # at least 1, as are the samples: argparse's types (service/cli/common.py at_least)
     max_rounds = rounds if options.max_rounds is None else options.max_rounds
@@ -173,12 +179,13 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     made = run_both(settings, options, run_progress, rounds=rounds, run_ids=ids)
     per_commit, done = made, rounds
     notes: list[str] = []
+    beyond: frozenset[str] = frozenset()  # undecided benchmarks no more rounds could settle (worth_more_rounds)
     while True:
         found = _store_and_compare(settings, options, [m for manifests in made for m in manifests],
                                    ci_runs(per_commit), alpha)
         undecided = frozenset(suite_key(row.key) for row in found.report.rows if worth_more_rounds(row, max_rounds))
         if done < max_rounds:
-            _say_out_of_reach(found.report.rows, max_rounds)
+            beyond |= _out_of_reach(found.report.rows, max_rounds, beyond | undecided)
         if not undecided or done >= max_rounds:
             break
         more = min(ROUNDS_PER_LOOK, max_rounds - done)
@@ -190,6 +197,10 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
         notes = [f"adaptive rounds: {rounds} to {max_rounds} a commit while a benchmark was undecided, "
                  f"{done} made; each of the {looks} looks at the data tested at alpha {alpha:.3g} "
                  f"(--alpha {options.report.alpha:g} split over them)"]
+    if beyond:
+        notes.append(f"{len(beyond)} benchmark(s) left undecided before --max-rounds {max_rounds}: their spread "
+                     f"between runs put a decision past {RUNS_NEEDED_MARGIN * max_rounds} runs a side (each row's "
+                     "runs needed says how far)")
     if notes:
         found = dataclasses.replace(found, notes=found.notes + tuple(notes))
     rendered = print_report(found, options.report)
@@ -202,16 +213,19 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     return EXIT_FOUND if rendered.fail else EXIT_OK
 
 
-def _say_out_of_reach(rows: Sequence[Row], max_rounds: int) -> None:
-    """Name the undecided rows more rounds are not given (compare.worth_more_rounds), so that a job stopping short
-    of --max-rounds says why."""
+def _out_of_reach(rows: Sequence[Row], max_rounds: int, told: frozenset[str]) -> frozenset[str]:
+    """The undecided benchmarks more rounds are not given (compare.worth_more_rounds), said once each (``told``:
+    said before, or measured again for another of their metrics), so that a job stopping short of --max-rounds
+    says why."""
     from service.detect.compare import RUNS_NEEDED_MARGIN, more_runs_would_decide, worth_more_rounds
 
-    beyond = [row for row in rows if more_runs_would_decide(row) and not worth_more_rounds(row, max_rounds)]
+    beyond = frozenset(suite_key(row.key) for row in rows
+                       if more_runs_would_decide(row) and not worth_more_rounds(row, max_rounds)) - told
     if beyond:
         print(f"{len(beyond)} benchmark(s) undecided but not measured again: their spread between runs puts a "
               f"decision past {RUNS_NEEDED_MARGIN * max_rounds} runs a side ({RUNS_NEEDED_MARGIN} x --max-rounds; "
               "see each row's runs needed); a quieter host or --xla-single-thread is the remedy", file=sys.stderr)
+    return beyond
 
 
 def _store_and_compare(settings: Settings, options: CiOptions, documents: list[dict[str, Any]],
