@@ -381,11 +381,11 @@ class PullRequestHooks:
             superseded = (pr.check_run_id if pr.check_run_id is not None and pr.state == "running"
                           and pr.reported_key is None else None)
             pr.merge_base_sha, pr.state, pr.reported_key = merge_base, PullRequestState.RUNNING, None
-            # Each hardware's task named here, so that its runs are a session the report knows to wait for.
-            from runners.worker import run_id_for  # the runner's rule: the session is named after the task
-
+            # Each hardware's task named here, so that its runs are a session the report knows to wait for: a
+            # task's runs are a session named after its first run, whose id is the task's without dashes
+            # (runners/worker.py run_id_for), so a hex task id names its session as it is.
             task_ids = {hw: uuid.uuid4().hex for hw in self.config.hardware}
-            pr.sessions = [run_id_for(task_id) for task_id in task_ids.values()]
+            pr.sessions = list(task_ids.values())
             # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
             # progress); the comment stays the same one.
             pr.check_run_id, pr.check_run_sha = None, None
