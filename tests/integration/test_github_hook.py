@@ -176,6 +176,9 @@ def test_a_fork_waits_for_a_maintainer_then_runs_and_reports(sqlite_database: st
         assert (pr.state, pr.merge_base_sha, pr.approved_sha) == ("running", shas["fork_point"], shas["head"])
         with api.ctx.sessions() as session:
             triggers = session.execute(select(Run.trigger, Run.branch, Run.pr_number)).all()
+            # The task's runs are the session the scheduling named (with several hardware the report waits for
+            # each one's: test_github_check_runs.py).
+            assert set(session.scalars(select(Run.round_session))) == set(pr.sessions or ["none named"])
         # KERNELWATCH_PR_ROUNDS' default: four runs a side, neither labelled with a branch (measured with the pull
         # request's suite, the merge-base's runs stay out of main's history).
         assert sorted(triggers, key=str) == sorted([("pr", None, 7)] * 8, key=str)
