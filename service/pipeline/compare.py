@@ -37,10 +37,19 @@ from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
 from service.report.compare_table import SideLabel, comparison_from_json, geomeans_from_json, params_from_json
 from service.store import comparisons as stored_comparisons
 from service.store.commits import commit_of, commits_with_prefix, repository_named
-from service.store.models import Commit, Environment, Repository, StoredComparison
+from service.store.models import Commit, Environment, Repository, Run, StoredComparison
 from service.store.run_health import heavy_steal_runs
 from service.store.run_noise import run_noise, sessions_vary
-from service.store.runs import of_working_copies, run_named, run_origins, run_triggers, runs_named, runs_of_commit
+from service.store.runs import (
+    of_working_copies,
+    run_named,
+    run_origins,
+    run_triggers,
+    runs_named,
+    runs_of_commit,
+    runs_with_prefix,
+)
+from service.store.series_companions import environment_differences
 
 MIN_PREFIX = 4
 MAX_RUNS_NAMED = 64  # run ids one reference may list
@@ -124,6 +133,26 @@ def resolve(session: Session, ref: str, repository_name: str | None = None,
     return side_for_commit(session, ref, commit, repository.name)
 
 
+def _named_run_side(session: Session, ref: str, run: Run, repository: Repository | None) -> ResolvedSide:
+    """One run, named by its id (or a prefix of it)."""
+    commit = session.get(Commit, run.commit_id)
+    owner = session.get(Repository, commit.repository_id) if commit is not None else None
+    assert commit is not None and owner is not None
+    if repository is not None and owner.id != repository.id:
+        raise InvalidInput(f"run {ref} belongs to repository {owner.name}, not {repository.name}")
+    return ResolvedSide(
+        SideLabel(ref=ref, repository=owner.name, commit=commit.sha, subject=_subject(session, [run], commit),
+                  runs=(run.run_uid,)),
+        (run.id,), frozenset({run.environment_id}), named_runs=True)
+
+
+def _subject(session: Session, runs: Sequence[Run], commit: Commit) -> str:
+    """A side's subject: its commit's, or, for a working copy's runs (stored under its commit's sha), said to be
+    the working copy's, or base and head read alike."""
+    return (f"working copy (uncommitted edits) on {commit.subject}" if of_working_copies(session, runs)
+            else commit.subject)
+
+
 def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
     """Exactly these runs, all of one commit (a `kernelwatch ci` side: the runs it just made, one per
     environment), labelled with the commit's sha."""
@@ -137,27 +166,16 @@ def runs_side(session: Session, run_uids: Sequence[str]) -> ResolvedSide:
     commit = session.get(Commit, commits.pop())
     owner = session.get(Repository, commit.repository_id) if commit is not None else None
     assert commit is not None and owner is not None
-    # A working copy's runs are stored under its commit's sha: said, or `ci --working-tree` labelled base and head
-    # alike, the commit's sha and subject on both lines.
-    subject = (f"working copy (uncommitted edits) on {commit.subject}" if of_working_copies(session, runs)
-               else commit.subject)
     return ResolvedSide(
-        SideLabel(ref=commit.sha[:12], repository=owner.name, commit=commit.sha, subject=subject,
-                  runs=tuple(r.run_uid for r in runs)),
+        SideLabel(ref=commit.sha[:12], repository=owner.name, commit=commit.sha,
+                  subject=_subject(session, runs, commit), runs=tuple(r.run_uid for r in runs)),
         tuple(r.id for r in runs), frozenset(r.environment_id for r in runs), named_runs=True)
 
 
 def _resolve_stored(session: Session, ref: str, repository: Repository | None) -> ResolvedSide:
     run = run_named(session, ref)
     if run is not None:
-        commit = session.get(Commit, run.commit_id)
-        owner = session.get(Repository, commit.repository_id) if commit is not None else None
-        assert commit is not None and owner is not None
-        if repository is not None and owner.id != repository.id:
-            raise InvalidInput(f"run {ref} belongs to repository {owner.name}, not {repository.name}")
-        return ResolvedSide(
-            SideLabel(ref=ref, repository=owner.name, commit=commit.sha, subject=commit.subject, runs=(run.run_uid,)),
-            (run.id,), frozenset({run.environment_id}), named_runs=True)
+        return _named_run_side(session, ref, run, repository)
     where = f" in repository {repository.name}" if repository is not None else ""
     if not _HEX.match(ref) or len(ref) > 40:
         # A branch, tag or HEAD~1 is git's to resolve, in a repository the store knows: named with --repo.
@@ -169,8 +187,21 @@ def _resolve_stored(session: Session, ref: str, repository: Repository | None) -
     matches = commits_with_prefix(session, ref.lower(), repository.id if repository is not None else None,
                                   limit=_SHOWN_MATCHES + 1)
     if not matches:
+        # Run ids are hex too, printed whole by `run`, and shortened as shas are: a prefix of one run's id is it.
+        runs = runs_with_prefix(session, ref.lower(), limit=_SHOWN_MATCHES + 1)
+        if len(runs) == 1:
+            return _named_run_side(session, ref, runs[0], repository)
+        if runs:  # a session's rounds are ids of one stem (ID, ID-r1, ...): the whole id names one of them
+            shown = ", ".join(r.run_uid for r in runs[:_SHOWN_MATCHES]) + (", ..." if len(runs) > _SHOWN_MATCHES
+                                                                            else "")
+            raise InvalidInput(f"{ref!r} is ambiguous: it starts the ids of runs {shown}; give a whole run id")
         raise NotFound(f"no run or commit matches {ref!r}{where}")
     if len(matches) > 1:
+        if len({c.sha for c, _ in matches}) == 1 and len(matches) <= _SHOWN_MATCHES:
+            # One commit stored in several repositories (a clone filed under its own name): more of the sha
+            # cannot tell them apart.
+            raise InvalidInput(f"{ref!r} is commit {matches[0][0].sha[:12]} of several repositories "
+                               f"({', '.join(name for _, name in matches)}); give --repo NAME")
         shown = ", ".join(f"{c.sha[:12]} ({name})" for c, name in matches[:_SHOWN_MATCHES])
         more = ", ..." if len(matches) > _SHOWN_MATCHES else ""
         hint = "" if repository is not None else " or --repo"
@@ -381,6 +412,18 @@ def _folded(identities: set[tuple[Any, ...]], pools: Sequence[dict[tuple[Any, ..
     return {identity for identity in identities if identity[4] == EFFICIENCY_METRIC and identity[:4] in timed}
 
 
+def _what_differs(session: Session, base: ResolvedSide, head: ResolvedSide) -> str:
+    """``; what differs: jax 0.10.2 → 0.4.38, ...`` where each side ran in one environment (the fingerprints
+    alone told a user nothing of why: a pull request that pins another JAX)."""
+    [mine, theirs] = [stored_comparisons.environments(session, set(side.environment_ids)) for side in (base, head)]
+    if len(mine) != 1 or len(theirs) != 1:
+        return ""
+    facts = [{**env.details, "backend": env.backend, "device_kind": env.device_kind,
+              "device_count": env.device_count} for env in (mine[0], theirs[0])]
+    differences = environment_differences(*facts)
+    return f"; what differs: {', '.join(differences)}" if differences else ""
+
+
 def _describe(session: Session, ids: set[int]) -> str:
     return ", ".join(_environment_label(e) for e in stored_comparisons.environments(session, ids))
 
@@ -448,7 +491,9 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     if not common:
         raise InvalidInput(f"base and head ran in different environments (base: "
                            f"{_describe(session, set(base.environment_ids))}; head: "
-                           f"{_describe(session, set(head.environment_ids))}); only like is compared with like")
+                           f"{_describe(session, set(head.environment_ids))}"
+                           f"{_what_differs(session, base, head)}); only like is compared with like: a change of "
+                           "toolchain starts a new series (its page shows the two side by side)")
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]

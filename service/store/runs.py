@@ -74,6 +74,11 @@ def run_named(session: Session, run_uid: str) -> Run | None:
     return session.scalars(select(Run).filter_by(run_uid=run_uid)).first()
 
 
+def runs_with_prefix(session: Session, prefix: str, limit: int) -> Sequence[Run]:
+    """At most ``limit`` runs whose id starts with ``prefix`` (hex digits alone: no LIKE wildcard reaches here)."""
+    return session.scalars(select(Run).where(Run.run_uid.startswith(prefix)).order_by(Run.run_uid).limit(limit)).all()
+
+
 def results_of_run(session: Session, run_id: int) -> list[tuple[int, int, str]]:
     """(id, series id, status) of the run's results."""
     return [(id_, series_id, status) for id_, series_id, status in session.execute(

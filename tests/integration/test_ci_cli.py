@@ -130,6 +130,10 @@ def test_ci_measures_an_uncommitted_edit_against_its_commit(tmp_path: Path, plan
     assert document["head"]["subject"].startswith("working copy (uncommitted edits) on ")
     assert not document["base"]["subject"].startswith("working copy")
     assert any("working copy" in note for note in document["notes"]), document["notes"]
+    # One of its runs named alone is the working copy's too, not the commit's code.
+    one = kernelwatch(["compare", document["base"]["commit"], document["head"]["runs"][0], "--format", "json"], env)
+    assert one.returncode in (0, 1), one.stderr
+    assert json.loads(one.stdout)["head"]["subject"].startswith("working copy (uncommitted edits) on ")
     assert slow.read_text() != fast_text and git(planted, "status", "--porcelain")  # the edit left as it was
     refused = kernelwatch(["ci", "--repo", str(planted), "--base", "HEAD", "--head", "main", "--working-tree"], env)
     assert refused.returncode == 2 and "no --head with it" in refused.stderr, refused.stderr

@@ -154,11 +154,38 @@ def test_the_ambiguous_prefix_resolves_within_a_repository(stored: Stored) -> No
     assert proc.returncode == 0, proc.stderr
 
 
+def test_a_run_is_named_by_a_prefix_of_its_id(stored: Stored) -> None:
+    """Run ids are hex, printed whole by `run`, and shortened like shas: a unique prefix is the run."""
+    proc = kernelwatch([stored.base_runs[0][:10], stored.head_run[:10], "--format", "json"], stored.env)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["base"]["runs"] == [stored.base_runs[0]] and document["head"]["runs"] == [stored.head_run]
+    missing = kernelwatch(["0" * 10, stored.head_sha], stored.env)
+    assert missing.returncode == 2 and "no run or commit matches '0000000000'" in missing.stderr, missing.stderr
+
+
+def test_one_commit_in_two_repositories_asks_for_the_repository(stored: Stored) -> None:
+    """The same commit filed under two repositories (a clone run under its own folder name): more of the sha cannot
+    tell them apart, so the message says --repo."""
+    twin = builders.manifest(1, [builders.result(samples=timings(1e-3, 41))], repo="clone")
+    twin["commit"]["sha"] = stored.head_sha
+    ctx = Context.create(load_settings(stored.env))
+    try:
+        ctx.submit(twin)
+    finally:
+        ctx.close()
+    proc = kernelwatch([stored.base_sha, stored.head_sha[:10]], stored.env)
+    assert proc.returncode == 2 and "give --repo NAME" in proc.stderr and "give more of the sha" not in proc.stderr
+    assert f"is commit {stored.head_sha[:12]} of several repositories (clone, demo)" in proc.stderr, proc.stderr
+
+
 def test_different_environments_are_not_compared(stored: Stored) -> None:
     proc = kernelwatch([stored.base_sha, stored.other_env_sha], stored.env)
     assert proc.returncode == 2 and "different environments" in proc.stderr
     base_fp, other_fp = stored.fingerprints[0], stored.fingerprints[1]
     assert base_fp[:10] in proc.stderr and other_fp[:10] in proc.stderr
+    # and what differs, not the fingerprints alone (a pull request pinning another JAX read as two hashes)
+    assert "what differs: host ISA x86_64+avx2 → aarch64+neon, CPU Test CPU → Other CPU" in proc.stderr, proc.stderr
 
 
 def test_commits_of_two_repositories_are_compared_with_a_note(stored: Stored) -> None:
