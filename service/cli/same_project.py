@@ -7,6 +7,7 @@ is submitted, after the suite was measured; this asks first, so a clash costs a 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from kernelwatch.errors import InvalidInput
@@ -27,7 +28,7 @@ def check_same_project(settings: Settings, repo: Path, given: str | None, rev: s
     runs of ``repo`` at ``rev`` would be stored under."""
     from runners.gitrepo import GitError, first_commits, resolve
     from service.pipeline.ingest import another_project, another_project_message
-    from service.store.commits import repository_named
+    from service.store.commits import repositories_sharing_roots, repository_named
 
     name = stored_name(repo, given)
     try:
@@ -44,5 +45,12 @@ def check_same_project(settings: Settings, repo: Path, given: str | None, rev: s
         with open_context(settings).sessions() as session:
             repository = repository_named(session, name)
             stored = list(repository.first_commits) if repository is not None else []
+            same = repositories_sharing_roots(session, roots) if repository is None else []
+        if same:
+            # README: a clone of a project is the same project; filed by its folder's name it starts another.
+            print(f"kernelwatch: warning: {name!r} is new to this store, but its history is that of "
+                  f"{' and '.join(repr(n) for n in same)} (the same first commit): its runs start a project of "
+                  f"their own; --repository-name {same[0]} (or name = '{same[0]}' in its kernelwatch.toml) files "
+                  "them with it", file=sys.stderr)
     if another_project(stored, roots):
         raise InvalidInput(another_project_message(name, stored, roots))

@@ -15,6 +15,13 @@ def repository_named(session: Session, name: str) -> Repository | None:
     return session.scalars(select(Repository).filter_by(name=name)).first()
 
 
+def repositories_sharing_roots(session: Session, roots: Sequence[str]) -> list[str]:
+    """The names of the stored repositories whose histories share a root commit with ``roots`` (the same project
+    under another name: a clone in a folder of its own name)."""
+    wanted = set(roots)
+    return sorted(r.name for r in session.scalars(select(Repository)) if wanted & set(r.first_commits or ()))
+
+
 def commit_of(session: Session, repository_id: int, sha: str) -> Commit | None:
     """The repository's commit of this (full, lower-case) sha."""
     return session.scalars(select(Commit).filter_by(repository_id=repository_id, sha=sha)).first()

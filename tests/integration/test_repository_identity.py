@@ -42,6 +42,15 @@ def test_two_projects_of_one_folder_name_are_kept_apart(tmp_path: Path) -> None:
     assert gate.returncode == 2 and "another project" in gate.stderr and "[1/" not in gate.stderr, gate.stderr
     again = run_cli(["run", "--repo", str(clone), *measure], env)  # the same project, wherever its clone lies
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "is new to this store" not in again.stderr
+    # A clone in a folder of another name starts a project of its own, said before measuring with the name that
+    # would file it with the history it shares.
+    renamed = tmp_path / "e" / "kernels-work"
+    subprocess.run(["git", "clone", "-q", str(first), str(renamed)], check=True, capture_output=True)
+    apart = run_cli(["run", "--repo", str(renamed), *measure], env)
+    assert apart.returncode == 0, apart.stderr[-3000:]
+    assert ("'kernels-work' is new to this store, but its history is that of 'kernels'" in apart.stderr
+            and "--repository-name kernels" in apart.stderr), apart.stderr
     named = run_cli(["run", "--repo", str(second), "--repository-name", "kernels-b", *measure], env)
     assert named.returncode == 0, named.stderr[-3000:]
     for bad in ("", "a/b", "k" * 201, "kernels b"):
@@ -65,8 +74,9 @@ def test_two_projects_of_one_folder_name_are_kept_apart(tmp_path: Path) -> None:
                               .group_by(Repository.name)).all())
         roots = dict(s.execute(select(Repository.name, Repository.first_commits)).all())
     engine.dispose()
-    assert runs == {"kernels": 2, "kernels-b": 1, "kernels-c": 1}
-    assert roots == {"kernels": [first_sha], "kernels-b": [second_sha], "kernels-c": [third_sha]}
+    assert runs == {"kernels": 2, "kernels-b": 1, "kernels-c": 1, "kernels-work": 1}
+    assert roots == {"kernels": [first_sha], "kernels-b": [second_sha], "kernels-c": [third_sha],
+                     "kernels-work": [first_sha]}
 
 
 def test_a_shallow_clone_knows_no_root(tmp_path: Path) -> None:
