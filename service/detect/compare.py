@@ -41,6 +41,7 @@ from service.detect.run_stats import (
     Method,
     RunNoise,
     RunTest,
+    bounded_exp,
     history_is_quiet,
     log_ratio_test,
     log_values,
@@ -309,12 +310,12 @@ def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Meas
         centre, low, high = float(np.median(medians)), None, None
     else:
         mean = float(logs.mean())
-        centre, low, high = math.exp(mean), None, None
+        centre, low, high = bounded_exp(mean), None, None
         sd, df = (float(logs.std(ddof=1)), logs.size - 1) if logs.size >= 2 else (
             (noise.sd, noise.df) if noise is not None else (None, 0))
         if sd is not None and df >= 1:
             half = t_quantile(0.5 + confidence / 2, df) * sd / math.sqrt(logs.size)
-            low, high = math.exp(mean - half), math.exp(mean + half)
+            low, high = bounded_exp(mean - half), bounded_exp(mean + half)
     estimate = MedianEstimate(len(side.samples), centre, low, high, runs=len(medians))
     return _Measured(SideResult("ok", side.message, estimate, side.noisy_runs), medians, logs)
 
@@ -462,7 +463,7 @@ def _tested_row(key: BenchmarkKey, base: _Measured, head: _Measured, test: RunTe
         return Comparison(key, verdict, base.result, head.result, ratio=ratio, reason=reason)
     assert q is not None
     low, high = test.interval(params.confidence, quantile)
-    ratio = math.exp(test.diff)
+    ratio = bounded_exp(test.diff)
     significant = q < params.alpha and not low <= 1.0 <= high and test.diff != 0
     large = abs(ratio - 1) >= params.min_effect
     verdict, why = "unchanged", None
@@ -523,17 +524,18 @@ def _geomeans(rows: Sequence[Comparison], tests: dict[int, RunTest], params: Com
     for (environment, metric, unit), members in groups.items():
         if not members:
             continue
-        base_geo = math.exp(float(np.mean([math.log(_median(rows[i].base)) for i in members])))
-        head_geo = math.exp(float(np.mean([math.log(_median(rows[i].head)) for i in members])))
+        base_log = float(np.mean([math.log(_median(rows[i].base)) for i in members]))
+        head_log = float(np.mean([math.log(_median(rows[i].head)) for i in members]))
+        base_geo, head_geo = math.exp(base_log), math.exp(head_log)
         low = high = None
         if all(i in tests for i in members):
             found = [tests[i] for i in members]
             mean = float(np.mean([t.diff for t in found]))
             se = math.sqrt(sum(t.se ** 2 for t in found)) / len(found)
             half = t_quantile(0.5 + params.confidence / 2, min(t.df for t in found)) * se
-            low, high = math.exp(mean - half), math.exp(mean + half)
-        out.append(Geomean(environment, metric, unit, len(members), base_geo, head_geo, head_geo / base_geo,
-                           low, high))
+            low, high = bounded_exp(mean - half), bounded_exp(mean + half)
+        out.append(Geomean(environment, metric, unit, len(members), base_geo, head_geo,
+                           bounded_exp(head_log - base_log), low, high))
     return tuple(out)
 
 

@@ -272,9 +272,19 @@ class RunTest:
         """The ratio's interval at this level, from the test's own t distribution (``quantile``: its
         ``0.5 + confidence / 2`` quantile, when the caller computed many at once)."""
         if self.se == 0:
-            return math.exp(self.diff), math.exp(self.diff)
+            return bounded_exp(self.diff), bounded_exp(self.diff)
         half = (quantile if quantile is not None else t_quantile(0.5 + confidence / 2, self.df)) * self.se
-        return math.exp(self.diff - half), math.exp(self.diff + half)
+        return bounded_exp(self.diff - half), bounded_exp(self.diff + half)
+
+
+# The largest log a ratio is taken back from: exp of more overflows a float. Stored samples are any finite numbers
+# (a manifest of 1e308 seconds passes its schema), and a comparison of them must not fail: its ratio reads ~8e307.
+MAX_LOG = 709.0
+
+
+def bounded_exp(x: float) -> float:
+    """exp(x), held below the float's overflow (MAX_LOG)."""
+    return math.exp(min(x, MAX_LOG))
 
 
 def split_runs(samples: Sequence[float], run_sizes: Sequence[int]) -> list[list[float]]:

@@ -500,3 +500,15 @@ def test_a_slow_run_among_five_is_not_shrunk_toward_a_quiet_history() -> None:
     found = sum(one(slow_tailed(1.0, 5, rng), slow_tailed(1.3, 5, rng), noise=history()).verdict == "regression"
                 for _ in range(200))
     assert found / 200 >= 0.45
+
+
+def test_samples_at_the_float_limit_compare_without_overflow() -> None:
+    """A manifest of 1e308 seconds passes its schema (finite, non-negative): comparing it with a sane run took
+    exp of a log ratio past a float's range (OverflowError, a 500 on every comparison of the commit)."""
+    huge = Side.of_runs([[1e308] * 3, [1e308] * 3, [1e308] * 3])
+    sane = Side.of_runs([[1e-3, 1.01e-3, 0.99e-3], [1.02e-3, 1e-3, 1.01e-3], [0.98e-3, 1e-3, 1e-3]])
+    for base, head in ((sane, huge), (huge, sane)):
+        report = compare([Pair(key(), base, head)])
+        row = report.rows[0]
+        assert row.verdict in ("regression", "improvement") and row.ratio is not None and math.isfinite(row.ratio)
+        assert all(math.isfinite(g.ratio) for g in report.geomeans)
