@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from kernelwatch.digits import is_whole
 from kernelwatch.errors import ConfigurationError
 
 _PREFIX = "KERNELWATCH_"
@@ -72,7 +73,7 @@ def _private_key(env: Mapping[str, str]) -> str:
 
 def load_github_settings(env: Mapping[str, str]) -> GitHubSettings:
     app_id = env.get(f"{_PREFIX}GITHUB_APP_ID", "").strip()
-    if app_id and not app_id.isdigit():
+    if app_id and not is_whole(app_id):
         raise ConfigurationError(f"{_PREFIX}GITHUB_APP_ID is the app's numeric id, got {app_id[:40]!r}")
     key = _private_key(env)
     if bool(app_id) != bool(key):
@@ -85,11 +86,11 @@ def load_github_settings(env: Mapping[str, str]) -> GitHubSettings:
         raise ConfigurationError(f"{_PREFIX}PR_HARDWARE is a comma-separated list of runner queue suffixes "
                                  f"(cpu, h200, tpu-v5e-8...), got {env.get(f'{_PREFIX}PR_HARDWARE', '')!r}")
     raw_samples = env.get(f"{_PREFIX}PR_SAMPLES", "").strip() or "20"
-    if not raw_samples.isdigit() or not 1 <= int(raw_samples) <= 10000:
+    if not is_whole(raw_samples) or not 1 <= int(raw_samples) <= 10000:
         raise ConfigurationError(f"{_PREFIX}PR_SAMPLES is a whole number of samples from 1 to 10000, "
                                  f"got {raw_samples!r}")
     raw_rounds = env.get(f"{_PREFIX}PR_ROUNDS", "").strip() or "4"
-    if not raw_rounds.isdigit() or not 1 <= int(raw_rounds) <= 50:
+    if not is_whole(raw_rounds) or not 1 <= int(raw_rounds) <= 50:
         raise ConfigurationError(f"{_PREFIX}PR_ROUNDS is a whole number of runs per side from 1 to 50, "
                                  f"got {raw_rounds[:40]!r}")
     return GitHubSettings(

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from kernelwatch.digits import is_whole
 from kernelwatch.errors import ConfigurationError
 from service.github_settings import GitHubSettings, load_github_settings
 from service.tracked import TrackedBranch, TrackError, parse_track
@@ -144,7 +145,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             f"{ENV_PREFIX}REDIS_URL must look like redis://127.0.0.1:6379/0 (or be unset to run tasks in-process)"
         )
     raw_timeout = env.get(f"{ENV_PREFIX}TASK_VISIBILITY_TIMEOUT", "").strip() or "3600"
-    if not raw_timeout.isdigit() or int(raw_timeout) < 1:
+    if not is_whole(raw_timeout) or int(raw_timeout) < 1:
         raise ConfigurationError(f"{ENV_PREFIX}TASK_VISIBILITY_TIMEOUT must be a whole number of seconds, "
                                  f"got {raw_timeout!r}")
     raw_follow_up = env.get(f"{ENV_PREFIX}FOLLOW_UP", "bisect,confirm").strip().lower()
@@ -157,7 +158,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     except TrackError as exc:
         raise ConfigurationError(str(exc)) from None
     raw_period = env.get(f"{ENV_PREFIX}TRACK_PERIOD", "").strip() or "3600"
-    if not raw_period.isdigit() or int(raw_period) < 1:
+    if not is_whole(raw_period) or int(raw_period) < 1:
         raise ConfigurationError(f"{ENV_PREFIX}TRACK_PERIOD is how often tracked branches are run, in whole "
                                  f"seconds (e.g. 3600), got {raw_period!r}")
     service_url, service_token = _upload_target(env)

@@ -17,6 +17,7 @@ from flask import Blueprint, current_app, render_template, request, url_for
 from plotly.utils import PlotlyJSONEncoder
 from sqlalchemy.orm import Session
 
+from kernelwatch.digits import is_whole
 from kernelwatch.errors import InvalidInput
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
 from service.pipeline.compare import ResolvedSide, resolve
@@ -82,7 +83,7 @@ def _int(name: str, default: int, low: int, high: int) -> int:
     raw = request.args.get(name) or ""
     if not raw:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not is_whole(raw) or not low <= int(raw) <= high:
         raise InvalidInput(f"{name} is a whole number from {low} to {high}, got {raw[:40]!r}")
     return int(raw)
 

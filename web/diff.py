@@ -20,6 +20,7 @@ from typing import Any
 from flask import Blueprint, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
+from kernelwatch.digits import is_whole
 from runners.artifacts import ArtifactStore
 from service.detect.attribution import reconcile
 from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_program_ops, source_text
@@ -94,7 +95,7 @@ def _result_id(name: str) -> int:
     raw = (request.args.get(name) or "").strip()
     if not raw:
         raise DiffQueryError(400, f"The {name} result is missing: give ?base=<result id>&head=<result id>.")
-    if not raw.isdigit() or len(raw) > 18:  # 18 digits stay inside a BIGINT
+    if not is_whole(raw) or len(raw) > 18:  # 18 digits stay inside a BIGINT
         raise DiffQueryError(400, f"The {name} result must be a result id (a positive integer), not {raw[:40]!r}.")
     return int(raw)
 
@@ -221,7 +222,7 @@ def _explained(ops: Any, base: Any, head: Any) -> dict[str, Any] | None:
 def _finding_context(sessions: Any) -> FindingFigures | None:
     """The finding the page was opened from (``finding=N``, which /findings/N/diff adds), where it still exists."""
     raw = (request.args.get("finding") or "").strip()
-    if not raw.isdigit() or len(raw) > 18:
+    if not is_whole(raw) or len(raw) > 18:
         return None
     with sessions() as session:
         return finding_figures(session, int(raw))

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import MultiDict
 from werkzeug.wrappers import Response
 
+from kernelwatch.digits import is_whole
 from kernelwatch.errors import InvalidInput, NotFound
 from service.detect.grouping import STATES
 from service.detect.static_diff import COUNT_UNITS
@@ -168,7 +169,7 @@ def _after_arg() -> int | None:
     raw = request.args.get("after") or ""
     if not raw:
         return None
-    if not raw.isdigit() or len(raw) > 18:
+    if not is_whole(raw) or len(raw) > 18:
         raise InvalidInput(f"after is an alert id, got {raw[:40]!r}")
     return int(raw)
 

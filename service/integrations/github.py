@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 import jwt
 
+from kernelwatch.digits import is_whole
 from kernelwatch.errors import KernelWatchError, Transient
 from kernelwatch.http_call import SameOriginRedirects
 
@@ -280,11 +281,11 @@ def _rate_limit_wait(status: int, headers: Any, text: str) -> float | None:
     if status not in (403, 429):
         return None
     retry_after = headers.get("Retry-After") if headers is not None else None
-    if retry_after and str(retry_after).isdigit():
+    if retry_after and is_whole(str(retry_after)):
         return float(retry_after)
     if headers is not None and headers.get("X-RateLimit-Remaining") == "0":
         reset = headers.get("X-RateLimit-Reset")
-        if reset and str(reset).isdigit():
+        if reset and is_whole(str(reset)):
             return max(1.0, float(reset) - time.time())
         return 60.0
     if status == 429 or "rate limit" in text.lower():

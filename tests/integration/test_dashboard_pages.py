@@ -110,6 +110,10 @@ def test_inbox_filter_errors_are_pages_not_500s(api: Api) -> None:
     bad_state = api.client.get("/?state=on-fire")
     assert bad_state.status_code == 400 and "unknown alert state" in bad_state.get_data(as_text=True)
     assert api.client.get("/?after=xyz").status_code == 400
+    # "²" is a digit to str.isdigit() and not to int(): each was a 500
+    for url in ("/?after=%C2%B2", "/compare?base=a&head=b&limit=%C2%B2", "/compare?base=a&head=b&page=%C2%B2",
+                "/diff?base=%C2%B2&head=1", "/diff?base=1&head=%D9%A1"):
+        assert api.client.get(url).status_code in (400, 404), url
 
 
 def test_inbox_pages_through_older_alerts(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:

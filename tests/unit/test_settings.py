@@ -26,6 +26,9 @@ def test_postgres_url_gets_the_psycopg3_driver(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("var", "value", "hint"), [
     ("KERNELWATCH_DATABASE_URL", "mysql://x/y", "KERNELWATCH_DATABASE_URL"),
     ("KERNELWATCH_REDIS_URL", "http://x", "KERNELWATCH_REDIS_URL"),
+    # a digit to str.isdigit(), not to int(): a ValueError traceback at start-up
+    ("KERNELWATCH_TASK_VISIBILITY_TIMEOUT", "²", "KERNELWATCH_TASK_VISIBILITY_TIMEOUT"),
+    ("KERNELWATCH_TRACK_PERIOD", "٣٦", "KERNELWATCH_TRACK_PERIOD"),
 ])
 def test_bad_urls_name_the_variable(var: str, value: str, hint: str) -> None:
     with pytest.raises(ConfigurationError, match=hint):
