@@ -34,7 +34,9 @@ def signature_ok(secret: str, body: bytes, header: str | None) -> bool:
     if not secret or not header or not header.startswith("sha256="):
         return False
     expected = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, header.removeprefix("sha256="))  # constant time: no timing oracle
+    # Compared as bytes (compare_digest refuses a str with non-ASCII characters: a 500 before authentication);
+    # constant time, so no timing oracle.
+    return hmac.compare_digest(expected.encode(), header.removeprefix("sha256=").encode("utf-8", "replace"))
 
 
 _CODES = {400: "invalid_input", 401: "unauthorized", 413: "payload_too_large", 503: "unavailable"}

@@ -68,6 +68,8 @@ def test_a_bad_or_missing_signature_is_refused_and_queues_nothing(broker_api: tu
     body, headers = signed("pull_request", payload)
     tampered = body.replace(b"opened", b"reopened")
     assert api.client.post("/hooks/github", data=tampered, headers=headers).status_code == 401
+    foreign = {**headers, "X-Hub-Signature-256": "sha256=é"}  # a 500 before authentication
+    assert api.client.post("/hooks/github", data=body, headers=foreign).status_code == 401
     assert queued(broker) == 0 and deliveries(api) == 0
 
 

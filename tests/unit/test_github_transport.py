@@ -125,6 +125,7 @@ def test_signature_check() -> None:
     assert not signature_ok("s3cret", body, None)
     assert not signature_ok("s3cret", body, good.removeprefix("sha256="))
     assert not signature_ok("", body, good)
+    assert not signature_ok("s3cret", body, "sha256=é")  # compare_digest refused a non-ASCII str: a 500
 
 
 def test_redirects_are_followed_for_reads_on_github_s_own_host_only(fake: FakeGitHub) -> None:
