@@ -173,6 +173,8 @@ def triage(session: Session, alert_id: int, state: str, note: str = "", author: 
     author = author.strip()
     if not author or len(author) > 200:
         raise InvalidInput("give the triage an author of 1 to 200 characters")
+    if "\x00" in note:  # PostgreSQL's text holds none (a 500 from the page's form, which the API had refused)
+        raise InvalidInput("a note cannot hold a NUL character")
     try:
         target = check_transition(alert.state, state, bool(note.strip()))
     except TriageError as exc:
