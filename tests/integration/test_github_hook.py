@@ -100,6 +100,11 @@ MALFORMED = [
     ("pull_request", {"action": "opened", "pull_request": {"number": True}}, "pull_request.number (int)"),
     ("issue_comment", {"action": "created", "issue": {"pull_request": {}, "number": 7},
                        "comment": {"body": "/kernelwatch run"}}, "repository (dict)"),
+    # What a runner would be handed to fetch: the delivery read "done" while its task failed in a log.
+    ("pull_request", pr_event("opened", pull("/tmp/kernels", "a" * 40, "--upload-pack=touch /tmp/x")),
+     "pull_request.head.sha is not a full commit sha"),
+    ("pull_request", pr_event("opened", pull("ext::sh -c touch% /tmp/x", "a" * 40, "b" * 40)),
+     "pull_request.base.repo.clone_url: not a repository location KernelWatch accepts"),
 ]
 
 
