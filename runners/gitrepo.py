@@ -125,6 +125,14 @@ def check_location(location: str) -> str:
                    "file://, https://, ssh:// or git:// URL, or user@host:path)")
 
 
+def check_remote_location(location: str) -> str:
+    """:func:`check_location` for a location a runner opens on its own host (a task's, a pull request's clone URL):
+    an absolute path is its to find, and need not exist here."""
+    if location.startswith("/") and not any(ord(c) < 32 for c in location):
+        return location
+    return check_location(location)
+
+
 @dataclass(frozen=True)
 class CommitFacts:
     sha: str
@@ -354,7 +362,10 @@ def local_path(location: str) -> Path | None:
     """The repository itself when ``location`` is a local directory (as a path, or as the file:// URL a manifest
     records); None for a remote URL."""
     local = Path(location[len("file://"):] if location.startswith("file://") else location).expanduser()
-    return local.resolve() if local.is_dir() else None
+    try:
+        return local.resolve() if local.is_dir() else None
+    except (OSError, RuntimeError):  # a name too long for the file system, a loop of links: no directory
+        return None
 
 
 def clone_path(location: str, cache_dir: Path) -> Path:

@@ -3,7 +3,6 @@ the settings (``service.settings.load_settings``); links use the shared KERNELWA
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,9 +10,9 @@ from urllib.parse import urlsplit
 
 from kernelwatch.digits import is_whole
 from kernelwatch.errors import ConfigurationError
+from service.task_names import HARDWARE_NAME
 
 _PREFIX = "KERNELWATCH_"
-_HARDWARE = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")  # a runner queue's suffix, as the enqueue API accepts
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_LABEL = "kernelwatch:run"
 
@@ -81,7 +80,7 @@ def load_github_settings(env: Mapping[str, str]) -> GitHubSettings:
         raise ConfigurationError(f"a GitHub App needs both its id and its private key: set {_PREFIX}{missing} "
                                  "too, or unset the other")
     hardware = tuple(h.strip() for h in env.get(f"{_PREFIX}PR_HARDWARE", "cpu").split(",") if h.strip())
-    bad = [h for h in hardware if not _HARDWARE.match(h)]
+    bad = [h for h in hardware if not HARDWARE_NAME.match(h)]
     if bad or not hardware:
         raise ConfigurationError(f"{_PREFIX}PR_HARDWARE is a comma-separated list of runner queue suffixes "
                                  f"(cpu, h200, tpu-v5e-8...), got {env.get(f'{_PREFIX}PR_HARDWARE', '')!r}")

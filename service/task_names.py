@@ -4,6 +4,8 @@ and the worker (service/tasks.py) registers its tasks under them: neither import
 
 from __future__ import annotations
 
+import re
+
 # Queues: a worker of the service takes ingest, detect and notify; a runner host takes runner.<hardware>.
 INGEST_QUEUE = "ingest"
 DETECT_QUEUE = "detect"
@@ -22,6 +24,11 @@ GITHUB_DELIVERY_TASK = "kernelwatch.github_delivery"  # notify
 GITHUB_DELIVERY_SWEEP_TASK = "kernelwatch.github_delivery_sweep"  # notify, from beat
 PR_REPORT_TASK = "kernelwatch.report_pull_request"  # notify
 PR_RUN_FAILED_TASK = "kernelwatch.pull_request_run_failed"  # notify: a pull request's runs could not be made
+
+
+# A runner queue's suffix: what `kernelwatch worker --queues runner.HW` takes. A name outside it (`CPU`, `a b`) made
+# a queue no worker consumes, and the task was lost without a word.
+HARDWARE_NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")
 
 
 def runner_queue(hardware: str) -> str:

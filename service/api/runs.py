@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import re
 import uuid
-from typing import Any
 
 from flask import Response, current_app
 
@@ -12,6 +10,7 @@ from kernelwatch.errors import InvalidInput, NotFound, Transient
 from service.api.auth import readable, requires
 from service.api.blueprint import bp, context, json_object, read_body, reply
 from service.contract import MAX_MANIFEST_BYTES, parse_manifest
+from service.pipeline.suite_tasks import FIELDS, suite_task
 from service.store.api_queries import run_results, run_view
 
 
@@ -60,49 +59,10 @@ def get_run_results(run_uid: str) -> Response:
     return reply({"run_id": run_uid, "results": results})
 
 
-_REV = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]{0,254}$")  # never starts with '-': not a git option
-_HARDWARE = re.compile(r"^[a-z0-9][a-z0-9.\-]{0,63}$")
-_TRIGGERS = ("push", "pr", "manual", "bisect", "confirm")
-
-
-ENQUEUE_FIELDS = frozenset({"repo", "commit", "hardware", "suite", "params", "quick", "samples", "trigger", "branch"})
-
-
-def suite_task(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(hardware, run_suite task kwargs) of an enqueue request, validated; the kwargs `kernelwatch submit` sends."""
-    def text(name: str, default: str | None = None) -> str:
-        value = body.get(name, default)
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidInput(f"give {name!r} as a non-empty string")
-        return value.strip()
-
-    repo, commit, hardware = text("repo"), text("commit"), text("hardware", "cpu")
-    if len(repo) > 2000 or repo.startswith("-"):
-        raise InvalidInput("'repo' is a repository URL or path of at most 2000 characters")
-    if not _REV.match(commit):
-        raise InvalidInput(f"'commit' {commit[:80]!r} is not a revision (a sha, branch or tag)")
-    if not _HARDWARE.match(hardware):
-        raise InvalidInput(f"'hardware' {hardware[:80]!r} is not a runner queue suffix (cpu, h200, tpu-v5e-8...)")
-    quick, samples = body.get("quick", False), body.get("samples", 20)
-    if not isinstance(quick, bool):
-        raise InvalidInput("'quick' is true or false")
-    if not isinstance(samples, int) or isinstance(samples, bool) or not 1 <= samples <= 10000:
-        raise InvalidInput("'samples' is a whole number from 1 to 10000")
-    trigger = text("trigger", "manual")
-    if trigger not in _TRIGGERS:
-        raise InvalidInput(f"'trigger' is one of {', '.join(_TRIGGERS)}")
-    branch = body.get("branch")
-    if branch is not None and (not isinstance(branch, str) or not _REV.match(branch)):
-        raise InvalidInput("'branch' is a branch name")
-    return hardware, {"repo": repo, "commit": commit, "suite": text("suite", "*"),
-                      "params": body.get("params", "") if isinstance(body.get("params", ""), str) else "",
-                      "quick": quick, "samples": samples, "trigger": trigger, "branch": branch, "capture": True}
-
-
 @bp.post("/runs/enqueue")
 @requires("submit")
 def enqueue_run() -> Response:
-    hardware, kwargs = suite_task(json_object(ENQUEUE_FIELDS))
+    hardware, kwargs = suite_task(json_object(FIELDS))
     settings = context().settings
     if not settings.redis_url:
         # A suite run takes minutes: an HTTP request is no place to wait for one, and the embedded form has no

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, param_filter
@@ -52,23 +51,27 @@ def _submit(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_submit(settings: Settings, options: SubmitOptions) -> int:
-    from runners.gitrepo import check_location, resolve
+    from runners.gitrepo import check_location, local_path, resolve
+    from service.pipeline.suite_tasks import suite_task
     from service.task_names import RUN_SUITE_TASK, runner_queue
 
-    check_location(options.repo)  # what the runner would refuse (a path that names no directory), refused here
-    commit = options.commit
-    if Path(options.repo).expanduser().is_dir():
-        commit = resolve(Path(options.repo).expanduser(), options.commit)  # pin: a branch moves, the run must not
-    task = {"repo": options.repo, "commit": commit, "suite": options.suite, "params": options.params,
-            "quick": options.quick, "samples": options.samples, "trigger": options.trigger,
-            "branch": options.branch, "capture": options.capture, "rounds": options.rounds,
-            "selection_required": True}
+    # A local repository's revision (HEAD~1 too) pinned to its sha first: a branch moves, the run must not. Then
+    # what the enqueue API refuses, refused here too (a hardware no worker consumes lost its task silently), and
+    # what only this host can tell: a local path that names no directory.
+    local = local_path(options.repo)
+    commit = resolve(local, options.commit) if local is not None else options.commit
+    fields = {"repo": options.repo, "commit": commit, "hardware": options.hardware, "suite": options.suite,
+              "params": options.params, "quick": options.quick, "samples": options.samples,
+              "trigger": options.trigger, "branch": options.branch}
+    hardware, task = suite_task(fields)
+    check_location(options.repo)
+    task.update(capture=options.capture, rounds=options.rounds, selection_required=True)
     if settings.redis_url:
         from service.celery_app import celery_app
 
-        result = celery_app(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(options.hardware),
+        result = celery_app(settings).send_task(RUN_SUITE_TASK, kwargs=task, queue=runner_queue(hardware),
                                                 ignore_result=True)
-        print(f"queued {commit[:12]} on {runner_queue(options.hardware)} as task {result.id}")
+        print(f"queued {commit[:12]} on {runner_queue(hardware)} as task {result.id}")
         return EXIT_OK
     # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.
     from runners.worker import SuiteTask, execute

@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import InvalidInput, KernelWatchError, NotFound, Transient
 from kernelwatch.vocabulary import DeliveryState, PullRequestState
-from runners.gitrepo import SHA_RE, GitError, check_location
+from runners.gitrepo import SHA_RE, GitError, check_remote_location
 from service.detect.compare import CompareParams, ComparisonReport
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
@@ -193,12 +193,8 @@ def payload_problem(event: str, payload: dict[str, Any]) -> str | None:
         for path in ("pull_request.base.sha", "pull_request.head.sha"):
             if not SHA_RE.match(_at(payload, path)):
                 return f"a pull_request delivery's {path} is not a full commit sha"
-        clone_url = _at(payload, "pull_request.base.repo.clone_url")
         try:
-            # An absolute path is the runners' to find (it need not exist on this host); any other location is
-            # one check_location accepts.
-            if not clone_url.startswith("/") or any(ord(c) < 32 for c in clone_url):
-                check_location(clone_url)
+            check_remote_location(_at(payload, "pull_request.base.repo.clone_url"))
         except GitError as exc:
             return f"a pull_request delivery's pull_request.base.repo.clone_url: {exc}"
     return None

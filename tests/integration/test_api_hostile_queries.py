@@ -151,6 +151,12 @@ def test_a_hostile_json_body_is_a_400(api: Api) -> None:
     response = _timed(api, "POST", "/api/v1/tokens", json={"name": "bot\x00", "scopes": ["submit"]},
                       headers=api.auth("admin"))
     assert response.status_code == 400 and error_of(response)["code"] == "invalid_input"
+    # A suite run a runner could not act on: 202 "queued", then refused in the runner's log alone.
+    for task in ({"repo": "ext::sh -c touch% /tmp/x", "commit": "main"}, {"repo": "fd::3", "commit": "main"},
+                 {"repo": "https://example.com/k.git", "commit": "main", "params": {"n": 1}},
+                 {"repo": "https://example.com/k.git", "commit": "main", "suite": "x" * 100_000}):
+        response = _timed(api, "POST", "/api/v1/runs/enqueue", json=task, headers=api.auth("submit"))
+        assert response.status_code == 400 and error_of(response)["code"] == "invalid_input", task
 
 
 # --- the web process's statement timeout ------------------------------------------------------------------------

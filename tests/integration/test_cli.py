@@ -168,7 +168,15 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
                        # XLA warns of an ISA it does not know and ignores it, while the flag named a new series
                        (["run", "--repo", str(suite_repo), "--cpu-isa", "AVX3"], "'AVX3' is not an ISA XLA:CPU knows"),
                        (["ci", "--repo", str(suite_repo), "--base", "HEAD", "--cpu-isa", "avx-512"],
-                        "one of SSE4_2, AVX, AVX2, AVX512")):
+                        "one of SSE4_2, AVX, AVX2, AVX512"),
+                       # what the enqueue API refuses (a queue no worker consumes lost its task without a word)
+                       (["submit", "--repo", str(suite_repo), "--commit", "HEAD", "--hardware", "CPU"],
+                        "is not a runner queue suffix"),
+                       (["submit", "--repo", str(suite_repo), "--commit=--upload-pack=touch /tmp/x"],
+                        "not a revision"),
+                       (["submit", "--repo", "https://example.com/k.git", "--commit=--upload-pack=touch /tmp/x"],
+                        "is not a revision (a sha, branch or tag)"),
+                       (["submit", "--repo", "a" * 5000, "--commit", "HEAD"], "at most 2000 characters")):
         proc = kernelwatch(args, env)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "usage:" not in proc.stderr, proc.stderr  # one line, as README says
