@@ -76,6 +76,16 @@ def param_filter(text: str) -> str:
     return text
 
 
+def service_url(text: str) -> str:
+    """argparse's type for --url: a service's address (settings.service_url_problem), never echoing a password."""
+    from service.settings import service_url_problem
+
+    problem = service_url_problem(text.strip())
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text.strip().rstrip("/")
+
+
 def cpu_isa(text: str) -> str:
     """argparse's type for --cpu-isa: one of the ISAs XLA:CPU knows (runners.local.CPU_ISAS), in its own spelling,
     so that "avx2" and "AVX2" are one environment and a typo is refused, not measured as a series of its own."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelwatch.errors import InvalidInput, NotFound
-from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, open_context, uploads_elsewhere
+from service.cli.common import EXIT_FOUND, EXIT_OK, Subparsers, open_context, service_url, uploads_elsewhere
 from service.cli.report_options import Comparison, ReportOptions, add_report_options, print_report, report_options
 from service.settings import Settings
 
@@ -26,9 +26,10 @@ def register(sub: Subparsers) -> None:
     compare.add_argument("head", help="as BASE")
     compare.add_argument("--repo", default=None, help="look commits up in this repository (by name); branch and tag "
                                                       "names are resolved with git at its stored URL")
-    compare.add_argument("--url", default=None, help="read from this KernelWatch service (http://host:8000) instead "
-                                                     "of the configured database (default: KERNELWATCH_URL where it "
-                                                     "and KERNELWATCH_TOKEN are set and no database is)")
+    compare.add_argument("--url", type=service_url, default=None,
+                         help="read from this KernelWatch service (http://host:8000) instead of the configured "
+                              "database (default: KERNELWATCH_URL where it and KERNELWATCH_TOKEN are set and no "
+                              "database is)")
     compare.add_argument("--token", default=None, help="API token for --url when its reads need one (default: "
                                                        "$KERNELWATCH_TOKEN)")
     add_report_options(compare, fail_on_default="none")

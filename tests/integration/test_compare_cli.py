@@ -141,12 +141,14 @@ def test_compare_runs_as_json(stored: Stored) -> None:
     (["BASE_PREFIX", "HEAD_SHA"], "is ambiguous"),
     (["BASE_SHA", "HEAD_SHA", "--repo", "nope"], "no repository named 'nope'"),
     (["BASE_SHA", "HEAD_SHA", "--alpha", "2"], "alpha"),
+    (["BASE_SHA", "HEAD_SHA", "--url", "http://user:hunter2@127.0.0.1:9"], "holds credentials"),
 ])
 def test_bad_references_are_one_line_and_exit_2(stored: Stored, args: list[str], message: str) -> None:
     subst = {"HEAD_SHA": stored.head_sha, "BASE_SHA": stored.base_sha, "BASE_PREFIX": stored.base_sha[:8]}
     proc = kernelwatch([subst.get(a, a) for a in args], stored.env)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr, proc.stderr
+    assert "hunter2" not in proc.stderr
 
 
 def test_the_ambiguous_prefix_resolves_within_a_repository(stored: Stored) -> None:

@@ -256,11 +256,13 @@ def test_the_token_stays_out_of_reprs(tmp_path: Path) -> None:
     ({"KERNELWATCH_URL": "http://kw:8000"}, "KERNELWATCH_TOKEN"),
     ({"KERNELWATCH_TOKEN": TOKEN}, "KERNELWATCH_URL"),
     ({"KERNELWATCH_URL": "kw:8000", "KERNELWATCH_TOKEN": TOKEN}, "service's address"),
+    # a password in the address was echoed in every error and read as part of the host name
+    ({"KERNELWATCH_URL": "http://user:hunter2@kw:8000", "KERNELWATCH_TOKEN": TOKEN}, "holds credentials"),
 ])
 def test_half_an_upload_configuration_says_what_to_set(tmp_path: Path, env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message) as info:
         load_settings({"KERNELWATCH_HOME": str(tmp_path), **env})
-    assert TOKEN not in str(info.value)
+    assert TOKEN not in str(info.value) and "hunter2" not in str(info.value)
     assert not load_settings({"KERNELWATCH_HOME": str(tmp_path)}).uploads_over_http
 
 
