@@ -53,6 +53,9 @@ Trigger = Literal["push", "pr", "manual", "bisect", "confirm", "schedule"]
 
 _SHA_PATTERN = r"^[0-9a-f]{40}$"
 _NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,200}$"
+# A branch as git names one: no leading '-' (git would read an option), no space or control character (git refuses
+# them in a ref name); anything else git allows, Unicode included.
+BRANCH_PATTERN = r"^[^\s\x00-\x1f\x7f-][^\s\x00-\x1f\x7f]*$"
 # The same rule as characters, for what makes a name (runners/local.py repository_name) or checks one before a run
 # (runners/project_file.py name_problem): a repository's name, a benchmark's suite and name.
 NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -150,7 +153,7 @@ def _shas(what: str, values: list[str]) -> list[str]:
 class RepositoryInfo(_Strict):
     name: str = Field(pattern=_NAME_PATTERN)
     url: str = Field(min_length=1, max_length=2000)
-    default_branch: str = Field(default="main", min_length=1, max_length=255)
+    default_branch: str = Field(default="main", min_length=1, max_length=255, pattern=BRANCH_PATTERN)
     # The root commits the measured commit descends from (runners/gitrepo.py first_commits): two projects given
     # one name (two folders called "kernels") are told apart by them at ingest. Empty: not known (a shallow clone).
     first_commits: list[Annotated[str, _Publish({"pattern": _SHA_PATTERN})]] = Field(default_factory=list,
@@ -406,7 +409,7 @@ class Manifest(_Strict):
     run_id: str = Field(pattern=r"^[A-Za-z0-9_\-]{8,64}$")
     repository: RepositoryInfo
     commit: CommitInfo
-    branch: str | None = Field(default=None, max_length=255)
+    branch: str | None = Field(default=None, max_length=255, pattern=BRANCH_PATTERN)
     trigger: Trigger = "manual"
     pr_number: int | None = Field(default=None, ge=1, le=_INT32_MAX)
     environment: EnvironmentInfo

@@ -16,7 +16,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from kernelwatch.errors import AnotherProject, Conflict
+from kernelwatch.errors import AnotherProject, Conflict, InvalidInput
+from runners.gitrepo import GitError, check_remote_location
 from service.contract import ArtifactInfo, BenchmarkResult, Manifest
 from service.contract.manifest import UNSET_IDENTITY
 from service.detect.summary import summarize_many
@@ -171,6 +172,12 @@ def ingest_manifest(session: Session, manifest: Manifest) -> IngestOutcome:
         return IngestOutcome(run_id=existing.id, created=False)
 
     repo_info = manifest.repository
+    try:
+        # The repository's URL is what confirmations and bisections clone: a location KernelWatch would not open
+        # (ext::, fd::, an option) was stored and failed later, in a log.
+        check_remote_location(repo_info.url)
+    except GitError as exc:
+        raise InvalidInput(f"repository.url: {exc}") from None
     repository = get_or_create(
         session, Repository, {"name": repo_info.name},
         lambda: Repository(name=repo_info.name, url=repo_info.url, default_branch=repo_info.default_branch,

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelwatch.errors import AnotherProject, Conflict
+from kernelwatch.errors import AnotherProject, Conflict, InvalidInput
 from runners.artifacts import ArtifactStore
 from service.contract import ManifestError, parse_manifest
 from service.detect.series_detector import EDivisiveDetector
@@ -93,11 +93,24 @@ def test_same_run_id_with_other_content_is_a_conflict(sessions: sessionmaker[Ses
     lambda d: d.update(format_version=2),
     lambda d: d["commit"].pop("sha"),
     lambda d: d["results"][0].update(samples=[1e-3, -5e-4]),
+    lambda d: d.update(branch="--upload-pack=touch /tmp/x"),  # git would read an option
+    lambda d: d["repository"].update(default_branch="-x"),
 ])
 def test_bad_manifests_store_nothing(sessions: sessionmaker[Session], mutate) -> None:  # type: ignore[no-untyped-def]
     doc = builders.manifest()
     mutate(doc)
     with pytest.raises(ManifestError):
+        submit_manifest(sessions, queue(sessions), doc)
+    assert all(n == 0 for n in counts(sessions).values())
+
+
+@pytest.mark.parametrize("url", ["ext::sh -c touch% /tmp/x", "fd::3", "--upload-pack=x", "http://plain.example/k"])
+def test_a_repository_url_no_runner_would_clone_stores_nothing(sessions: sessionmaker[Session], url: str) -> None:
+    """Confirmations and bisections clone the stored URL: one KernelWatch would not open was stored, and failed
+    later, in a log."""
+    doc = builders.manifest()
+    doc["repository"]["url"] = url
+    with pytest.raises(InvalidInput, match="repository.url"):
         submit_manifest(sessions, queue(sessions), doc)
     assert all(n == 0 for n in counts(sessions).values())
 
