@@ -103,8 +103,10 @@ def pyproject_dependencies(text: str, source: str = "pyproject.toml") -> list[st
     return dependencies
 
 
-def find_declaration(checkout: Path) -> Declaration:
-    """What the commit checked out at ``checkout`` declares (module docstring: which file wins)."""
+def find_declaration(checkout: Path, label: str | None = None) -> Declaration:
+    """What the commit checked out at ``checkout`` declares (module docstring: which file wins); ``label`` names it in
+    errors (its folder's name by default, which for a working copy is a digest)."""
+    label = label or checkout.name
     lock, requirements, pyproject = (checkout / n for n in ("uv.lock", "requirements.txt", "pyproject.toml"))
     if lock.is_file() and pyproject.is_file():
         exported = _uv_run(["export", "--frozen", "--no-hashes", "--no-emit-project", "--no-dev", "--no-header",
@@ -116,7 +118,7 @@ def find_declaration(checkout: Path) -> Declaration:
         dependencies = pyproject_dependencies(pyproject.read_text(encoding="utf-8", errors="replace"), str(pyproject))
         if dependencies is not None:
             return Declaration("pyproject.toml", "".join(f"{d}\n" for d in dependencies))
-    raise EnvironmentBuildError(f"{checkout.name}: the commit declares no dependencies (no uv.lock, requirements.txt "
+    raise EnvironmentBuildError(f"{label}: the commit declares no dependencies (no uv.lock, requirements.txt "
                                 "or [project] dependencies): nothing to build its environment from")
 
 
@@ -139,10 +141,12 @@ def environment_key(declaration: Declaration, python: str, builder: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def commit_python(checkout: Path, envs_dir: Path) -> Path:
+def commit_python(checkout: Path, envs_dir: Path, label: str | None = None) -> Path:
     """The interpreter of the environment the commit at ``checkout`` declares: built under ``envs_dir`` when no
-    environment of the same key is there, else the one there (atomic: a half-built one is never used)."""
-    declaration = find_declaration(checkout)
+    environment of the same key is there, else the one there (atomic: a half-built one is never used). ``label``
+    names the commit in what is said (a sha, "the working copy"); its folder's name by default."""
+    label = label or checkout.name
+    declaration = find_declaration(checkout, label)
     python = base_python()
     builder = _builder_version()
     key = environment_key(declaration, f"{python} {platform.python_version()}", builder)
@@ -152,9 +156,12 @@ def commit_python(checkout: Path, envs_dir: Path) -> Path:
         os.utime(root)  # its last use, which prune_environments goes by
         return interpreter
     envs_dir.mkdir(parents=True, exist_ok=True)
+    # A minute or more of silence otherwise, before the first benchmark's line (uv downloads jax and jaxlib).
+    print(f"building the environment of {label} from its {declaration.source} (uv; kept for every commit that "
+          "declares the same)...", file=sys.stderr, flush=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=envs_dir))
     try:
-        what = f"{checkout.name}: building its environment from {declaration.source}"
+        what = f"{label}: building its environment from {declaration.source}"
         _uv_run(["venv", "--quiet", "--python", python, str(partial)], what, timeout_s=120)
         requirements = partial / "requirements.txt"
         requirements.write_text(declaration.requirements, encoding="utf-8")

@@ -392,7 +392,7 @@ def _interpreter(request: RunRequest, worktree: Path, envs_dir: Path) -> Path | 
     if request.environment == "commit":
         from runners.envs import commit_python
 
-        return commit_python(worktree, envs_dir)
+        return commit_python(worktree, envs_dir, "the working copy" if request.working_tree else request.rev)
     if request.environment != "runner":
         raise ValueError(f"unknown environment {request.environment!r} (runner or commit)")
     return None

@@ -73,12 +73,17 @@ def test_each_commit_runs_in_the_environment_its_own_pins_declare(tmp_path: Path
     ran = kernelwatch(env, "run", "--repo", str(repo), "--commit", shas[0], "--samples", "3", "--no-capture",
                       "--output", str(out))
     assert ran.returncode == 0, ran.stderr[-3000:]
+    # A minute of silence was all a first build said.
+    assert f"building the environment of {shas[0]} from its requirements.txt" in ran.stderr, ran.stderr[-2000:]
     ranged = kernelwatch(env, "run", "--repo", str(repo), "--commits", f"{shas[0]}..main", "--samples", "3",
                          "--no-capture", "--output", str(out))
     assert ranged.returncode == 0, ranged.stderr[-3000:]
     manifests = [json.loads(p.read_text()) for p in out.glob("*.json")]
     ran_with = {m["commit"]["sha"]: m["environment"]["jax_version"] for m in manifests}
     assert ran_with == {shas[0]: OLD_JAX, shas[1]: OLD_JAX, shas[2]: runner_jax}, ran_with
+    # Across the pin, no comparison: said with what differs, not two fingerprints alone.
+    across = kernelwatch(env, "compare", shas[1], shas[2])
+    assert across.returncode == 2 and f"jax {OLD_JAX} → {runner_jax}" in across.stderr, across.stderr
     for m in manifests:
         [result] = [r for r in m["results"] if r["metric"] == "wall_time"]
         assert result["status"] == "ok", result
