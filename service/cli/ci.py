@@ -259,8 +259,8 @@ def _store_and_compare(settings: Settings, options: CiOptions, documents: list[d
             ctx.submit(m)
     finally:
         ctx.close()
-    print(f"stored {len(documents)} run(s) in {settings.effective_database_url.split('://', 1)[0]}",
-          file=sys.stderr)
+    print(f"stored {len(documents)} run(s) in {settings.effective_database_url.split('://', 1)[0]}; compared again "
+          f"by `kernelwatch compare {','.join(runs[0].run_ids)} {','.join(runs[1].run_ids)}`", file=sys.stderr)
     return compare_runs(settings, runs[0].run_ids, runs[1].run_ids, alpha, min_effect)
 
 

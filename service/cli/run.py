@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from service.cli.measure import (
     repository_top,
 )
 from service.cli.same_project import check_same_project, stored_name
-from service.report.compare_table import terminal_text
+from service.report.compare_table import format_value, terminal_text
 from service.settings import Settings
 
 if TYPE_CHECKING:
     from service.context import Context
+    from service.contract.manifest import BenchmarkResult
 
 
 def register(sub: Subparsers) -> None:
@@ -268,6 +270,7 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
             print(terminal_text(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}"), file=sys.stderr)
         print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
               f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
+        print(_medians(timed), end="")
     if options.ingest and settings.uploads_over_http:
         from runners.uploader import UploadUnavailable
         from service.context import http_uploader
@@ -292,6 +295,22 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
             kind = " (a working copy's run: an environment of its own)" if m.environment.working_tree else ""
             print(f"stored as run {m.run_id}{kind}")
         print_found(ctx, started, manifests[0].repository.name if manifests else None)
+
+
+MAX_MEDIANS_LISTED = 40  # a larger suite's figures are the compare report's and the dashboard's to show
+
+
+def _medians(timed: Sequence[BenchmarkResult]) -> str:
+    """Each measured benchmark's median time, one line each: the run said how many were ok and no figure."""
+    ok = [r for r in timed if r.status == "ok" and r.samples]
+    if len(ok) > MAX_MEDIANS_LISTED:
+        return f"  ({len(ok)} benchmarks measured: `kernelwatch compare` or the dashboard shows their times)\n"
+    # Labelled as compare labels its rows (BenchmarkKey.label), so a line here finds its row there.
+    rows = [(" ".join([f"{r.suite}/{r.name}", *(f"{k}={v}" for k, v in sorted(r.params.items()))]),
+             format_value(statistics.median(r.samples), r.unit), len(r.samples)) for r in ok]
+    width = max((len(label) for label, _, _ in rows), default=0)
+    return "".join(terminal_text(f"  {label:<{width}}  {median:>10} (median of {n})") + "\n"
+                   for label, median, n in rows)
 
 
 def print_found(ctx: Context, since: datetime, repository: str | None) -> None:

@@ -158,6 +158,9 @@ def test_ci_adds_rounds_while_a_benchmark_is_undecided(tmp_path: Path, planted: 
     assert document["parameters"]["alpha"] == 0.025
     assert any(note.startswith("adaptive rounds: 1 to 3") for note in document["notes"]), document["notes"]
     assert len(document["base"]["runs"]) == 3  # the session's three runs of the commit, all compared
+    # and how to compare them again (the ids were nowhere but the JSON)
+    again = f"`kernelwatch compare {','.join(document['base']['runs'])} {','.join(document['head']['runs'])}`"
+    assert again in proc.stderr, proc.stderr[-2000:]
 
 
 def test_ci_input_errors_exit_2(tmp_path: Path, planted: Path) -> None:

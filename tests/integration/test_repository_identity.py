@@ -5,6 +5,7 @@ first, and --repository-name files the second apart. Real git, real benchmark pr
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def test_two_projects_of_one_folder_name_are_kept_apart(tmp_path: Path) -> None:
 
     stored = run_cli(["run", "--repo", str(first), *measure], env)
     assert stored.returncode == 0, stored.stderr[-3000:]
+    assert re.search(r"  tiny/scale n=1024 +[0-9.]+[mµn]?s \(median of 2\)\n", stored.stdout), stored.stdout  # a figure
     refused = run_cli(["run", "--repo", str(second), *measure], env)
     assert refused.returncode == 2, (refused.stdout, refused.stderr[-3000:])
     assert "'kernels' in this store is another project" in refused.stderr
