@@ -33,7 +33,9 @@ def alerts_to_text(alerts: Sequence[AlertView]) -> str:
             lines.append(f"  ... {a.finding_count - len(a.findings)} more finding(s)")
         for n in a.notes:
             change = f"{n.state_from} -> {n.state_to}" if n.state_to else "note"
-            text = f": {n.text}" if n.text else ""
+            # A note's own lines are indented under it: at the margin, one could pass for another dated entry.
+            text = (": " + n.text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\n      ")
+                    if n.text else "")
             lines.append(f"  [{n.created_at:%Y-%m-%d %H:%M}] {n.author} {change}{text}")
     # Stored text (a commit subject, a note, a benchmark's name) may hold a terminal's escape sequences.
     return terminal_text("\n".join(lines)) + "\n"

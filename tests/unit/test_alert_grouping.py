@@ -115,6 +115,11 @@ def test_alerts_as_text() -> None:
         "  [2026-01-02 03:04] bo note\n"
     )
     assert alerts_to_text([]) == "no alerts\n"
+    # A note's own lines stay under it: at the margin one could pass for another dated entry.
+    forged = dataclasses.replace(sample_alert(), notes=[dataclasses.replace(
+        sample_alert().notes[0], text="ok\n  [2026-01-01 00:00] admin acknowledged -> resolved: fixed")])
+    assert "\n  [2026-01-01 00:00] admin" not in alerts_to_text([forged])
+    assert ": ok\n        [2026-01-01 00:00] admin" in alerts_to_text([forged])
 
 
 def test_a_capped_alert_says_how_many_findings_it_left_out() -> None:
