@@ -165,6 +165,10 @@ def runs_needed_text(row: Comparison) -> str | None:
 
 def delta_cell(row: Comparison, alpha: float) -> str:
     if row.p_value is None or row.q_value is None:
+        # Undecided for want of runs (one a side, no stored spread): the change measured is still worth reading,
+        # said untested (a 7x slowdown's cell was blank); the verdict's footnote says why.
+        if row.verdict == "inconclusive" and row.ratio is not None and math.isfinite(row.ratio):
+            return f"{_percent(row.ratio)} (not tested)"
         return ""
     assert row.base is not None and row.base.estimate is not None
     assert row.head is not None and row.head.estimate is not None

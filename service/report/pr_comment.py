@@ -125,12 +125,12 @@ def _side_cell(side: SideResult | None, unit: str) -> str:
 def _delta_cell(row: Comparison, alpha: float) -> str:
     """The delta as `compare` prints it (with its p and runs B+H, which the notes refer to), a regression's change
     in bold; a failed row's first line of its error."""
+    if row.verdict == "failed":
+        failed = row.head if row.head is not None and row.head.estimate is None else row.base
+        first = ((failed.message if failed else "") or "").strip().splitlines()[:1]
+        return markdown_cell(first[0][:120]) if first else ""
     if row.p_value is None or row.q_value is None:
-        if row.verdict == "failed":
-            failed = row.head if row.head is not None and row.head.estimate is None else row.base
-            first = ((failed.message if failed else "") or "").strip().splitlines()[:1]
-            return markdown_cell(first[0][:120]) if first else ""
-        return ""
+        return delta_cell(row, alpha)  # an untested row's change, said untested, or nothing
     change, _, detail = delta_cell(row, alpha).partition(" ")
     return f"**{change}** {detail}" if row.verdict == "regression" else f"{change} {detail}"
 
