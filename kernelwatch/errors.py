@@ -16,6 +16,11 @@ class InvalidInput(KernelWatchError):
     http_status = 400
 
 
+class NotComparable(InvalidInput):
+    """Two sides that share no environment (another JAX, another device): nothing to compare, which is no fault of
+    the request's wording; `ci` reports it as not compared rather than as a usage error."""
+
+
 class Unauthorized(KernelWatchError):
     http_status = 401
 

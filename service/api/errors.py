@@ -23,6 +23,7 @@ from kernelwatch.errors import (
     Forbidden,
     InvalidInput,
     KernelWatchError,
+    NotComparable,
     NotFound,
     PayloadTooLarge,
     Transient,
@@ -36,6 +37,7 @@ log = logging.getLogger("kernelwatch.api")
 # Most specific first: PayloadTooLarge is an InvalidInput, AnotherProject a Conflict.
 CODES: tuple[tuple[type[KernelWatchError], str], ...] = (
     (PayloadTooLarge, "payload_too_large"),
+    (NotComparable, "not_comparable"),
     (InvalidInput, "invalid_input"),
     (Unauthorized, "unauthorized"),
     (Forbidden, "forbidden"),

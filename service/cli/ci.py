@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelwatch.errors import InvalidInput
+from kernelwatch.errors import InvalidInput, NotComparable
 from service.cli.common import (
     EXIT_FOUND,
     EXIT_OK,
@@ -181,8 +181,11 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     notes: list[str] = []
     beyond: frozenset[str] = frozenset()  # undecided benchmarks no more rounds could settle (worth_more_rounds)
     while True:
-        found = _store_and_compare(settings, options, [m for manifests in made for m in manifests],
-                                   ci_runs(per_commit), alpha)
+        try:
+            found = _store_and_compare(settings, options, [m for manifests in made for m in manifests],
+                                       ci_runs(per_commit), alpha)
+        except NotComparable as exc:
+            return _not_compared(str(exc), options.report.fail_on)
         undecided = frozenset(suite_key(row.key) for row in found.report.rows if worth_more_rounds(row, max_rounds))
         if done < max_rounds:
             beyond |= _out_of_reach(found.report.rows, max_rounds, beyond | undecided)
@@ -211,6 +214,20 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
     if written is not None:
         print(f"report appended to {written}", file=sys.stderr)
     return EXIT_FOUND if rendered.fail else EXIT_OK
+
+
+def _not_compared(reason: str, fail_on: str) -> int:
+    """Base and head ran in different environments (a pull request that pins another JAX, measured with
+    environment = "commit"): nothing to compare, which is no usage error (exit 2 failed such a pull request's job).
+    Said in the log and the job summary; a failure only under --fail-on any, which any change fails."""
+    failing = fail_on == "any"
+    verdict = "failing" if failing else "not compared"
+    print(f"kernelwatch: {verdict}: {reason}", file=sys.stderr)
+    written = append_step_summary(f"### KernelWatch comparison\n\n**KernelWatch: {verdict}** (--fail-on {fail_on}): "
+                                  f"{terminal_text(reason)}\n")
+    if written is not None:
+        print(f"report appended to {written}", file=sys.stderr)
+    return EXIT_FOUND if failing else EXIT_OK
 
 
 def _out_of_reach(rows: Sequence[Row], max_rounds: int, told: frozenset[str]) -> frozenset[str]:

@@ -18,7 +18,15 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from kernelwatch.errors import Forbidden, InvalidInput, KernelWatchError, NotFound, Transient, Unauthorized
+from kernelwatch.errors import (
+    Forbidden,
+    InvalidInput,
+    KernelWatchError,
+    NotComparable,
+    NotFound,
+    Transient,
+    Unauthorized,
+)
 from kernelwatch.http_call import Answer, ResponseTooLarge, check_token, check_url, foreign_body, send
 
 PAGE_LIMIT = 5000  # the API's largest page: a suite of a few thousand results comes in one request
@@ -125,7 +133,9 @@ class CompareClient:
         message = message if isinstance(message, str) and message else foreign_body(body)
         if status in (401, 403):
             message += " (give --token or set KERNELWATCH_TOKEN)"
-        raise _BY_STATUS.get(status, KernelWatchError)(f"{self.api}{path}: {status}: {message}")
+        kind = NotComparable if isinstance(error, dict) and error.get("code") == "not_comparable" else \
+            _BY_STATUS.get(status, KernelWatchError)
+        raise kind(f"{self.api}{path}: {status}: {message}")
 
     def _once(self, url: str) -> Answer:
         request = urllib.request.Request(url, method="GET")

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from kernelwatch.errors import InvalidInput, NotFound
+from kernelwatch.errors import InvalidInput, NotComparable, NotFound
 from kernelwatch.vocabulary import Polarity, Trigger
 from service.detect.compare import (
     VERDICTS,
@@ -489,7 +489,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
     like = _like_environments(session, base, head)
     common = set(base.environment_ids & head.environment_ids) | set(like)
     if not common:
-        raise InvalidInput(f"base and head ran in different environments (base: "
+        raise NotComparable(f"base and head ran in different environments (base: "
                            f"{_describe(session, set(base.environment_ids))}; head: "
                            f"{_describe(session, set(head.environment_ids))}"
                            f"{_what_differs(session, base, head)}); only like is compared with like: a change of "

@@ -68,3 +68,14 @@ def test_bad_paging_and_filters_are_refused(api: Api) -> None:
     url = f"/api/v1/compare?base={base}&head={head}"
     for query in ("&verdict=worse", "&sort=fastest", "&limit=0", "&limit=5001", "&offset=-1", "&limit=ten"):
         assert error_of(api.client.get(url + query))["code"] == "invalid_input", query
+
+
+def test_sides_that_share_no_environment_are_not_comparable(api: Api) -> None:
+    """Its own code, so that `ci --url` can tell "nothing to compare" (another JAX) from a wrong request."""
+    base = builders.manifest(0)
+    head = builders.manifest(1, environment=builders.environment(jax_version="0.4.38", jaxlib_version="0.4.38"))
+    for doc in (base, head):
+        assert api.client.post("/api/v1/runs", json=doc, headers=api.auth("submit")).status_code == 201
+    answer = api.client.get(f"/api/v1/compare?base={base['commit']['sha']}&head={head['commit']['sha']}")
+    assert answer.status_code == 400 and error_of(answer)["code"] == "not_comparable", answer.json
+    assert "jax 0.10.2 → 0.4.38" in error_of(answer)["message"]

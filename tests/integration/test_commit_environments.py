@@ -84,6 +84,14 @@ def test_each_commit_runs_in_the_environment_its_own_pins_declare(tmp_path: Path
     # Across the pin, no comparison: said with what differs, not two fingerprints alone.
     across = kernelwatch(env, "compare", shas[1], shas[2])
     assert across.returncode == 2 and f"jax {OLD_JAX} → {runner_jax}" in across.stderr, across.stderr
+    # A pull request that moves the pin, gated by ci: not compared, which is no usage error (exit 2 failed its job).
+    summary = tmp_path / "summary.md"
+    gate = kernelwatch({**env, "GITHUB_STEP_SUMMARY": str(summary)}, "ci", "--repo", str(repo), "--base", shas[1],
+                       "--head", shas[2], "--rounds", "1", "--samples", "2", "--no-capture")
+    assert gate.returncode == 0, gate.stderr[-3000:]
+    assert "kernelwatch: not compared: base and head ran in different environments" in gate.stderr
+    assert f"jax {OLD_JAX} → {runner_jax}" in summary.read_text() and "**KernelWatch: not compared**" in \
+        summary.read_text()
     for m in manifests:
         [result] = [r for r in m["results"] if r["metric"] == "wall_time"]
         assert result["status"] == "ok", result

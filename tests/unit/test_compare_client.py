@@ -107,3 +107,13 @@ def test_the_url_must_be_http() -> None:
         CompareClient("ftp://host")
     assert CompareClient("http://h:8000/api/v1/").api == "http://h:8000/api/v1"
     assert "kw_secret" not in repr(CompareClient("http://h", "kw_secret"))
+
+
+def test_not_comparable_keeps_its_kind_across_http(server: tuple[str, Script]) -> None:
+    """`ci --url` tells "base and head share no environment" (not compared, exit 0) from a wrong request (exit 2)."""
+    from kernelwatch.errors import NotComparable
+
+    url, script = server
+    script.answers = [(400, {"error": {"code": "not_comparable", "message": "different environments"}})]
+    with pytest.raises(NotComparable, match="different environments"):
+        client(url).compare("x", "y")
