@@ -181,6 +181,7 @@ class SuiteRunner:
         bench = self.announced[key]
         group = self._group(bench.devices)
         before = self._sampler.snapshot()  # the environment run's start, if this is its first benchmark
+        started = datetime.now(UTC)  # likewise: read after its first benchmark, a run lasted 10 µs
         if key in self._not_imported:
             measurements = [bench.failed(self._not_imported[key])]
             # Filed in the environment its group runs in (a simulated N-device one on a CPU host), as the other
@@ -200,7 +201,7 @@ class SuiteRunner:
                 measurements = [bench.failed(str(exc))]
         environment = process.environment if process is not None else self._processes[0].environment
         run = self.runs.setdefault(group, EnvironmentRun(environment=environment, devices=group or 1,
-                                                         health_start=before))
+                                                         started_at=started, health_start=before))
         run.planned.append(key)
         run.measurements.extend(measurements)
         run.finished_at = datetime.now(UTC)

@@ -9,6 +9,7 @@ import dataclasses
 import os
 import re
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,11 @@ def test_a_real_run_stores_its_host_health_and_the_pages_show_it(real_runs: tupl
     assert set(health) >= {"steal_fraction", "busy_fraction", "cores", "load_1m"}
     assert health["cores"] == parse_proc_stat(Path("/proc/stat").read_text()).cores
     assert 0 <= health["steal_fraction"] <= 1 and 0 < health["busy_fraction"] <= 1  # the benchmark ran
+    # The run's span holds its benchmark: started_at was read after the first benchmark returned (runs of one
+    # benchmark lasted 10 µs).
+    [timed] = [r for r in plain["results"] if r["metric"] == "wall_time"]
+    span = datetime.fromisoformat(plain["finished_at"]) - datetime.fromisoformat(plain["started_at"])
+    assert span.total_seconds() >= sum(timed["samples"]), (plain["started_at"], plain["finished_at"])
 
     api.ctx.submit(plain)
     _, stored, _, result_id = stored_run(api, plain["run_id"])
