@@ -27,6 +27,7 @@ from runners.gitrepo import GitError, ensure_repository, first_parent_range
 from service.detect.confirmation import ConfirmParams, decide, next_to_measure
 from service.store import bisect_jobs as stored
 from service.store.commits import commit_of
+from service.store.locks import lock_series
 from service.store.models import BisectJob, Commit, Finding, Series
 from service.store.run_noise import run_noise
 from service.store.runs import run_ids_at
@@ -144,6 +145,10 @@ def _finish(job: BisectJob, state: str, message: str, culprit: str | None = None
 def advance_follow_ups(session: Session, series_ids: Sequence[int], lister: CommitLister,
                        policy: FollowUpPolicy) -> list[RunOrder]:
     """Open, advance or close the bisect and confirm jobs of these series; the runs to schedule next."""
+    # One advance of a series at a time (PostgreSQL; SQLite writes one transaction at a time): a round's two runs
+    # land as two uploads, each detected and followed up in a worker of its own, and two advances that both read
+    # the round complete both ordered the next one (the runner measured it twice; one job update was lost).
+    lock_series(session, series_ids)
     orders: list[RunOrder] = []
     for series_id in series_ids:
         series = session.get(Series, series_id)

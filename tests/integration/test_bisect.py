@@ -18,17 +18,20 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from runners.local import RunRequest, run_commits
 from service.context import Context
+from service.contract import parse_manifest
 from service.detect.confirmation import ConfirmParams
 from service.detect.series_detector import EDivisiveDetector
 from service.pipeline.bisect import FollowUpPolicy, RunOrder, confirm_task_id
 from service.pipeline.detection import detect_and_follow_up, follow_up
+from service.pipeline.ingest import ingest_manifest
 from service.pipeline.submit import submit_manifest
 from service.settings import load_settings
-from service.store.db import unit_of_work, upgrade
+from service.store.db import make_engine, make_session_factory, unit_of_work, upgrade
 from service.store.models import BisectJob, Commit, Finding, Result, Run, Series
 from service.store.queries import all_findings
 from tests import builders
 from tests.gitrepo import commit_all, suite_repo
+from tests.scratch_database import at_head
 
 # A kernel whose work is REPEAT chained matmuls: the planted commit makes it 32x (0.6 against 20 ms a call on a quiet
 # host here), far beyond what a busy shared machine does to a run, so the test checks the bisection, not the weather.
@@ -391,3 +394,29 @@ def test_a_bisection_stops_waiting_for_runs_that_never_came(sessions: sessionmak
     step()
     state, message, _ = job()
     assert state == "failed" and message is not None and "none came back" in message, message
+
+
+def test_a_follow_up_holds_its_series_until_it_commits(pg_database: str) -> None:
+    """A round's two runs land as two uploads, each followed up in a worker of its own: two advances that both read
+    the round complete both ordered the next round (seen with a 2-process worker: the runner measured it twice). An
+    advance holds its series' row, so the second waits for the first's job update."""
+    import psycopg
+
+    from service.pipeline.bisect import advance_follow_ups
+
+    at_head(pg_database)
+    engine = make_engine(pg_database)
+    try:
+        sessions = make_session_factory(engine)
+        with unit_of_work(sessions) as s:
+            ingest_manifest(s, parse_manifest(builders.manifest(0)))
+            series_id = s.scalars(select(Series.id)).first()
+        assert series_id is not None
+        with sessions() as held:
+            advance_follow_ups(held, [series_id], _Between(), FollowUpPolicy(bisect=True, confirm=True))
+            plain = pg_database.replace("postgresql+psycopg://", "postgresql://")
+            with psycopg.connect(plain) as other, pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("select id from series where id = %s for update nowait", (series_id,))
+            held.rollback()
+    finally:
+        engine.dispose()
