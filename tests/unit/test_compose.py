@@ -16,11 +16,17 @@ from service.settings import Settings, load_settings
 from tests.conftest import REPO_ROOT
 
 COMPOSE = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())
-KNOWN_VARIABLES = {"KERNELWATCH_DATABASE_URL", "KERNELWATCH_REDIS_URL", "KERNELWATCH_HOME", "KERNELWATCH_SECRET_KEY",
-                   "KERNELWATCH_TASK_VISIBILITY_TIMEOUT", "KERNELWATCH_FOLLOW_UP",
-                   "KERNELWATCH_TRACK", "KERNELWATCH_TRACK_PERIOD", "KERNELWATCH_READ_TOKEN_REQUIRED",
-                   "KERNELWATCH_URL", "KERNELWATCH_TOKEN", "KERNELWATCH_SLACK_TOKEN", "KERNELWATCH_SLACK_CHANNEL",
-                   "KERNELWATCH_SLACK_API_URL", "KERNELWATCH_PUBLIC_URL", "KERNELWATCH_WEB_STATEMENT_TIMEOUT_MS"}
+SETTINGS_VARIABLES = {"KERNELWATCH_DATABASE_URL", "KERNELWATCH_REDIS_URL", "KERNELWATCH_HOME", "KERNELWATCH_SECRET_KEY",
+                      "KERNELWATCH_TASK_VISIBILITY_TIMEOUT", "KERNELWATCH_FOLLOW_UP",
+                      "KERNELWATCH_TRACK", "KERNELWATCH_TRACK_PERIOD", "KERNELWATCH_READ_TOKEN_REQUIRED",
+                      "KERNELWATCH_URL", "KERNELWATCH_TOKEN", "KERNELWATCH_SLACK_TOKEN", "KERNELWATCH_SLACK_CHANNEL",
+                      "KERNELWATCH_SLACK_API_URL", "KERNELWATCH_PUBLIC_URL", "KERNELWATCH_WEB_STATEMENT_TIMEOUT_MS"}
+GITHUB_VARIABLES = {"KERNELWATCH_GITHUB_WEBHOOK_SECRET", "KERNELWATCH_GITHUB_API_URL", "KERNELWATCH_GITHUB_APP_ID",
+                    "KERNELWATCH_GITHUB_APP_PRIVATE_KEY", "KERNELWATCH_GITHUB_APP_PRIVATE_KEY_FILE",
+                    "KERNELWATCH_GITHUB_TOKEN", "KERNELWATCH_PR_HARDWARE", "KERNELWATCH_PR_LABEL",
+                    "KERNELWATCH_PR_SAMPLES", "KERNELWATCH_PR_ROUNDS"}
+RUNNER_VARIABLES = {"KERNELWATCH_CALIBRATION_CACHE"}  # runners/calibration_cache.py
+KNOWN_VARIABLES = SETTINGS_VARIABLES | GITHUB_VARIABLES | RUNNER_VARIABLES
 
 
 def app_services() -> dict[str, dict]:  # type: ignore[type-arg]
@@ -56,8 +62,34 @@ def test_only_variables_the_settings_know_are_passed() -> None:
 
 def test_known_variables_are_the_ones_settings_read() -> None:
     source = (REPO_ROOT / "service/settings.py").read_text()
-    read = {f"KERNELWATCH_{m}" for m in re.findall(r'ENV_PREFIX}(\w+)', source)}
-    assert read == KNOWN_VARIABLES
+    assert {f"KERNELWATCH_{m}" for m in re.findall(r'ENV_PREFIX}(\w+)', source)} == SETTINGS_VARIABLES
+    source = (REPO_ROOT / "service/github_settings.py").read_text()
+    read = {f"KERNELWATCH_{m}" for m in re.findall(r'_PREFIX}(\w+)', source)}
+    read |= {f"KERNELWATCH_{m}" for m in re.findall(r'_url\(env, "(\w+)"', source)}  # read through _url(env, NAME)
+    assert read == GITHUB_VARIABLES
+    from runners.calibration_cache import CACHE_SETTING
+
+    assert {CACHE_SETTING} == RUNNER_VARIABLES
+
+
+def test_every_setting_of_the_service_reaches_its_containers() -> None:
+    """Compose reads .env only to fill in the variables the file names: one it leaves out never reaches a
+    container, whatever .env says (the GitHub hook could not be turned on, the visibility timeout not changed).
+    A runner's own (its service address and token, its calibration file) are the runner's."""
+    shared = set(COMPOSE["x-kernelwatch"]["environment"])
+    runner_only = {"KERNELWATCH_URL", "KERNELWATCH_TOKEN", "KERNELWATCH_GITHUB_APP_PRIVATE_KEY_FILE"} | RUNNER_VARIABLES
+    assert KNOWN_VARIABLES - runner_only <= shared, KNOWN_VARIABLES - runner_only - shared
+    # Each default is the code's own: an empty KERNELWATCH_PR_HARDWARE or FOLLOW_UP would mean none.
+    from service.github_settings import load_github_settings
+
+    github = load_github_settings({k: _interpolated(v) for k, v in COMPOSE["x-kernelwatch"]["environment"].items()})
+    assert github.pr_hardware == ("cpu",) and not github.webhook_secret
+    assert (github.pr_samples, github.pr_rounds) == (20, 4)
+    assert _settings("worker", Path("/nonexistent")).follow_up == ("bisect", "confirm")
+    # and the runner keeps what it learns of its host on its volume
+    runner = app_services()["runner-cpu"]
+    [volume] = runner["volumes"]
+    assert runner["environment"]["KERNELWATCH_CALIBRATION_CACHE"].startswith(volume.split(":")[1] + "/")
 
 
 def test_each_process_runs_the_verb_and_queues_its_role_needs() -> None:
@@ -148,3 +180,14 @@ def test_the_dockerfile_copies_every_package_and_has_git() -> None:
     copied = set(re.findall(r"^COPY (\S+) \./\1\s*$", dockerfile, re.M))
     assert packages <= copied, f"not copied into the image: {packages - copied}"
     assert "install -y --no-install-recommends git" in dockerfile, "runners and beat call git"
+
+
+def test_the_image_runs_as_a_user_of_its_own() -> None:
+    """README: run runners as a user of their own; the image ran everything, a repository's benchmarks included, as
+    root. The data directory is that user's before the volume is mounted there."""
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    users = re.findall(r"^USER (\S+)\s*$", dockerfile, re.M)
+    assert users and users[-1] not in ("root", "0"), users
+    made = dockerfile.index(f"useradd --create-home --uid 10001 {users[-1]}")
+    assert made < dockerfile.index(f"USER {users[-1]}") < dockerfile.index("VOLUME /data")
+    assert f"chown {users[-1]}:{users[-1]} /data" in dockerfile
