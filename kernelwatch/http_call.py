@@ -83,15 +83,27 @@ def check_token(token: str, what: str) -> None:
 
 
 def check_url(url: str, what: str) -> str:
-    """The URL, or ValueError naming ``what`` where it is no http(s) address with a host and a valid port."""
+    """The URL, or ValueError naming ``what`` where it is no http(s) address with a host and a valid port, or where
+    it holds credentials (a token authenticates; a password in the URL was echoed in every error and read as part
+    of the host name). A message never shows the credentials."""
     try:
         parts = urllib.parse.urlsplit(url)
         parts.port  # noqa: B018  (raises on a port that is not a number in range)
     except ValueError as exc:
-        raise ValueError(f"{what} {url!r} is not a URL: {exc}") from None
+        raise ValueError(f"{what} {_without_credentials(url)!r} is not a URL: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{what} is the service's address, e.g. http://kernelwatch:8000, got {url!r}")
+        raise ValueError(f"{what} is the service's address, e.g. http://kernelwatch:8000, got "
+                         f"{_without_credentials(url)!r}")
+    if "@" in parts.netloc:
+        raise ValueError(f"{what} holds credentials (user@ or user:password@): give the address alone, the token "
+                         "apart (KERNELWATCH_TOKEN or --token)")
     return url
+
+
+def _without_credentials(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    host, slash, path = rest.partition("/")
+    return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}" if sep else url.rpartition("@")[2]
 
 
 def _read(stream: IO[bytes], limit: int) -> bytes:

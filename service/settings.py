@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 from kernelwatch.digits import is_whole
 from kernelwatch.errors import ConfigurationError
+from kernelwatch.http_call import check_url
 from service.github_settings import GitHubSettings, load_github_settings
 from service.tracked import TrackedBranch, TrackError, parse_track
 
@@ -184,24 +185,14 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     )
 
 
-def service_url_problem(url: str) -> str | None:
-    """Why ``url`` is no KernelWatch service's address (http(s), a host, no credentials: a token authenticates, and a
-    password in the URL was echoed in every error and read as part of the host name), or None."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return f"is the service's address, e.g. http://kernelwatch:8000, got {redact_url(url)!r}"
-    if "@" in parts.netloc:
-        return ("holds credentials (user@ or user:password@): give the address alone, the token in "
-                f"{ENV_PREFIX}TOKEN or --token")
-    return None
-
-
 def _upload_target(env: Mapping[str, str]) -> tuple[str | None, str]:
     url = env.get(f"{ENV_PREFIX}URL", "").strip() or None
     token = env.get(f"{ENV_PREFIX}TOKEN", "").strip()
-    problem = service_url_problem(url) if url else None
-    if problem:
-        raise ConfigurationError(f"{ENV_PREFIX}URL {problem}")
+    try:
+        if url:
+            check_url(url, f"{ENV_PREFIX}URL")
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
     if bool(url) != bool(token):
         # Half a configuration would silently fall back to a local database: say what is missing instead.
         missing = "TOKEN (a token with scope submit)" if url else "URL (the service's address)"

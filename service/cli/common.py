@@ -77,13 +77,14 @@ def param_filter(text: str) -> str:
 
 
 def service_url(text: str) -> str:
-    """argparse's type for --url: a service's address (settings.service_url_problem), never echoing a password."""
-    from service.settings import service_url_problem
+    """argparse's type for --url: a service's address (kernelwatch.http_call.check_url), checked before anything
+    runs, never echoing a password."""
+    from kernelwatch.http_call import check_url
 
-    problem = service_url_problem(text.strip())
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text.strip().rstrip("/")
+    try:
+        return check_url(text.strip(), "--url").rstrip("/")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cpu_isa(text: str) -> str:

@@ -117,3 +117,14 @@ def test_not_comparable_keeps_its_kind_across_http(server: tuple[str, Script]) -
     script.answers = [(400, {"error": {"code": "not_comparable", "message": "different environments"}})]
     with pytest.raises(NotComparable, match="different environments"):
         client(url).compare("x", "y")
+
+
+def test_an_address_with_credentials_is_refused_without_showing_them() -> None:
+    """The one check of a service's address (kernelwatch.http_call.check_url) for --url, KERNELWATCH_URL and the
+    runner's uploader alike."""
+    with pytest.raises(InvalidInput, match="holds credentials") as info:
+        CompareClient("http://user:hunter2@h:8000")
+    assert "hunter2" not in str(info.value)
+    with pytest.raises(InvalidInput, match="is not a URL") as info:
+        CompareClient("http://user:hunter2@h:notaport")
+    assert "hunter2" not in str(info.value)
