@@ -22,7 +22,7 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,6 +33,7 @@ from kernelwatch.errors import InvalidInput, KernelWatchError, NotFound, Transie
 from kernelwatch.vocabulary import DeliveryState, PullRequestState
 from runners.gitrepo import SHA_RE, GitError, check_remote_location
 from service.detect.compare import CompareParams, ComparisonReport
+from service.detect.run_stats import RunOrigin
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
 from service.report.compare_table import SideLabel
@@ -473,15 +474,17 @@ class PullRequestHooks:
             base, head, repository = _sides(session, pr.merge_base_sha, pr.head_sha)
             if head is None:
                 return "the head has no runs yet"
-            if _rounds_landed(session, head) < self.config.rounds:
+            origins = run_origins(session, head.run_ids)
+            if _rounds_landed(origins) < self.config.rounds:
                 # Each of a task's runs is uploaded, and reported, on its own: a verdict on the first of three
                 # runs would be posted only to be replaced twice (and is the least decided of them).
                 return "the head's rounds are still landing"
-            waiting = _sessions_waiting(session, head, pr.sessions or [], self.config.rounds)
-            if len(pr.sessions or []) > 1 and waiting:
+            expected = pr.sessions or []
+            waiting = _sessions_waiting(origins, expected, self.config.rounds) if len(expected) > 1 else 0
+            if waiting:
                 # Several hardware: one's verdict alone would complete the check run while another's task has
                 # not run (a success on the CPU's rows before the H200's were measured).
-                return f"waiting for {waiting} of {len(pr.sessions or [])} hardware's runs"
+                return f"waiting for {waiting} of {len(expected)} hardware's runs"
             report, base_label, missing = None, _bare_label(repository, pr.merge_base_sha), ""
             notes: tuple[str, ...] = ()
             if base is None:
@@ -624,22 +627,21 @@ def _cancelled(title: str, summary: str) -> dict[str, Any]:
             "output": {"title": title, "summary": summary}}
 
 
-def _rounds_landed(session: Session, head: ResolvedSide) -> int:
+def _rounds_landed(origins: Mapping[int, RunOrigin]) -> int:
     """How many rounds of its newest session the head has in the environment that has the fewest (a suite that
     needs several environments makes a run of each per round; each hardware's task is a session of its own). The
     newest session's alone: a rerun at the same head (`/kernelwatch run`) found the earlier scheduling's runs
     landed, and reported after its own first run, then edited the report as each of the others came."""
-    origins = run_origins(session, head.run_ids)
     # Runs made alone (no session: a runner before sessions, an upload of its own) count as before, every one.
     counts = Counter((o.environment, o.session) for o in origins.values())
     newest = {o.environment: o.session for _, o in sorted(origins.items())}  # the last stored run's, per environment
     return min((counts[(env, name)] for env, name in newest.items()), default=0)
 
 
-def _sessions_waiting(session: Session, head: ResolvedSide, expected: Sequence[str], rounds: int) -> int:
+def _sessions_waiting(origins: Mapping[int, RunOrigin], expected: Sequence[str], rounds: int) -> int:
     """How many of the ``expected`` sessions (a scheduling's tasks, one per hardware) have not landed ``rounds``
-    runs of the head in each environment they have runs in (none yet: not landed)."""
-    counts = Counter((o.session, o.environment) for o in run_origins(session, head.run_ids).values())
+    runs of the head (``origins``: its runs') in each environment they have runs in (none yet: not landed)."""
+    counts = Counter((o.session, o.environment) for o in origins.values())
     short = {name for (name, _), n in counts.items() if n < rounds}
     landed = {name for name, _ in counts} - short
     return sum(1 for name in expected if name not in landed)

@@ -259,6 +259,7 @@ def test_a_pull_requests_rounds_are_counted_in_its_newest_session_per_environmen
     after its own first run (then edited the report as the rest came): the hook counts the newest session's."""
     from service.pipeline.compare import resolve
     from service.pipeline.pull_requests import _rounds_landed
+    from service.store.runs import run_origins
 
     def rounds(session_name: str, count: int, env: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         return [builders.manifest(0, [builders.result()], round={"session": session_name, "index": i},
@@ -268,12 +269,12 @@ def test_a_pull_requests_rounds_are_counted_in_its_newest_session_per_environmen
     ingest(sessions, rounds("first-scheduling", 4))
     sha = builders.sha_for("demo-0")
     with sessions() as session:
-        assert _rounds_landed(session, resolve(session, sha)) == 4
+        assert _rounds_landed(run_origins(session, resolve(session, sha).run_ids)) == 4
     ingest(sessions, rounds("rerun-scheduling", 1))
     with sessions() as session:
-        assert _rounds_landed(session, resolve(session, sha)) == 1  # was 5: reported at once
+        assert _rounds_landed(run_origins(session, resolve(session, sha).run_ids)) == 1  # was 5: reported at once
     ingest(sessions, rounds("rerun-scheduling", 3))
     other = builders.environment(device_kind="other host")
     ingest(sessions, rounds("on-other-hardware", 2, other))  # another hardware's task, halfway
     with sessions() as session:
-        assert _rounds_landed(session, resolve(session, sha)) == 2
+        assert _rounds_landed(run_origins(session, resolve(session, sha).run_ids)) == 2
