@@ -305,8 +305,10 @@ def _medians(timed: Sequence[BenchmarkResult]) -> str:
     ok = [r for r in timed if r.status == "ok" and r.samples]
     if len(ok) > MAX_MEDIANS_LISTED:
         return f"  ({len(ok)} benchmarks measured: `kernelwatch compare` or the dashboard shows their times)\n"
-    # Labelled as compare labels its rows (BenchmarkKey.label), so a line here finds its row there.
-    rows = [(" ".join([f"{r.suite}/{r.name}", *(f"{k}={v}" for k, v in sorted(r.params.items()))]),
+    from service.detect.compare import BenchmarkKey
+
+    # Labelled as compare labels its rows, so a line here finds its row there.
+    rows = [(BenchmarkKey(r.suite, r.name, tuple((k, str(r.params[k])) for k in sorted(r.params))).label,
              format_value(statistics.median(r.samples), r.unit), len(r.samples)) for r in ok]
     width = max((len(label) for label, _, _ in rows), default=0)
     return "".join(terminal_text(f"  {label:<{width}}  {median:>10} (median of {n})") + "\n"
