@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from service.task_names import RUN_TRACKED_TASK
+from service.task_names import HARDWARE_NAME, RUN_TRACKED_TASK
 
 # The beat's ticks go to the detect queue: a tick is one `git ls-remote` (or rev-parse) and one indexed query,
 # cheap bookkeeping next to detection, and a queue of its own would need one more worker consuming it.
@@ -25,6 +25,9 @@ DEFAULT_HARDWARE = "cpu"
 # hence the same run id once stored (the task id becomes the run id).
 _SCHEDULE_NAMESPACE = uuid.UUID("6b1f7d2e-4c57-5a0e-9d55-2f3c8e1a9b40")
 
+# What reads as a hardware field at all (so that `...@main@CPU` is not re-read as a branch named "main@CPU");
+# a field of this shape that is not a runner queue's name (task_names.HARDWARE_NAME) is refused, not scheduled to
+# a queue no worker consumes.
 _HARDWARE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 
@@ -73,6 +76,10 @@ def parse_track_entry(entry: str) -> TrackedBranch:
     if len(fields) == 3:
         repo, branch, hardware = fields
         if looks_like_repository(repo) and valid_branch_name(branch) and _HARDWARE.match(hardware):
+            if not HARDWARE_NAME.match(hardware):
+                raise TrackError(f"KERNELWATCH_TRACK entry {entry!r}: hardware {hardware!r} is not a runner queue's "
+                                 "name (lower-case letters, digits, '.' and '-', as `kernelwatch worker --queues "
+                                 f"runner.HARDWARE` takes), e.g. {hardware.lower().replace('_', '-')!r}")
             return TrackedBranch(repo, branch, hardware)
     repo, at, branch = entry.rpartition("@")
     if not at or not looks_like_repository(repo) or not valid_branch_name(branch):

@@ -9,6 +9,7 @@ import sys
 from kernelwatch.errors import ConfigurationError
 from service.cli.common import EXIT_OK, Subparsers
 from service.settings import Settings
+from service.task_names import DETECT_QUEUE, HARDWARE_NAME, INGEST_QUEUE, NOTIFY_QUEUE
 
 
 def register(sub: Subparsers) -> None:
@@ -42,6 +43,7 @@ def cmd_worker(settings: Settings, queues: str, concurrency: int, pool: str | No
     from service.tasks import make_celery
 
     names = [q.strip() for q in queues.split(",") if q.strip()]
+    check_queue_names(names)
     if any(q.startswith("runner.") for q in names) and settings.uploads_over_http:
         _check_runner_credentials(settings)
     pool = pool or ("solo" if all(q.startswith("runner.") for q in names) else "prefork")
@@ -70,6 +72,19 @@ def _check_runner_credentials(settings: Settings) -> None:
         http_uploader(settings).check_credentials()
     except UploadUnavailable as exc:
         print(f"kernelwatch worker: warning: {exc} (starting anyway: each upload retries)", file=sys.stderr)
+
+
+def check_queue_names(names: list[str]) -> None:
+    """Every queue a worker is told to consume is one a sender sends to: a typo (``ingset``, ``runner.CPU``) made a
+    worker that started cleanly and consumed nothing, while the tasks waited in the queue no one read."""
+    service_queues = (INGEST_QUEUE, DETECT_QUEUE, NOTIFY_QUEUE)
+    unknown = [q for q in names if q not in service_queues
+               and not (q.startswith("runner.") and HARDWARE_NAME.match(q.removeprefix("runner.")))]
+    if not names or unknown:
+        raise ConfigurationError(
+            f"kernelwatch worker --queues: {', '.join(map(repr, unknown)) or 'no queue named'}: the queues are "
+            f"{', '.join(service_queues)} and runner.HARDWARE (HARDWARE in lower-case letters, digits, '.' and '-', "
+            "e.g. runner.cpu, runner.h200)")
 
 
 def cmd_beat(settings: Settings) -> int:

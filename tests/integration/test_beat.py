@@ -186,3 +186,14 @@ def test_kernelwatch_beat_without_redis_says_what_to_set(tmp_path: Path) -> None
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("kernelwatch: error: kernelwatch beat needs KERNELWATCH_REDIS_URL "
                                    "(e.g. redis://127.0.0.1:6379/0)")
+
+
+def test_kernelwatch_worker_refuses_a_queue_no_sender_sends_to(tmp_path: Path) -> None:
+    # `ingset` and `runner.CPU` started a worker that consumed nothing: the tasks waited in queues no one read.
+    proc = subprocess.run([sys.executable, "-m", "service.cli", "worker", "--queues", "ingset,runner.cpu,runner.CPU"],
+                          env=clean_env(tmp_path, KERNELWATCH_REDIS_URL="redis://127.0.0.1:6379/15"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == ("kernelwatch: error: kernelwatch worker --queues: 'ingset', 'runner.CPU': the "
+                                   "queues are ingest, detect, notify and runner.HARDWARE (HARDWARE in lower-case "
+                                   "letters, digits, '.' and '-', e.g. runner.cpu, runner.h200)")

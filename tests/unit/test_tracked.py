@@ -44,6 +44,14 @@ def test_a_malformed_entry_says_what_to_write(entry: str) -> None:
         parse_track_entry(entry)
 
 
+@pytest.mark.parametrize(("entry", "suggested"), [("/srv/kernels@main@CPU", "'cpu'"),
+                                                  ("/srv/kernels@main@tpu_v5e", "'tpu-v5e'")])
+def test_a_hardware_no_worker_consumes_is_refused_with_its_queue_name(entry: str, suggested: str) -> None:
+    # It was scheduled to runner.CPU, a queue `kernelwatch worker --queues runner.CPU` refuses to consume.
+    with pytest.raises(TrackError, match=f"not a runner queue's name.*e.g. {suggested}"):
+        parse_track_entry(entry)
+
+
 def test_the_setting_is_a_comma_separated_list_without_repeats() -> None:
     assert parse_track("") == ()
     assert parse_track(" /a@main , /b@dev@h200 ,") == (TrackedBranch("/a", "main"), TrackedBranch("/b", "dev", "h200"))
