@@ -47,6 +47,7 @@ from service.detect.run_stats import (
     log_values,
     quiet_side,
     run_medians,
+    side_variance,
     split_runs,
     t_quantile,
     t_quantiles,
@@ -311,8 +312,14 @@ def _side(side: Side | None, noise: RunNoise | None, confidence: float) -> _Meas
     else:
         mean = float(logs.mean())
         centre, low, high = bounded_exp(mean), None, None
-        sd, df = (float(logs.std(ddof=1)), logs.size - 1) if logs.size >= 2 else (
-            (noise.sd, noise.df) if noise is not None else (None, 0))
+        # The spread the test gives this side (run_stats.side_variance: the history's a floor under a side of few
+        # runs), so that a side's interval and the verdict rest on one estimate: with its own df of 1, a side of
+        # two runs read +-1000 % beside a verdict the history's spread had decided.
+        if logs.size >= 2:
+            variance, df = side_variance(logs, noise)
+            sd: float | None = math.sqrt(variance)
+        else:
+            sd, df = (noise.sd, noise.df) if noise is not None else (None, 0)
         if sd is not None and df >= 1:
             half = t_quantile(0.5 + confidence / 2, df) * sd / math.sqrt(logs.size)
             low, high = bounded_exp(mean - half), bounded_exp(mean + half)

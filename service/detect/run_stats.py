@@ -46,7 +46,7 @@ difference of logs), and two sides are compared on those values:
   states are even) and the moderated test calls it a change (p = 0.01 for three slow against three fast
   under a 1.7x split). Hence the floor below ``OWN_SPREAD_RUNS`` runs a side and the prior from there on.
   A floor that binds under a side of 3 runs brings the prior's degrees of freedom with it (the variance is then
-  the history's); under 2 runs it does not (``_side_variance`` gives the measurements). From 4 runs the prior
+  the history's); under 2 runs it does not (``side_variance`` gives the measurements). From 4 runs the prior
   moderates only a side quieter than the history: a side that shows more spread keeps its own (one slow run
   among five, shrunk toward a quiet history, read as a change).
   The cap also kept the former test of one run a side (below) from trusting a spread learned from many runs
@@ -354,7 +354,7 @@ def _ss(logs: np.ndarray) -> float:
     return float(np.sum((logs - logs.mean()) ** 2))
 
 
-def _side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, float]:
+def side_variance(logs: np.ndarray, noise: RunNoise | None) -> tuple[float, float]:
     """One side's variance of log run medians and its degrees of freedom, the history brought in as the module's
     note says: a floor under a side of fewer than ``OWN_SPREAD_RUNS`` runs, a prior of ``PRIOR_DF`` degrees of
     freedom moderating a side of more."""
@@ -614,7 +614,7 @@ def log_ratio_test(base: np.ndarray, head: np.ndarray, noise: RunNoise | None = 
         if df < 1 or ss > 0:
             return None
         return RunTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0, "pooled")
-    (vb, dfb), (vh, dfh) = _side_variance(base, noise), _side_variance(head, noise)
+    (vb, dfb), (vh, dfh) = side_variance(base, noise), side_variance(head, noise)
     vb, vh = vb / kb, vh / kh
     se2 = vb + vh
     if se2 == 0:

@@ -477,6 +477,23 @@ def test_three_runs_a_side_under_the_floor_count_the_stored_spreads_degrees_of_f
     assert wide.df is not None and wide.df <= 4
 
 
+def test_a_side_s_interval_rests_on_the_spread_its_verdict_rests_on() -> None:
+    """Two runs a side under a history whose spread is the floor: the verdict's ratio interval uses that spread,
+    and so does each side's. With the side's own df of 1 a side read +-36 % beside a ratio known to +-22 %, though
+    the ratio's interval holds both sides' spreads."""
+    noise = RunNoise(0.1, 40)
+    row = one(Side.of_runs([[1.0e-3] * 5, [1.05e-3] * 5]), Side.of_runs([[1.5e-3] * 5, [1.575e-3] * 5]), noise=noise)
+    assert row.verdict == "regression" and row.ratio_low is not None and row.ratio_high is not None
+    ratio_half = math.log(row.ratio_high / row.ratio_low) / 2
+    for side in (row.base, row.head):
+        assert side is not None and side.estimate is not None
+        low, high = side.estimate.low, side.estimate.high
+        assert low is not None and high is not None
+        side_half = math.log(high / low) / 2
+        assert side_half < ratio_half
+        assert side_half >= 0.1 / math.sqrt(2)  # never narrower than the history's spread over two runs
+
+
 def slow_tailed(level: float, runs: int, rng: np.random.Generator) -> Side:
     """Runs 3 % apart, but one in seven in a slow state 1.5x off: the heavy tail of a shared host's processes."""
     logs = 0.03 * rng.standard_normal(runs) + np.where(rng.random(runs) < 0.15, 0.4, 0.0)
