@@ -171,8 +171,9 @@ def run_suite(env: JobEnv, queue: TaskQueue, task_id: str, kwargs: dict[str, Any
             _record_scheduled_failure(env.redis_url, task_id, str(exc) or type(exc).__name__)
         if kwargs.get("trigger") == "pr" and kwargs.get("pr_number") and kwargs.get("also"):
             # The pull request's check run would otherwise stay in progress for good: no run will come to report.
+            # Its session (the task's id without dashes, runners/worker.py) says which hardware's task it was.
             queue.enqueue_pr_run_failed(str(kwargs["repo"]), int(kwargs["pr_number"]), str(kwargs["also"][-1]),
-                                        (str(exc) or type(exc).__name__)[:2000])
+                                        (str(exc) or type(exc).__name__)[:2000], task_id.replace("-", ""))
         raise
 
 
@@ -234,11 +235,13 @@ def pr_report(env: JobEnv, queue: TaskQueue, pull_request_id: int) -> str:
     return str(env.pull_requests.report(pull_request_id))
 
 
-def pr_run_failed(env: JobEnv, queue: TaskQueue, clone_url: str, number: int, head_sha: str, message: str) -> str:
-    """A pull request's runs could not be made: complete its check run as failed and say why in its comment."""
+def pr_run_failed(env: JobEnv, queue: TaskQueue, clone_url: str, number: int, head_sha: str, message: str,
+                  task_session: str | None = None) -> str:
+    """A pull request's runs could not be made: complete its check run as failed and say why in its comment (with
+    other hardware's tasks in the scheduling, beside their verdict). ``task_session`` None: sent before it was."""
     if env.pull_requests is None:
         return "off"
-    return str(env.pull_requests.run_failed(clone_url, number, head_sha, message))
+    return str(env.pull_requests.run_failed(clone_url, number, head_sha, message, task_session))
 
 
 def notify_alert(env: JobEnv, queue: TaskQueue, alert_id: int) -> dict[str, Any]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,16 @@ from service.detect.run_stats import RunOrigin
 from service.integrations.github import GitHubClient, GitHubError
 from service.pipeline.compare import ResolvedSide, compare_resolved, resolve
 from service.report.compare_table import SideLabel
-from service.report.pr_comment import MARKER, CommentContext, check_output, compare_url, conclusion, format_comment
+from service.report.pr_comment import (
+    MARKER,
+    RUN_COMMAND,
+    CommentContext,
+    check_output,
+    compare_url,
+    format_comment,
+    overall,
+    public_reason,
+)
 from service.report.pr_comment import status_description as describe
 from service.store import deliveries
 from service.store import pull_requests as stored_prs
@@ -50,7 +58,6 @@ from service.store.times import utc
 log = logging.getLogger(__name__)
 
 RUN_ACTIONS = frozenset({"opened", "synchronize", "reopened"})
-RUN_COMMAND = "/kernelwatch run"
 WRITE_ROLES = frozenset({"admin", "maintain", "write"})
 CHECK_NAME = "KernelWatch"
 STATUS_CONTEXT = "kernelwatch"
@@ -397,7 +404,7 @@ class PullRequestHooks:
             # task's runs are a session named after its first run, whose id is the task's without dashes
             # (runners/worker.py run_id_for), so a hex task id names its session as it is.
             task_ids = {hw: uuid.uuid4().hex for hw in self.config.hardware}
-            pr.sessions = list(task_ids.values())
+            pr.sessions, pr.failed_sessions = list(task_ids.values()), None
             # Every scheduling gets a check run of its own (GitHub cannot take a completed one back to in
             # progress); the comment stays the same one.
             pr.check_run_id, pr.check_run_sha = None, None
@@ -439,6 +446,13 @@ class PullRequestHooks:
             if pr is not None and pr.head_sha == facts.head_sha and pr.check_run_id is None:
                 pr.check_run_id, pr.check_run_sha = made[0], facts.head_sha
 
+    def _hardware_of(self, task_session: str, expected: Sequence[str]) -> str:
+        """The hardware a scheduling's task ran on: sessions are stored in the configured hardware's order (the
+        task's id where the configuration changed since)."""
+        if len(expected) == len(self.config.hardware) and task_session in expected:
+            return self.config.hardware[list(expected).index(task_session)]
+        return f"task {task_session[:12]}"
+
     @staticmethod
     def _best_effort(what: str, call: Callable[[], object]) -> None:
         try:
@@ -475,16 +489,23 @@ class PullRequestHooks:
             if head is None:
                 return "the head has no runs yet"
             origins = run_origins(session, head.run_ids)
-            if _rounds_landed(origins) < self.config.rounds:
+            failed = pr.failed_sessions or {}
+            # A failed task's runs (a round it uploaded before failing) will never make up their rounds.
+            if _rounds_landed({i: o for i, o in origins.items() if o.session not in failed}) < self.config.rounds:
                 # Each of a task's runs is uploaded, and reported, on its own: a verdict on the first of three
                 # runs would be posted only to be replaced twice (and is the least decided of them).
                 return "the head's rounds are still landing"
             expected = pr.sessions or []
-            waiting = _sessions_waiting(origins, expected, self.config.rounds) if len(expected) > 1 else 0
+            not_landed = _sessions_not_landed(origins, expected, self.config.rounds) if len(expected) > 1 else []
+            waiting = [name for name in not_landed if name not in failed]
             if waiting:
                 # Several hardware: one's verdict alone would complete the check run while another's task has
                 # not run (a success on the CPU's rows before the H200's were measured).
-                return f"waiting for {waiting} of {len(expected)} hardware's runs"
+                return f"waiting for {len(waiting)} of {len(expected)} hardware's runs"
+            # A hardware whose task failed is reported as not measured beside the others' verdict (that failure
+            # had completed the check run, and the others' verdict waited for a rerun); one that landed after all
+            # (its task retried) is measured.
+            unmeasured = tuple((self._hardware_of(name, expected), failed[name]) for name in not_landed)
             report, base_label, missing = None, _bare_label(repository, pr.merge_base_sha), ""
             notes: tuple[str, ...] = ()
             if base is None:
@@ -496,11 +517,11 @@ class PullRequestHooks:
                     report, notes = outcome.report, outcome.notes
                 except InvalidInput as exc:
                     missing = str(exc)
-            key = _digest(pr.merge_base_sha, pr.head_sha, base, head)
+            key = _digest(pr.merge_base_sha, pr.head_sha, base, head, unmeasured)
             if key == pr.reported_key:
                 return "already reported"
-            ctx = CommentContext(base_label, head.label, self.config.public_url, notes, missing)
-            verdict = conclusion(report)
+            ctx = CommentContext(base_label, head.label, self.config.public_url, notes, missing, unmeasured)
+            verdict = overall(report, ctx)
             if self.github is None:
                 pr.reported_key = key
                 return f"{verdict} (no GitHub credentials: nothing posted)"
@@ -516,45 +537,66 @@ class PullRequestHooks:
             pr.reported_key, pr.updated_at = key, datetime.now(UTC)
             return verdict
 
-    def run_failed(self, clone_url: str, number: int, head_sha: str, message: str) -> str:
+    def run_failed(self, clone_url: str, number: int, head_sha: str, message: str,
+                   task_session: str | None = None) -> str:
         """A runner's task for this pull request failed (its checkout, environment or suite could not be made):
         no run will come in to report, so its check run is completed as failed (a commit status ``error`` with a
-        token) and its comment says why, once per message; nothing where the pull request has moved on since."""
+        token) and its comment says why, once per message; nothing where the pull request has moved on since.
+        ``task_session``: the failed task's session (its id without dashes). Where the scheduling has other
+        hardware's tasks, the failure is kept and reported beside their verdict (:meth:`report`), which waits for
+        the rest to land."""
         with unit_of_work(self.sessions) as session:
             pr = stored_prs.by_clone_url(session, clone_url, number)
             if pr is None or pr.state != "running" or pr.head_sha != head_sha:
                 return "nothing to report: the pull request has moved on"
-            key = "failed:" + hashlib.sha256(f"{head_sha}\n{message}".encode()).hexdigest()[:40]
-            if key == pr.reported_key:
-                return "already reported"
-            if self.github is None:
-                pr.reported_key = key
-                return "failure (no GitHub credentials: nothing posted)"
-            client = self.github(pr.repository, pr.installation_id)
-            # The check run is as public as the comment: the message's last line, fenced (failure_comment says why);
-            # it carried the whole message, raw, as markdown.
-            shown, fence = _public_reason(message)
-            summary = (f"The runs of the head {head_sha[:12]} and its merge-base "
-                       f"{(pr.merge_base_sha or '?')[:12]} could not be made:\n\n{fence}\n{shown}\n{fence}\n\n"
-                       "The runner's log has the whole error.")
-            if self.config.check_runs:
-                fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": "completed",
-                                          "conclusion": "failure", "completed_at": _now_iso(),
-                                          "external_id": str(pr.id),
-                                          "output": {"title": "The runs could not be made",
-                                                     "summary": summary[:60000]}}
-                self._complete_check_run(client, pr, fields)
+            expected = pr.sessions or []
+            others = len(expected) > 1 and task_session is not None and task_session in expected
+            if others and task_session is not None:
+                # Kept even when kept before: a retry of this job (the report below failed on GitHub's side) must
+                # still post, and the report knows what it posted.
+                pr.failed_sessions = {**(pr.failed_sessions or {}), task_session: message}
+                # Every hardware failed: no verdict to wait for, reported as a single hardware's failure is.
+                others = set(pr.failed_sessions) < set(expected)
+            if others:
+                pr_id, hardware = pr.id, self._hardware_of(str(task_session), expected)
             else:
-                client.create_status(pr.repository, head_sha, {"state": "error",
-                                                               "description": f"could not be made: {shown}"[:140],
-                                                               "context": STATUS_CONTEXT})
-            self._post_comment(client, pr, failure_comment(head_sha, message))
-            pr.reported_key, pr.updated_at = key, datetime.now(UTC)
-            return "failure: the runs could not be made"
+                return self._report_failure(session, pr, message)
+        return f"{hardware}'s runs could not be made; {self.report(pr_id)}"
+
+    def _report_failure(self, session: Session, pr: PullRequest, message: str) -> str:
+        """Complete the check run as failed and say why in the comment: no run of this head will come."""
+        head_sha = pr.head_sha
+        key = "failed:" + hashlib.sha256(f"{head_sha}\n{message}".encode()).hexdigest()[:40]
+        if key == pr.reported_key:
+            return "already reported"
+        if self.github is None:
+            pr.reported_key = key
+            return "failure (no GitHub credentials: nothing posted)"
+        client = self.github(pr.repository, pr.installation_id)
+        # The check run is as public as the comment: the message's last line, fenced (failure_comment says why);
+        # it carried the whole message, raw, as markdown.
+        shown, fence = public_reason(message)
+        summary = (f"The runs of the head {head_sha[:12]} and its merge-base "
+                   f"{(pr.merge_base_sha or '?')[:12]} could not be made:\n\n{fence}\n{shown}\n{fence}\n\n"
+                   "The runner's log has the whole error.")
+        if self.config.check_runs:
+            fields: dict[str, Any] = {"name": CHECK_NAME, "head_sha": head_sha, "status": "completed",
+                                      "conclusion": "failure", "completed_at": _now_iso(),
+                                      "external_id": str(pr.id),
+                                      "output": {"title": "The runs could not be made",
+                                                 "summary": summary[:60000]}}
+            self._complete_check_run(client, pr, fields)
+        else:
+            client.create_status(pr.repository, head_sha, {"state": "error",
+                                                           "description": f"could not be made: {shown}"[:140],
+                                                           "context": STATUS_CONTEXT})
+        self._post_comment(client, pr, failure_comment(head_sha, message))
+        pr.reported_key, pr.updated_at = key, datetime.now(UTC)
+        return "failure: the runs could not be made"
 
     def _post_check(self, client: GitHubClient, pr: PullRequest, report: ComparisonReport | None,
                     ctx: CommentContext) -> None:
-        verdict = conclusion(report)
+        verdict = overall(report, ctx)
         link = compare_url(self.config.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository)
         if not self.config.check_runs:
             client.create_status(pr.repository, pr.head_sha, {
@@ -606,19 +648,10 @@ class PullRequestHooks:
 def failure_comment(head_sha: str, message: str) -> str:
     """The comment when a pull request's runs could not be made: the runner's reason, fenced as code (a fence
     longer than any run of backticks in it, so the message cannot close it), and how to try again."""
-    shown, fence = _public_reason(message)
+    shown, fence = public_reason(message)
     return (f"{MARKER}\n### KernelWatch\n\nThe runs of this head ({head_sha[:12]}) could not be made:\n\n"
             f"{fence}\n{shown}\n{fence}\n\nComment `{RUN_COMMAND}` to run them again once that is fixed (the "
             "runner's log has the whole error).")
-
-
-def _public_reason(message: str) -> tuple[str, str]:
-    """A runner's failure as a pull request shows it, and the code fence that holds it (longer than any run of
-    backticks in it, so the message cannot close it). The last line alone, short: the comment and the check run are
-    public, and a build's or git's whole output may hold the runner's paths and hosts (its log keeps all of it)."""
-    lines = [line for line in message.strip().splitlines() if line.strip()]
-    shown = (lines[-1] if lines else "no message")[:500]
-    return shown, "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
 
 
 def _cancelled(title: str, summary: str) -> dict[str, Any]:
@@ -638,13 +671,13 @@ def _rounds_landed(origins: Mapping[int, RunOrigin]) -> int:
     return min((counts[(env, name)] for env, name in newest.items()), default=0)
 
 
-def _sessions_waiting(origins: Mapping[int, RunOrigin], expected: Sequence[str], rounds: int) -> int:
-    """How many of the ``expected`` sessions (a scheduling's tasks, one per hardware) have not landed ``rounds``
-    runs of the head (``origins``: its runs') in each environment they have runs in (none yet: not landed)."""
+def _sessions_not_landed(origins: Mapping[int, RunOrigin], expected: Sequence[str], rounds: int) -> list[str]:
+    """The ``expected`` sessions (a scheduling's tasks, one per hardware) that have not landed ``rounds`` runs of
+    the head (``origins``: its runs') in each environment they have runs in (none yet: not landed), in order."""
     counts = Counter((o.session, o.environment) for o in origins.values())
     short = {name for (name, _), n in counts.items() if n < rounds}
     landed = {name for name, _ in counts} - short
-    return sum(1 for name in expected if name not in landed)
+    return [name for name in expected if name not in landed]
 
 
 def _sides(session: Session, merge_base: str, head: str) -> tuple[ResolvedSide | None, ResolvedSide | None, str]:
@@ -673,8 +706,11 @@ def _bare_label(repository: str, sha: str) -> SideLabel:
     return SideLabel(ref=sha, repository=repository, commit=sha)
 
 
-def _digest(merge_base: str, head: str, base: ResolvedSide | None, head_side: ResolvedSide) -> str:
-    what = [merge_base, head, sorted(base.label.runs) if base else [], sorted(head_side.label.runs)]
+def _digest(merge_base: str, head: str, base: ResolvedSide | None, head_side: ResolvedSide,
+            unmeasured: Sequence[tuple[str, str]] = ()) -> str:
+    what: list[Any] = [merge_base, head, sorted(base.label.runs) if base else [], sorted(head_side.label.runs)]
+    if unmeasured:  # the same runs with a hardware newly failed are another report (left out: digests stay)
+        what.append([list(u) for u in unmeasured])
     return hashlib.sha256(json.dumps(what).encode()).hexdigest()
 
 

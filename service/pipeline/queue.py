@@ -72,8 +72,9 @@ class JobQueue:
         for pr_id in pull_request_ids:
             self.submit(call(PR_REPORT_TASK, pr_id))
 
-    def enqueue_pr_run_failed(self, clone_url: str, number: int, head_sha: str, message: str) -> None:
-        self.submit(call(PR_RUN_FAILED_TASK, clone_url, number, head_sha, message))
+    def enqueue_pr_run_failed(self, clone_url: str, number: int, head_sha: str, message: str,
+                              task_session: str | None = None) -> None:
+        self.submit(call(PR_RUN_FAILED_TASK, clone_url, number, head_sha, message, task_session))
 
 
 class InProcessQueue(JobQueue):

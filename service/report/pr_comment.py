@@ -10,6 +10,7 @@ how many and where to see them all.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -30,6 +31,7 @@ from service.report.compare_table import (
 )
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
+RUN_COMMAND = "/kernelwatch run"  # the comment that schedules a pull request's runs again
 GITHUB_LIMIT = 65_536
 Conclusion = Literal["failure", "success", "neutral"]
 _ICONS = {"failure": "❌", "success": "✅", "neutral": "⚪"}
@@ -50,6 +52,9 @@ class CommentContext:
     notes: tuple[str, ...] = ()
     # Why there is no report, when there is none (no run of the merge-base, environments that differ...).
     missing_baseline: str = ""
+    # Hardware whose runs could not be made, each with the runner's message, beside the hardware that did run
+    # (KERNELWATCH_PR_HARDWARE=cpu,h200, the H200's checkout failing).
+    unmeasured: tuple[tuple[str, str], ...] = ()
 
 
 def compare_url(public_url: str, base: str, head: str, repository: str = "", verdict: str = "") -> str:
@@ -84,7 +89,20 @@ def _base_failed(row: Comparison) -> bool:
             and (row.base is None or row.base.estimate is None))
 
 
+def overall(report: ComparisonReport | None, ctx: CommentContext) -> Conclusion:
+    """The check's conclusion: a failure where a hardware's runs could not be made, whatever the others found (a
+    success on the CPU's rows would pass a pull request whose H200 build broke)."""
+    return "failure" if ctx.unmeasured else conclusion(report)
+
+
 def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
+    if ctx.unmeasured:
+        hardware = ", ".join(name for name, _ in ctx.unmeasured)
+        return f"not measured on {hardware}: its runs could not be made; " + _measured_headline(report, ctx)
+    return _measured_headline(report, ctx)
+
+
+def _measured_headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
     if report is None:
         return "no baseline to compare with"
     regressions, failed = report.count("regression"), sum(1 for r in report.rows if _head_failed(r))
@@ -111,6 +129,29 @@ def headline(report: ComparisonReport | None, ctx: CommentContext) -> str:
     said = f"{_counted(improvements, 'improvement')}, no regression" if improvements else "no change"
     aside = [f"{undecided} inconclusive"] * bool(undecided) + [f"{alone} at the head alone"] * bool(alone)
     return said + of + (f" ({', '.join(aside)})" if aside else "")
+
+
+def unmeasured_lines(ctx: CommentContext) -> list[str]:
+    """Each hardware whose runs could not be made, with the runner's reason fenced as code (a fence longer than
+    any run of backticks in it, so the reason cannot close it), and how to run them again."""
+    lines: list[str] = []
+    for name, message in ctx.unmeasured:
+        shown, fence = public_reason(message)
+        lines += ["", f"**Not measured on {markdown_cell(name)}**: its runs could not be made:", "",
+                  fence, shown, fence]
+    if lines:
+        lines += ["", f"Comment `{RUN_COMMAND}` to run them again once that is fixed (the runner's log has the "
+                      "whole error)."]
+    return lines
+
+
+def public_reason(message: str) -> tuple[str, str]:
+    """A runner's failure as a pull request shows it, and the code fence that holds it (longer than any run of
+    backticks in it, so the message cannot close it). The last line alone, short: the comment and the check run are
+    public, and a build's or git's whole output may hold the runner's paths and hosts (its log keeps all of it)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    shown = (lines[-1] if lines else "no message")[:500]
+    return shown, "`" * max(3, max((len(run) for run in re.findall("`+", shown)), default=0) + 1)
 
 
 def _counted(n: int, verdict: str) -> str:
@@ -186,13 +227,14 @@ def format_comment(report: ComparisonReport | None, ctx: CommentContext, limit: 
     """The comment's markdown (``marker``: with the hidden line that finds it again, and the footer saying it is
     updated in place; without it, the check run's summary, which each push makes anew), at most ``limit``
     characters."""
-    verdict = conclusion(report)
+    verdict = overall(report, ctx)
     full = compare_url(ctx.public_url, ctx.base.commit, ctx.head.commit, ctx.head.repository)
     top = [MARKER] if marker else []
     top.append(f"### {_ICONS[verdict]} KernelWatch: {headline(report, ctx)}")
     top.append("")
     top.append(f"Head {_commit(ctx.head)} against merge-base {_commit(ctx.base)}"
                + (f" · [full comparison]({full})" if full else ""))
+    top += unmeasured_lines(ctx)
     if report is None:
         top += ["", f"No comparison: {markdown_cell(ctx.missing_baseline or 'the merge-base has no runs')}."]
         top += [f"> {markdown_cell(note)}" for note in ctx.notes]

@@ -519,6 +519,9 @@ class PullRequest(Base):
     # named after its first run id, which is the task's: runners/worker.py run_id_for). With several hardware the
     # report waits for each of them (service/pipeline/pull_requests.py); None: scheduled before migration 0024.
     sessions: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # Those of the sessions whose task failed, each with the runner's message: reported as not measured beside
+    # the other hardware's verdict. None: none failed (or scheduled before migration 0025).
+    failed_sessions: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
 
 
 class StoredComparison(Base):

@@ -215,6 +215,76 @@ def test_a_pull_request_on_two_hardware_is_reported_when_both_have_run(sqlite_da
         engine.dispose()
 
 
+@pytest.mark.parametrize("failed_first", [True, False])
+def test_a_hardware_whose_runs_failed_is_reported_beside_the_others_verdict(sqlite_database: str, fake: FakeGitHub,
+                                                                          failed_first: bool) -> None:
+    """Measured on the CPU and the H200 queues, the H200's task failing: its failure completed the check run and
+    the CPU's verdict was never posted (the report waited for the H200's runs until `/kernelwatch run`). Now the
+    report posts the CPU's rows with the H200 said not measured, and why; the check fails."""
+    at_head(sqlite_database)
+    engine = make_engine(sqlite_database)
+    try:
+        sessions = make_session_factory(engine)
+        clone_url = "file:///tmp/kernels"
+        pull_request = pull(clone_url, builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
+        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                                 HookConfig(hardware=("cpu", "h200"), public_url="http://kw.test", rounds=1))
+        scheduled: list[Any] = []
+        delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", pr_event("opened", pull_request))
+        assert delivery is not None
+        hooks.handle_delivery(delivery, scheduled.extend)
+        cpu_task, h200_task = (run.task_id for run in scheduled)
+        with sessions() as s:
+            pr_id = s.scalars(select(PullRequest)).one().id
+        head = pull_request["head"]["sha"]
+
+        def land_cpu() -> str:
+            with unit_of_work(sessions) as s:
+                for position in range(2):
+                    ingest_manifest(s, parse_manifest(builders.manifest(
+                        position, [builders.result()], repo="kernels", trigger="pr", branch=None, pr_number=7,
+                        round={"session": cpu_task, "index": 0})))
+            return hooks.report(pr_id)
+
+        def fail_h200() -> str:
+            return hooks.run_failed(clone_url, 7, head, "building the environment\nuv: jaxlib==9.9 not found",
+                                    h200_task)
+
+        if failed_first:
+            assert fail_h200() == "h200's runs could not be made; the head has no runs yet"
+            [check] = fake.check_runs.values()
+            assert check["status"] == "in_progress" and not fake.comments
+            posted = land_cpu()
+        else:
+            assert land_cpu() == "waiting for 1 of 2 hardware's runs"
+            # GitHub made the comment and lost its answer: the job's retry still posts (it was "already reported").
+            fake.lost_answers.append(("POST", r".*/issues/\d+/comments", 500))
+            with pytest.raises(Transient, match="500"):
+                fail_h200()
+            posted = fail_h200()
+        assert posted.endswith("failure"), posted
+        [check] = fake.check_runs.values()
+        assert (check["status"], check["conclusion"]) == ("completed", "failure"), check
+        assert check["output"]["title"].startswith("not measured on h200: its runs could not be made; ")
+        [comment] = fake.comments.values()
+        body = comment["body"]
+        assert "**Not measured on h200**: its runs could not be made:\n\n```\nuv: jaxlib==9.9 not found\n```" in body
+        assert "building the environment" not in body  # the last line alone: the comment is public
+        assert "| suite/" in body or "<details>" in body, body  # the CPU's rows are there
+        assert fail_h200() == "h200's runs could not be made; already reported" and len(fake.comments) == 1
+
+        # `/kernelwatch run` schedules both again: the failure is of the scheduling before.
+        rerun = record_delivery(sessions, str(uuid.uuid4()), "pull_request",
+                                pr_event("labeled", pull_request, label={"name": "kernelwatch:run"}))
+        assert rerun is not None
+        hooks.handle_delivery(rerun, scheduled.extend)
+        assert [run.hardware for run in scheduled] == ["cpu", "h200", "cpu", "h200"]
+        with sessions() as s:
+            assert s.get(PullRequest, pr_id).failed_sessions is None  # type: ignore[union-attr]
+    finally:
+        engine.dispose()
+
+
 def test_a_delivery_older_than_the_one_acted_on_takes_the_pull_request_nowhere(sqlite_database: str,
                                                                                 fake: FakeGitHub) -> None:
     """A push to B, then to C, and B's delivery retried (or arriving late) after C's: it took the pull request back
