@@ -46,6 +46,7 @@ from web.units import (
     format_ns,
     format_ratio,
     format_relative,
+    format_roof_fraction,
     format_seconds,
     format_share,
     format_si,
@@ -56,7 +57,8 @@ bp = Blueprint("drilldown", __name__, template_folder="templates")
 
 add_filters(bp, {"ns": format_ns, "si": format_si, "share": format_share, "seconds": format_seconds,
                  "measured": format_value, "class_colour": class_colour, "hlo": highlight_hlo,
-                 "times": format_ratio, "signed_pct": format_relative, "of_peak": format_fraction})
+                 "times": format_ratio, "signed_pct": format_relative, "of_peak": format_fraction,
+                 "of_roof": format_roof_fraction})
 
 
 @contextmanager

@@ -26,9 +26,11 @@ from service.store.model_points import (
 )
 from web.charts.drilldown import RooflinePeaks
 from web.charts.model import NO_PEAKS_NOTE, MemoryRoof, model_figure, suite_peaks
-from web.pages import service_stores
+from web.pages import add_filters, service_stores
+from web.units import format_roof_fraction
 
 bp = Blueprint("model", __name__, template_folder="templates")
+add_filters(bp, {"of_roof": format_roof_fraction})
 
 
 def _plotly(figure: dict[str, Any]) -> Any:

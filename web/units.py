@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import zlib
 
+from service.model.result_roofline import roof_fraction_text
+
 _TIME_UNITS = ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns"))
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -59,6 +61,12 @@ def format_ratio(value: float | None) -> str:
 def format_relative(value: float | None) -> str:
     """A relative difference, signed: ``0.8`` → ``+80 %``, ``-0.5`` → ``-50 %``."""
     return "–" if value is None else f"{100 * value:+.0f} %"
+
+
+def format_roof_fraction(fraction: float | None) -> str:
+    """An achieved fraction of a roof on a page: one decimal, "on the roof" or "above the roof" past 100 %
+    (service/model/result_roofline.py roof_fraction_text says why)."""
+    return roof_fraction_text(fraction, decimals=1, sep=" ")
 
 
 def format_fraction(fraction: float | None) -> str:

@@ -8,6 +8,7 @@ none (and then the result has no figures, rather than another chip's).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,6 +34,22 @@ ABOVE_ROOF_TOLERANCE = 0.10
 
 def above_roof(achieved_fraction: float | None) -> bool:
     return achieved_fraction is not None and achieved_fraction > 1.0 + ABOVE_ROOF_TOLERANCE
+
+
+def roof_fraction_text(achieved_fraction: float | None, decimals: int = 0, above: str = "above the roof",
+                       sep: str = "") -> str:
+    """An achieved fraction of a roof as every face shows it: a percentage up to 100 %; "on the roof" past it within
+    ABOVE_ROOF_TOLERANCE (the roof's measurement noise: 109 % read as a kernel beating the host); ``above`` past
+    that (the roof's defect). Never a figure over 100 % as fact. Below 1 %, two significant digits; ``sep`` before
+    the % sign (the pages' " %", the tables' and titles' none)."""
+    if achieved_fraction is None or not math.isfinite(achieved_fraction):
+        return "–"
+    if above_roof(achieved_fraction):
+        return above
+    if achieved_fraction > 1.0:
+        return "on the roof"
+    percent = achieved_fraction * 100
+    return f"{percent:.{decimals}f}{sep}%" if percent >= 0.995 else f"{percent:.2g}{sep}%"
 
 
 @dataclass(frozen=True)

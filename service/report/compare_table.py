@@ -27,7 +27,7 @@ from service.detect.compare import (
     SideResult,
     Verdict,
 )
-from service.model.result_roofline import above_roof
+from service.model.result_roofline import roof_fraction_text
 from service.report.compare_view import is_speed
 
 JSON_FORMAT = "kernelwatch.compare"
@@ -121,15 +121,9 @@ def median_cell(side: SideResult | None, value: Callable[[float], str], plus_min
 
 
 def fraction_text(value: float | None) -> str:
-    """An achieved fraction of the roofline in percent: whole from 1 %, two significant digits below; "above
-    roof" past it (service/model/result_roofline.py above_roof): a fraction over 100 % is the roof's defect, not a
-    figure to show as fact."""
-    if value is None or not math.isfinite(value):
-        return "–"
-    if above_roof(value):
-        return "above roof"
-    percent = value * 100
-    return f"{percent:.0f}%" if percent >= 0.995 else f"{percent:.2g}%"
+    """An achieved fraction of the roofline as a table cell shows it (service/model/result_roofline.py
+    roof_fraction_text): whole percent, "on the roof" within the roof's noise, "above roof" past it."""
+    return roof_fraction_text(value, above="above roof")
 
 
 def fraction_cell(row: Comparison) -> str:

@@ -183,18 +183,26 @@ def test_a_result_faster_than_its_roof_is_flagged_and_shown_as_such(sessions: se
         ctx.submit(beaten)
     assert "1 result(s) measured faster than their roof allows" in caplog.text
     ctx.submit(builders.manifest(1, environment=builders.environment(calibration=builders.calibration())))
+    # At 8 GB/s, 105 % of its roof: within the roof's noise, not flagged, and shown on the roof, not as 105 %.
+    on_roof = builders.manifest(2, environment=builders.environment(calibration=builders.calibration(
+        bytes_per_s=8e9)))
+    ctx.submit(on_roof)
     with ctx.sessions() as s:
         rows = {uid: r for r, uid in s.execute(select(Result, Run.run_uid).join(Run).join(Series)
                                                 .where(Series.metric == "wall_time"))}
-        flagged, bounded = rows[beaten["run_id"]], next(r for uid, r in rows.items() if uid != beaten["run_id"])
+        flagged, at_roof = rows[beaten["run_id"]], rows[on_roof["run_id"]]
+        bounded = next(r for uid, r in rows.items() if uid not in (beaten["run_id"], on_roof["run_id"]))
         assert flagged.roofline_above is True and flagged.roofline_fraction == pytest.approx(1.68, rel=0.01)
         assert bounded.roofline_above is False and bounded.roofline_fraction == pytest.approx(0.839, rel=0.01)
-        flagged_id, bounded_id = flagged.id, bounded.id
+        assert at_roof.roofline_above is False and at_roof.roofline_fraction == pytest.approx(1.049, rel=0.01)
+        flagged_id, bounded_id, at_roof_id = flagged.id, bounded.id, at_roof.id
     client = create_app(settings, context=ctx).test_client()
     page = client.get(f"/results/{flagged_id}").get_data(as_text=True)
     assert 'id="roofline-above"' in page and 'id="roofline-fraction"' not in page and "168" not in page
     assert "the roof does not bound it" in page
     assert 'id="roofline-fraction">83.9 %<' in client.get(f"/results/{bounded_id}").get_data(as_text=True)
+    page = client.get(f"/results/{at_roof_id}").get_data(as_text=True)
+    assert 'id="roofline-fraction">on the roof<' in page and "104.9" not in page and "105%" not in page
 
 
 def test_results_stored_before_the_flag_are_flagged_by_the_migration(sessions: sessionmaker[Session],
