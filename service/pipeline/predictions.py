@@ -38,6 +38,7 @@ from kernelwatch.hardware import (
     hardware_for,
     host_hardware,
 )
+from kernelwatch.memory_hierarchy import level_of
 from runners.suite import variant_of
 from service.model.compute_roof import compute_roof, declared_dtype, params_dtype
 from service.model.predict import (
@@ -52,7 +53,7 @@ from service.model.predict import (
     fresh_pages_bytes,
     predict,
 )
-from service.report.predict_text import PredictionReport
+from service.report.predict_text import Bound, PredictionReport
 from service.store.family_points import StoredPoint
 
 CPU = "cpu"
@@ -171,6 +172,16 @@ def roofs_for(hardware: Hardware, dtype: str, declared: bool = True, hierarchy: 
     curve = hardware.memory_curve if hierarchy else ()
     return (Roofs(hardware.name, roof.peak_flops_per_s, hardware.memory_bytes_per_s, curve, hardware.caches,
                   fresh_pages), roof.used, notes)
+
+
+def shape_bound(hardware: Hardware, roofs: Roofs, shape: Shape) -> Bound:
+    """The roof a result of ``shape`` is held to (service/model/result_roofline.py: the memory roof of the level its
+    bytes live in, on a host with a measured hierarchy), with the compute peak the prediction uses. The working
+    set is the shape's bytes: XLA's own figure exists only for compiled shapes."""
+    level = level_of(hardware.caches, shape.bytes_accessed) if hardware.memory_curve else None
+    compute_s = shape.flops / roofs.peak_flops_per_s
+    memory_s = shape.bytes_accessed / hardware.memory_roof(shape.bytes_accessed)
+    return Bound(max(compute_s, memory_s), level, "compute" if compute_s > memory_s else "memory")
 
 
 def allocator_regime(points: Sequence[StoredPoint]) -> tuple[float, list[StoredPoint], list[str]]:
@@ -382,7 +393,9 @@ def predict_reports(specs: Sequence[Any], kernel: str, source_text: str, target_
         reports.append(PredictionReport(benchmark=label, hardware=described, dtype=used_dtype, prediction=prediction,
                                         measured_shapes=len({json.dumps(m.shape.params, sort_keys=True, default=str)
                                                              for m in measured}),
-                                        notes=tuple(notes)))
+                                        notes=tuple(notes),
+                                        bounds=(shape_bound(hardware, roofs, source), shape_bound(hardware, roofs,
+                                                                                                  target))))
     return reports
 
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from service.model.predict import Prediction, ShapeEstimate
+from service.model.result_roofline import roof_fraction_text
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
@@ -18,6 +19,18 @@ class PredictionReport:
     prediction: Prediction
     measured_shapes: int  # distinct measured shapes of the family on this hardware
     notes: tuple[str, ...] = ()
+    # Each shape's roof as a result of that shape is held to (its memory level's bandwidth on a host with a measured
+    # hierarchy: service/model/result_roofline.py), and that level's name: the prediction scales between shapes on
+    # the one memory roof of ``prediction.roofs`` (service/pipeline/predictions.py roofs_for says why), which the
+    # table does not show as a bound. None: the model's own roofline time (one memory roof, no levels).
+    bounds: tuple[Bound, Bound] | None = None
+
+
+@dataclass(frozen=True)
+class Bound:
+    roofline_s: float
+    level: str | None  # the memory level whose bandwidth bounds it; None with one memory roof
+    kind: str  # "memory" or "compute": which of the two roofs is the lower at this shape
 
 
 def si(value: float, unit: str) -> str:
@@ -38,8 +51,17 @@ def params_text(params: Mapping[str, object]) -> str:
     return ",".join(f"{k}={v}" for k, v in params.items())
 
 
-def _efficiency(e: ShapeEstimate) -> str:
-    return f"{e.efficiency.value:.1%} ({e.efficiency.basis})"
+def _roofline(e: ShapeEstimate, bound: Bound | None) -> str:
+    if bound is None:
+        return seconds(e.roofline_s)
+    return seconds(bound.roofline_s) + (f" ({bound.level})" if bound.level else "")
+
+
+def _of_roof(e: ShapeEstimate, bound: Bound | None) -> str:
+    """The predicted time's fraction of the shape's roof (as a result page would show the measured one), and how
+    the model read the time: measured, interpolated, fitted..."""
+    fraction = (bound.roofline_s if bound else e.roofline_s) / e.predicted_s
+    return f"{roof_fraction_text(fraction, decimals=1)} ({e.efficiency.basis})"
 
 
 def _measured(e: ShapeEstimate) -> str:
@@ -49,19 +71,23 @@ def _measured(e: ShapeEstimate) -> str:
 def prediction_to_text(report: PredictionReport) -> str:
     p = report.prediction
     roofs = p.roofs
+    source_bound, target_bound = report.bounds or (None, None)
+    memory = (f"memory by level (each shape's below), DRAM {si(roofs.peak_bytes_per_s, 'B/s')}" if report.bounds
+              and any(b.level for b in report.bounds) else si(roofs.peak_bytes_per_s, 'B/s'))
+    against = " against DRAM" if memory != si(roofs.peak_bytes_per_s, 'B/s') else ""
     lines = [f"{report.benchmark} on {report.hardware}",
-             f"  roofs: {si(roofs.peak_flops_per_s, 'FLOP/s')} ({report.dtype}), "
-             f"{si(roofs.peak_bytes_per_s, 'B/s')}; ridge {roofs.ridge:.3g} FLOP/B; "
-             f"{report.measured_shapes} measured shape(s)"]
+             f"  roofs: {si(roofs.peak_flops_per_s, 'FLOP/s')} ({report.dtype}), {memory}; ridge{against} "
+             f"{roofs.ridge:.3g} FLOP/B; {report.measured_shapes} measured shape(s)"]
     rows: list[tuple[str, str, str]] = [
         ("", "from", "to"),
         ("shape", params_text(p.source.shape.params), params_text(p.target.shape.params)),
         ("FLOPs", si(p.source.shape.flops, "FLOP"), si(p.target.shape.flops, "FLOP")),
         ("bytes", si(p.source.shape.bytes_accessed, "B"), si(p.target.shape.bytes_accessed, "B")),
         ("intensity", f"{p.source.shape.intensity:.3g} FLOP/B", f"{p.target.shape.intensity:.3g} FLOP/B"),
-        ("bound", p.source.bound, p.target.bound),
-        ("roofline time", seconds(p.source.roofline_s), seconds(p.target.roofline_s)),
-        ("efficiency", _efficiency(p.source), _efficiency(p.target)),
+        ("bound", source_bound.kind if source_bound else p.source.bound,
+         target_bound.kind if target_bound else p.target.bound),
+        ("roofline time", _roofline(p.source, source_bound), _roofline(p.target, target_bound)),
+        ("of the roof", _of_roof(p.source, source_bound), _of_roof(p.target, target_bound)),
         ("predicted time", seconds(p.source.predicted_s), seconds(p.target.predicted_s)),
         ("measured time", _measured(p.source), _measured(p.target)),
     ]
@@ -75,10 +101,12 @@ def prediction_to_text(report: PredictionReport) -> str:
         lines.append(f"  efficiency from {chosen}: each measured shape left out in turn, the interpolation erred "
                      f"{interpolated:.1%} and the fitted cost {fitted:.1%}")
     lines.append(f"  predicted change: x{p.ratio:.3g}")
-    if p.crossing is not None:
-        lines.append(f"  crosses the ridge: {p.crossing}")
+    before, after = ((source_bound.kind, target_bound.kind) if source_bound and target_bound
+                     else (p.source.bound, p.target.bound))
+    if before != after:
+        lines.append(f"  crosses the ridge: {before}-bound → {after}-bound")
     else:
-        lines.append(f"  does not cross the ridge: {p.source.bound}-bound at both shapes")
+        lines.append(f"  does not cross the ridge: {before}-bound at both shapes")
     lines += [f"  note: {n}" for n in report.notes]
     return "\n".join(lines) + "\n"
 

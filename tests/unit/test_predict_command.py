@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kernelwatch.errors import InvalidInput
+from kernelwatch.hardware import calibration_from_manifest, host_hardware
 from runners.suite import BenchmarkSpec, Case, analytic_cost, benchmark, variant_of
 from service.pipeline.predictions import hardware_key, parse_shape, predict_reports, resolve_shapes, stored_calibration
 from service.report.predict_text import predictions_to_text
@@ -208,3 +209,28 @@ def test_a_shape_alone_past_a_cliff_takes_the_step_the_host_s_other_benchmarks_t
     assert any("--to shape's working set is at L3, fresh pages" in n and "nearest measured level's" in n
                for n in alone.notes), alone.notes
     assert not any("working set is at" in n for n in report.notes + host.notes)  # stepped: nothing to say
+
+
+def test_the_roofline_time_is_the_bound_a_result_of_the_shape_is_held_to() -> None:
+    """On a host with a measured hierarchy, a shape's roofline time is its cache level's, as its result page says
+    (the same softmax shape read 381 µs in `predict` and 122 µs on its result page, 2026-12-07: predict printed the
+    model's one DRAM roof, which it scales shapes on); the fraction of it is the predicted time's."""
+    mib = 2 ** 20
+    calibration = {"flops_per_s": 50e9, "bytes_per_s": 10e9, "dtype": "float32",
+                   "caches": [{"name": "L2", "size_bytes": 2 * mib}, {"name": "L3", "size_bytes": 32 * mib}],
+                   "bandwidth": [{"working_set_bytes": 1 * mib, "bytes_per_s": 80e9},
+                                 {"working_set_bytes": 16 * mib, "bytes_per_s": 40e9},
+                                 {"working_set_bytes": 256 * mib, "bytes_per_s": 10e9}]}
+    points = [StoredPoint(params={"rows": rows, "cols": 4096, "fused": True}, seconds=seconds, runs=3,
+                          backend="cpu", device_kind="cpu", calibration=calibration)
+              for rows, seconds in ((64, 1e-4), (256, 4e-4), (4096, 2e-2))]
+    [report] = predict_reports([ROWS], "toy", "rows=256", "rows=4096", loader(points), None)
+    text = predictions_to_text([report])
+    bytes_256 = 8.0 * 256 * 4096  # 8 MiB: in L3, where the measured curve gives 40 GB/s or more
+    assert report.bounds is not None and report.bounds[0].level == "L3" and report.bounds[1].level == "DRAM"
+    hardware = host_hardware(calibration_from_manifest(calibration))  # type: ignore[arg-type]
+    assert report.bounds[0].roofline_s == pytest.approx(bytes_256 / hardware.memory_roof(bytes_256))
+    assert report.bounds[0].roofline_s < bytes_256 / 10e9  # not the one DRAM roof the model scales on
+    fraction = report.bounds[0].roofline_s / report.prediction.source.predicted_s
+    assert f"{fraction:.1%} (measured)" in text and "(L3)" in text and "(DRAM)" in text
+    assert "memory by level (each shape's below), DRAM 10 GB/s; ridge against DRAM 5 FLOP/B" in text
