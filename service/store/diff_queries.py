@@ -51,13 +51,18 @@ def finding_diff_target(session: Session, finding_id: int) -> DiffTarget | None:
     base = _basis_result(attribution, "before") or _series_result(session, finding.series_id,
                                                                    finding.previous_commit_id)
     head = _basis_result(attribution, "after") or _series_result(session, finding.series_id, finding.commit_id)
-    name = isa = None
-    fusions = attribution.get("fusions") or []
-    if fusions and isinstance(fusions[0], dict) and fusions[0].get("name"):
-        name = str(fusions[0]["name"])
-        kernels = fusions[0].get("kernels") or []
-        isa = str(kernels[0]["isa"]) if kernels and isinstance(kernels[0], dict) and kernels[0].get("isa") else None
+    name, isa = _first_fusion(attribution)
     return DiffTarget(finding.id, base, head, name, isa)
+
+
+def _first_fusion(attribution: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The name of the fusion an attribution ranks first, and the ISA of its first kernel (None, None: none)."""
+    fusions = attribution.get("fusions") or []
+    if not (fusions and isinstance(fusions[0], dict) and fusions[0].get("name")):
+        return None, None
+    kernels = fusions[0].get("kernels") or []
+    isa = str(kernels[0]["isa"]) if kernels and isinstance(kernels[0], dict) and kernels[0].get("isa") else None
+    return str(fusions[0]["name"]), isa
 
 
 def profiled_calls(session: Session, result_id: int) -> int | None:
@@ -77,12 +82,26 @@ class FindingFigures:
     value_before: float
     value_after: float
     unit: str
+    # The fusion its attribution ranks first (the one /findings/N/diff opens the page at), and over how many runs'
+    # op tables a side that ranking was made: with more than one, the page's own table (one run a side) can order
+    # the ops otherwise, and the page says why it opened where it did.
+    ranked_first: str | None = None
+    pooled_runs: tuple[int, int] = (1, 1)
 
 
 def finding_figures(session: Session, finding_id: int) -> FindingFigures | None:
-    row = session.execute(select(Finding.magnitude, Finding.value_before, Finding.value_after, Series.unit)
+    row = session.execute(select(Finding.magnitude, Finding.value_before, Finding.value_after, Series.unit,
+                                 Finding.attribution)
                           .join(Series, Series.id == Finding.series_id).where(Finding.id == finding_id)).first()
     if row is None or row.value_before is None or row.value_after is None:
         return None
+    attribution = row.attribution if isinstance(row.attribution, dict) else {}
+    basis = attribution.get("basis")
+
+    def pooled(side: str) -> int:
+        read = basis.get(side) if isinstance(basis, dict) else None
+        results = read.get("op_results") if isinstance(read, dict) else None
+        return len(results) if isinstance(results, list) and results else 1
+
     return FindingFigures(finding_id, float(row.magnitude), float(row.value_before), float(row.value_after),
-                          str(row.unit))
+                          str(row.unit), _first_fusion(attribution)[0], (pooled("before"), pooled("after")))

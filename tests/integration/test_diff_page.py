@@ -75,6 +75,20 @@ def test_a_findings_link_opens_the_ranked_kernel_diffed(app: Flask) -> None:
     # The finding's own figures beside the two results' (one run each): their medians once read as the change.
     assert f"finding={finding_id}" in location and f"Finding {finding_id}: +" in html and "one run of each side" in html
     assert f'<code id="code-name">{CHANGED_FUSION}</code>' in html
+    assert 'id="finding-ranking"' not in html  # its ranking was made of these two runs' op tables
+    # Ranked from several runs' op tables pooled, while the page's table is one run a side: the page says why it
+    # opened where it did (it opened at a fusion its own table ranked sixth, with no word: 2026-12-07).
+    with app.extensions["kernelwatch"].sessions() as s:
+        stored = s.get(Finding, finding_id)
+        assert stored is not None
+        basis = stored.attribution["basis"]
+        stored.attribution = {**stored.attribution, "basis": {
+            **basis, "before": {**basis["before"], "op_results": [base_id] * 3},
+            "after": {**basis["after"], "op_results": [head_id] * 4}}}
+        s.commit()
+    pooled = client.get(location).get_data(as_text=True)
+    assert (f'id="finding-ranking">Opened at <code>{CHANGED_FUSION}</code>, which the finding\'s attribution ranks '
+            "first from the op tables of 3 and 4 runs pooled") in pooled
     # The elementwise fusion's code grew: inserted lines (head only), and a count delta on top.
     assert html.count('class="row-insert"') > 0
     deltas = re.search(r'id="count-deltas"><strong>([^<]+)</strong>', html)
