@@ -23,7 +23,7 @@ from werkzeug.wrappers import Response
 from kernelwatch.digits import is_whole
 from runners.artifacts import ArtifactStore
 from service.detect.attribution import reconcile
-from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_program_ops, source_text
+from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_program_ops, source_function, source_text
 from service.report.code_list_diff import KernelChoice, diff_fusion_lists, kernel_choices, pair_fusion_lists
 from service.report.listing_diff import (
     CountDelta,
@@ -169,7 +169,8 @@ def _op_pairing(base: HloView | None, head: HloView | None) -> FusionPairing | N
 
     def shapes(view: HloView) -> list[list[FusionShape] | None]:
         return [None if m.program_ops is None else
-                [FusionShape(m.name, o.name, o.fingerprint, o.opcode, None, o.op_name, source_text(o.source))
+                [FusionShape(m.name, o.name, o.fingerprint, o.opcode, None, o.op_name, source_text(o.source),
+                             source_function(o.source))
                  for o in m.program_ops] for m in view.modules]
     return pair_program_ops(shapes(base), shapes(head))
 

@@ -17,7 +17,10 @@ The pairing, per module (modules by name), in this order, each step among what t
    where both sides name one): the fusion whose computation changed.
 4. ``changed`` too: another name, a different fingerprint, but the same kind, op and source line (both known):
    renumbered and changed. Candidates are taken in name order.
-5. what is left is ``removed`` (base only) or ``added`` (head only).
+5. ``changed`` too: another name, a different fingerprint, the same kind, op, source file and function, on
+   another line (an edit above it moved it: ``multiply_add_fusion`` became ``add_add_fusion`` one line down),
+   where that site is one fusion's on each side.
+6. what is left is ``removed`` (base only) or ``added`` (head only).
 
 A fusion without a fingerprint (a record parsed before fingerprints were stored) pairs by name alone: ``same``
 where its kind and instruction count agree, else ``changed``; it never pairs structurally.
@@ -32,7 +35,7 @@ PURE: records in, a typed pairing out.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -59,6 +62,15 @@ class FusionShape:
     instructions: int | None = None
     op_name: str | None = None  # the metadata op_name, e.g. "jit(f)/reduce_sum"
     source: str | None = None  # "file:line", None where the metadata names none
+    function: str | None = None  # the Python function the metadata names (``softmax.<locals>.step``)
+
+    @property
+    def site(self) -> tuple[str, str, str, str] | None:
+        """Where in the program it comes from, lines aside: kind, op, file and function (None where one is not
+        known). An edit above a fusion's line moves the line, not this."""
+        if self.kind is None or self.op_name is None or self.source is None or self.function is None:
+            return None
+        return (self.kind, self.op_name, self.source.rpartition(":")[0], self.function)
 
 
 @dataclass(frozen=True)
@@ -229,7 +241,15 @@ def _pair_module(base: list[FusionShape], head: list[FusionShape]) -> list[Fusio
                       and b.op_name is not None and h.op_name is not None), None)
         if match is not None:
             take(b, match, "changed")
-    # 5. the rest
+    # 5. another name, another structure, the same kind, op, file and function, the line moved (lines inserted
+    # above it), where that site is one fusion's on each side: more than one, and which is which is a guess
+    sites_b = Counter(f.site for f in left_b.values() if f.site is not None)
+    sites_h = Counter(f.site for f in left_h.values() if f.site is not None)
+    for bn in sorted(left_b):
+        site = left_b[bn].site
+        if site is not None and sites_b[site] == 1 and sites_h[site] == 1:
+            take(left_b[bn], next(h for h in left_h.values() if h.site == site), "changed")
+    # 6. the rest
     pairs.extend(FusionPair("removed", f, None) for f in left_b.values())
     pairs.extend(FusionPair("added", None, f) for f in left_h.values())
     return pairs
@@ -302,10 +322,17 @@ def source_text(source: Mapping[str, Any] | None) -> str | None:
     return f"{_CHECKOUT_PREFIX.sub('', str(source['file']))}:{source['line']}"
 
 
+def source_function(source: Mapping[str, Any] | None) -> str | None:
+    """A stored source location's Python function (``softmax.<locals>.step``); None where it names none."""
+    function = source.get("function") if isinstance(source, Mapping) else None
+    return str(function) if function else None
+
+
 def shapes_from_records(module: str, fusions: Sequence[Mapping[str, Any]]) -> list[FusionShape]:
     """The shapes of a stored module record's fusion list (``hlo_module.fusions``: name, kind, instructions,
     source, op_name, fingerprint; the last two absent in records parsed before they were stored)."""
     return [FusionShape(module=module, name=str(f.get("name")), fingerprint=f.get("fingerprint") or None,
                         kind=f.get("kind"), instructions=int(f.get("instructions") or 0),
-                        op_name=f.get("op_name"), source=source_text(f.get("source")))
+                        op_name=f.get("op_name"), source=source_text(f.get("source")),
+                        function=source_function(f.get("source")))
             for f in fusions]

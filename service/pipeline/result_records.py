@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from runners.artifacts import ArtifactError, ArtifactStore
 from runners.parsers.by_kind import ParseFailure, parse
 from service.detect.attribution import OpRecord, OpTable, SideName
-from service.detect.fusion_pairing import source_text
+from service.detect.fusion_pairing import source_function, source_text
 from service.detect.static_diff import FusionInfo, HloModuleInfo, KernelInfo, StaticRecords, spills_of
 from service.store.models import HloModuleRecord, KernelCode, OpStat
 from service.store.records import artifact_states, benchmark_results, kernel_source, records_by_result
@@ -58,11 +58,12 @@ def kernel_info(row: KernelCode) -> KernelInfo:
 
 def module_info(row: HloModuleRecord) -> HloModuleInfo:
     fusions = tuple(FusionInfo(str(f.get("name")), f.get("kind"), int(f.get("instructions") or 0),
-                               f.get("fingerprint") or None, f.get("op_name"), source_text(f.get("source")))
+                               f.get("fingerprint") or None, f.get("op_name"), source_text(f.get("source")),
+                               source_function(f.get("source")))
                     for f in row.fusions or ())
     ops = None if row.ops is None else tuple(
         FusionInfo(str(o.get("name")), o.get("opcode"), 0, o.get("fingerprint") or None, o.get("op_name"),
-                   source_text(o.get("source"))) for o in row.ops)
+                   source_text(o.get("source")), source_function(o.get("source"))) for o in row.ops)
     return HloModuleInfo(name=row.name, fingerprint=row.fingerprint, instructions=row.instructions,
                          opcodes=dict(row.opcodes or {}), fusions=fusions, ops=ops)
 

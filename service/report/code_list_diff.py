@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions, source_text
+from service.detect.fusion_pairing import FusionPairing, FusionShape, pair_fusions, source_function, source_text
 
 Status = Literal["added", "removed", "changed", "renamed", "same"]
 
@@ -133,7 +133,8 @@ def fusion_shapes(modules: Mapping[str, Sequence[FusionLike]]) -> list[FusionSha
     """A side's fusions (per module name) as the pairing reads them; fingerprint, op name and source where the
     records have them."""
     return [FusionShape(m, f.name, getattr(f, "fingerprint", None) or None, f.kind, f.instructions,
-                        getattr(f, "op_name", None), source_text(getattr(f, "source", None)))
+                        getattr(f, "op_name", None), source_text(getattr(f, "source", None)),
+                        source_function(getattr(f, "source", None)))
             for m, fusions in modules.items() for f in fusions]
 
 

@@ -100,6 +100,26 @@ def test_a_renumbered_and_changed_fusion_pairs_by_source_line() -> None:
     assert got == {("fusion.2", "fusion.5"): "changed", (None, "fusion.2"): "added"}
 
 
+def test_a_renamed_and_changed_fusion_pairs_by_its_site_when_lines_above_it_moved() -> None:
+    """multiply_add_fusion became add_add_fusion one line down (a line inserted above it, its computation changed):
+    paired as changed by kind, op, file and function, where that site is one fusion's on each side. It read as one
+    fusion removed and another added, and the finding's Diff page opened at a kernel 'every line deleted'."""
+    step = "softmax.<locals>.step"
+    base = [FusionShape("m", "multiply_add_fusion", "a", "kLoop", 8, "jit(s)/while/body/add", "k.py:26", step),
+            FusionShape("m", "exp_fusion", "e", "kLoop", 3, "jit(s)/exp", "k.py:12", "softmax")]
+    head = [FusionShape("m", "add_add_fusion", "b", "kLoop", 13, "jit(s)/while/body/add", "k.py:27", step),
+            FusionShape("m", "exp_fusion", "e", "kLoop", 3, "jit(s)/exp", "k.py:12", "softmax")]
+    got = {(p.base_name, p.head_name): p.status for p in pair_fusions(base, head).pairs}
+    assert got == {("multiply_add_fusion", "add_add_fusion"): "changed", ("exp_fusion", "exp_fusion"): "same"}
+    # Two fusions of that site on the head: which one is the base's is a guess, so neither is paired.
+    twice = [*head, FusionShape("m", "add_fusion.3", "c", "kLoop", 5, "jit(s)/while/body/add", "k.py:29", step)]
+    got = {(p.base_name, p.head_name): p.status for p in pair_fusions(base, twice).pairs}
+    assert got[("multiply_add_fusion", None)] == "removed" and got[(None, "add_add_fusion")] == "added"
+    # Without a function (records that do not name one) nothing pairs on a moved line.
+    bare = [FusionShape("m", "add_add_fusion", "b", "kLoop", 13, "jit(s)/while/body/add", "k.py:27")]
+    assert {p.status for p in pair_fusions(base[:1], bare).pairs} == {"removed", "added"}
+
+
 def test_records_without_fingerprints_pair_by_name_and_say_so() -> None:
     [p] = pair_fusions([FusionShape("m", "fusion.1", None, "kLoop", 3)],
                        [FusionShape("m", "fusion.1", None, "kLoop", 3)]).pairs
