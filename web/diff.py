@@ -73,9 +73,11 @@ def _signed_points(value: float | None) -> str:
 
 
 def _signed(value: float | None, digits: int = 0) -> str:
+    """A signed count: ``digits`` decimals where it has a fraction (a per-call average), none where it is whole
+    ("+32", not "+32.00", beside the "1 → 33" it is the change of)."""
     if value is None:
         return "–"
-    return f"{value:+,.{digits}f}" if digits else f"{value:+,.0f}"
+    return f"{value:+,.{digits}f}" if digits and value != round(value) else f"{value:+,.0f}"
 
 
 add_filters(bp, {"ns": format_ns, "share": format_share, "value": format_value, "signed_ns": _signed_ns,

@@ -76,6 +76,10 @@ def test_a_findings_link_opens_the_ranked_kernel_diffed(app: Flask) -> None:
     assert f"finding={finding_id}" in location and f"Finding {finding_id}: +" in html and "one run of each side" in html
     assert f'<code id="code-name">{CHANGED_FUSION}</code>' in html
     assert 'id="finding-ranking"' not in html  # its ranking was made of these two runs' op tables
+    # Occurrences are per call here (the result page's are totals over the profiled pass): said so, and a whole
+    # change reads "+32", not "+32.00".
+    op_table = html.split('id="op-diff"', 1)[1].split("</table>", 1)[0]
+    assert "occurrences / call</th>" in op_table and not re.search(r">[+-][\d,]+\.00<", op_table)
     # Ranked from several runs' op tables pooled, while the page's table is one run a side: the page says why it
     # opened where it did (it opened at a fusion its own table ranked sixth, with no word: 2026-12-07).
     with app.extensions["kernelwatch"].sessions() as s:
