@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -370,3 +371,13 @@ def test_migration_0007_goes_down_and_up_again(database_url: str) -> None:
         assert "ix_alert_state" in {i["name"] for i in inspector.get_indexes("alert")}
     finally:
         engine.dispose()
+
+
+def test_the_series_page_says_a_static_finding_is_exact_not_in_noise_units(api: Api) -> None:
+    """A static finding counts code (instructions, bundles): exact on every run, so no noise to measure it in.
+    The series page gave it "noise units 1.0" (or whatever its stored confidence was) like a time finding."""
+    w = with_findings(api)
+    static = api.client.get(f"/series/{w.series[('demo', 'NVIDIA H200', 'b')]}").get_data(as_text=True)
+    timed = api.client.get(f"/series/{w.series[('demo', 'cpu', 'b')]}").get_data(as_text=True)
+    cell = re.compile(r'<td class="num"[^>]*>([^<]*)</td>\s*<td class="muted">test-')
+    assert cell.findall(static) == ["exact"] and cell.findall(timed) == ["10.0"]
