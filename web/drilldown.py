@@ -148,8 +148,9 @@ def trace(result_id: int) -> str | tuple[str, int]:
 
 
 def _download(header: ResultHeader, chosen: TraceFile, data: bytes, suffix: str, mimetype: str) -> Response:
-    # Named by the result and digest only, never by the name a runner gave the file (it could carry a path).
-    filename = f"kernelwatch-result-{header.result_id}-{chosen.sha256[:12]}{suffix}"
+    # Named by the result and digest only, never by the name a runner gave the file (it could carry a path); the
+    # result that captured it, where another of the session did (result 133's page serves result 13's trace).
+    filename = f"kernelwatch-result-{header.records_result_id}-{chosen.sha256[:12]}{suffix}"
     return Response(data, mimetype=mimetype, headers={
         "Content-Disposition": f"attachment; filename={filename}", "X-Content-Type-Options": "nosniff"})
 

@@ -379,8 +379,12 @@ def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[di
         assert header is not None and header.records_result_id == captured_id
         assert header.records_run_uid == first["run_id"]  # another run (it read "of the same run")
         assert trace_files(header) and {a.kind for a in header.artifacts} >= {"hlo", "xplane"}
-    page = create_app(settings, context=ctx).test_client().get(f"/results/{timed_id}").get_data(as_text=True)
+    client = create_app(settings, context=ctx).test_client()
+    page = client.get(f"/results/{timed_id}").get_data(as_text=True)
     assert f"result {captured_id}</a> of run" in page and first["run_id"] in page and "of the same run" not in page
+    # Its download is named after the result that captured it (it was named after this one, holding that one's).
+    download = client.get(f"/results/{timed_id}/trace.xplane.pb")
+    assert f"filename=kernelwatch-result-{captured_id}-" in download.headers["Content-Disposition"]
     from tests.cli_inprocess import run_cli
 
     laid = run_cli(["trace", str(timed_id), "--no-serve", "--logdir", str(tmp_path / "logs")],
