@@ -17,6 +17,7 @@ from sqlalchemy import inspect, select
 from sqlalchemy.orm import Session
 
 from service.contract import parse_manifest
+from service.detect.static_diff import STATIC_DETECTOR
 from service.pipeline.alerts import group_findings, list_alerts, triage
 from service.pipeline.ingest import ingest_manifest
 from service.store.db import alembic_config, make_engine, unit_of_work, upgrade
@@ -381,3 +382,21 @@ def test_the_series_page_says_a_static_finding_is_exact_not_in_noise_units(api: 
     timed = api.client.get(f"/series/{w.series[('demo', 'cpu', 'b')]}").get_data(as_text=True)
     cell = re.compile(r'<td class="num"[^>]*>([^<]*)</td>\s*<td class="muted">test-')
     assert cell.findall(static) == ["exact"] and cell.findall(timed) == ["10.0"]
+
+
+def test_enter_in_the_inbox_opens_the_change_its_worst_column_shows(api: Api) -> None:
+    """An alert of a +794 % instruction count and a +179 % time: the worst-change column shows the time (a code
+    count does not stand in for a slow-down), and Enter (the finding marked ``open``) opened the code count's
+    series, listed first for being larger."""
+    w = build_world(api)
+    with unit_of_work(api.ctx.sessions) as s:
+        add_finding(s, w, "code", "demo", "cpu", "a", 3, T0, kind="static", magnitude=7.94)
+        code = s.get(Finding, w.findings["code"])
+        assert code is not None
+        code.detector = STATIC_DETECTOR
+        add_finding(s, w, "time", "demo", "cpu", "b", 3, T0, magnitude=1.79)
+        group_findings(s, [w.findings["code"], w.findings["time"]])
+    inbox = api.client.get("/").get_data(as_text=True)
+    opened = re.findall(r'<a class="finding open" href="/series/(\d+)"', inbox)
+    assert opened == [str(w.series[("demo", "cpu", "b")])], opened
+    assert re.search(r'<td class="num"><span class="regression">\+179', inbox)
