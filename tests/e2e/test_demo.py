@@ -167,6 +167,9 @@ def test_the_model_page_draws_a_roof_per_memory_level_across_the_points(dashboar
     page.wait_for_selector("#model-chart .main-svg")
     levels = page.locator("#memory-levels").inner_text()
     assert "L1" in levels and "DRAM" in levels, levels
+    # What a point is held to, said as it is: its own working set's bandwidth, not its level's line (a row's
+    # "22 GB/s measured at a 32 MiB working set" read against a legend of "L3 31.1 GB/s").
+    assert "held to the bandwidth this host measured at its own working set" in page.locator("#roof-note").inner_text()
     figure = page.evaluate("() => { const c = document.getElementById('model-chart');"
                            " return {names: c.data.map(t => t.name), x: c.layout.xaxis.range,"
                            " dots: c.data[c.data.length - 1]}; }")
