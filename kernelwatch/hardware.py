@@ -233,6 +233,9 @@ class Calibration:
     flops_by_dtype: tuple[tuple[str, float], ...] = ()  # (dtype key, FLOP/s) of every dtype measured
     bandwidth: tuple[BandwidthPoint, ...] = ()
     caches: tuple[CacheLevel, ...] = ()
+    # Measured while the host stayed busy (runners/calibrate.py): its roofs may sit low. Not a manifest field: the
+    # runner's cache keeps it (runners/calibration_cache.py) and measures such a host again.
+    measured_busy: bool = False
 
     def as_manifest(self) -> dict[str, Any]:
         """Shaped as the manifest's ``environment.calibration``."""

@@ -10,6 +10,12 @@ renamed over the old, so a reader never sees half of one.
 ``KERNELWATCH_CALIBRATION_CACHE`` names the file; by default it is ``$XDG_CACHE_HOME/kernelwatch/
 calibrations.json`` (``~/.cache`` without XDG_CACHE_HOME). Delete it to have the host measured again (after a
 BIOS, kernel or power-setting change the key cannot see).
+
+A calibration measured while the host stayed busy (no quiet spell in its wait: another job, a parallel build) is
+kept *provisional*: its roofs may sit low, and every later result of a fast kernel would then read as above its
+roof (a demo run beside another's build had its 512^3 fp32 matmuls flagged in every run after). The next runs
+measure the host again, up to MAX_REMEASURES times, each keeping the faster of the two per figure (a roof is the
+best the host does), until one is measured quiet.
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from kernelwatch.memory_hierarchy import MAX_CACHE_LEVELS, MAX_POINTS
 
 CACHE_SETTING = "KERNELWATCH_CALIBRATION_CACHE"
 MAX_ENTRIES = 64  # hosts x environments a runner has seen; the oldest go first
+MAX_REMEASURES = 3  # of a provisional calibration: past that a host that is never quiet keeps what it has
+# An entry's own fields, beside the calibration's figures; never part of a run's manifest.
+KEPT_AT, PROVISIONAL, REMEASURES = "kept_at", "provisional", "remeasures"
 _KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -76,13 +85,49 @@ def well_formed(figures: Mapping[str, Any]) -> bool:
     return all(math.isfinite(r) and r > 0 for r in rates)
 
 
-def store(path: Path, key: str, figures: Mapping[str, Any]) -> bool:
+def figures_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A kept entry's calibration figures, as a run's manifest carries them (the entry's own fields left out)."""
+    return {k: v for k, v in entry.items() if k not in (KEPT_AT, PROVISIONAL, REMEASURES)}
+
+
+def needs_measuring(entry: Mapping[str, Any] | None) -> bool:
+    """Whether the host is to be measured (again): nothing kept, or a provisional calibration measured again
+    fewer than MAX_REMEASURES times."""
+    if entry is None:
+        return True
+    remeasures = entry.get(REMEASURES, 0)
+    return entry.get(PROVISIONAL) is True and isinstance(remeasures, int) and remeasures < MAX_REMEASURES
+
+
+def faster(kept: Mapping[str, Any], measured: Mapping[str, Any]) -> dict[str, Any]:
+    """Two calibrations of one host as one: each figure the higher (a roof is the best the host does; a busy
+    host only ever measures it low). The bandwidth curve point by point, over the working sets both measured."""
+    merged = figures_of(measured)
+    merged["flops_per_s"] = max(float(kept["flops_per_s"]), float(measured["flops_per_s"]))
+    merged["bytes_per_s"] = max(float(kept["bytes_per_s"]), float(measured["bytes_per_s"]))
+    rates = dict(kept.get("flops_by_dtype") or {})
+    for dtype, rate in dict(measured.get("flops_by_dtype") or {}).items():
+        rates[dtype] = max(float(rate), float(rates.get(dtype, 0.0)))
+    if rates:
+        merged["flops_by_dtype"] = rates
+    old = {int(p["working_set_bytes"]): float(p["bytes_per_s"]) for p in kept.get("bandwidth") or ()}
+    if measured.get("bandwidth"):
+        merged["bandwidth"] = [{"working_set_bytes": p["working_set_bytes"],
+                                "bytes_per_s": max(float(p["bytes_per_s"]),
+                                                   old.get(int(p["working_set_bytes"]), 0.0))}
+                               for p in measured["bandwidth"]]
+    return merged
+
+
+def store(path: Path, key: str, figures: Mapping[str, Any], provisional: bool = False, remeasures: int = 0) -> bool:
     """Keep ``figures`` under ``key``; False (nothing written) where either is not well formed. The entry gets
-    the time it was kept, which orders eviction."""
+    the time it was kept, which orders eviction; ``provisional``: measured while the host stayed busy, to be
+    measured again (the module's note), ``remeasures`` times so far."""
     if not _KEY.match(key) or not well_formed(figures):
         return False
     entries = load(path)
-    entries[key] = {**{k: v for k, v in figures.items() if k != "kept_at"}, "kept_at": time.time()}
+    entries[key] = {**figures_of(figures), KEPT_AT: time.time(),
+                    **({PROVISIONAL: True, REMEASURES: remeasures} if provisional else {})}
     if len(entries) > MAX_ENTRIES:
         newest = sorted(entries, key=lambda k: float(entries[k].get("kept_at", 0)), reverse=True)[:MAX_ENTRIES]
         entries = {k: entries[k] for k in newest}
@@ -110,7 +155,7 @@ def calibration_here() -> Calibration:
         return kept
     measured = calibrate()
     try:
-        store(path, key, measured.as_manifest())
+        store(path, key, measured.as_manifest(), provisional=measured.measured_busy)
     except OSError as exc:  # not kept: measured again next time, which is no reason to fail this one
         print(f"kernelwatch: could not keep the host's calibration in {path} ({exc})", file=sys.stderr)
     return measured

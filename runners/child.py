@@ -133,8 +133,9 @@ def announced_environment(dirty: bool, calibrate: bool, pinned: bool = False) ->
 def serve_calibration(args: argparse.Namespace, outbox: IO[str]) -> int:
     """--calibrate-only: this host's calibration and its key, for the runner to keep."""
     environment = announced_environment(args.dirty, calibrate=False, pinned=args.cpu_affinity is not None)
-    figures = calibrate(quiet_budget_s=args.quiet_budget, passes=args.passes).as_manifest()
-    _send(outbox, {"calibrated": {"key": host_key(environment), "figures": figures}})
+    measured = calibrate(quiet_budget_s=args.quiet_budget, passes=args.passes)
+    _send(outbox, {"calibrated": {"key": host_key(environment), "figures": measured.as_manifest(),
+                                  "busy": measured.measured_busy}})
     return 0
 
 

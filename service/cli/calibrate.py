@@ -6,6 +6,7 @@ what was kept under its key."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -37,6 +38,7 @@ def cmd_calibrate(measure: bool) -> int:
     for key, entry in sorted(calibration_cache.load(path).items(), key=lambda e: -float(e[1].get("kept_at", 0))):
         calibration = calibration_from_manifest(entry)
         if calibration is not None:
+            calibration = dataclasses.replace(calibration, measured_busy=entry.get(calibration_cache.PROVISIONAL) is True)
             kept.append((key, calibration, float(entry["kept_at"]) if "kept_at" in entry else None))
     sys.stdout.write(calibrations_text(str(path), kept))
     return EXIT_OK
@@ -56,6 +58,7 @@ def measure_here(path: Path) -> str:
     helper.close()
     measured = helper.calibrated
     key, figures = str(measured.get("key", "")), measured.get("figures")
-    if not isinstance(figures, dict) or not calibration_cache.store(path, key, figures):
+    busy = measured.get("busy") is True
+    if not isinstance(figures, dict) or not calibration_cache.store(path, key, figures, provisional=busy):
         raise InvalidInput(f"the calibration process sent no calibration: {str(measured)[:300]}")
     return key

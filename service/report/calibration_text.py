@@ -22,6 +22,10 @@ def calibration_lines(key: str, calibration: Calibration, kept_at: float | None)
         curve = ", ".join(f"{format_bytes(p.working_set_bytes)} {p.bytes_per_s / 1e9:.0f}"
                           for p in calibration.bandwidth)
         lines.append(f"  measured GB/s by working set: {curve}")
+    if calibration.measured_busy:
+        lines.append("  provisional: measured while the host stayed busy, so its roofs may sit low; later runs "
+                     "measure it again (a few times) and keep the faster figures, as does `kernelwatch calibrate "
+                     "--measure` on a quiet host")
     return lines
 
 
