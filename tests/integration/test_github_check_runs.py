@@ -172,6 +172,30 @@ def test_a_run_that_cannot_be_made_completes_the_check_run_as_failed_with_the_re
         engine.dispose()
 
 
+def opened_on_two_hardware(sessions: Any, fake: FakeGitHub) -> tuple[PullRequestHooks, dict[str, Any], list[Any], int]:
+    """A pull request opened on a hook of the CPU and H200 queues: the hooks, the pull request, its two scheduled
+    runs (one task per hardware) and its stored id."""
+    pull_request = pull("file:///tmp/kernels", builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
+    hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
+                             HookConfig(hardware=("cpu", "h200"), public_url="http://kw.test", rounds=1))
+    scheduled: list[Any] = []
+    delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", pr_event("opened", pull_request))
+    assert delivery is not None
+    hooks.handle_delivery(delivery, scheduled.extend)
+    with sessions() as s:
+        return hooks, pull_request, scheduled, s.scalars(select(PullRequest)).one().id
+
+
+def land(sessions: Any, task_id: str, device_kind: str) -> None:
+    """A task's runs as its runner uploads them: both commits, one round, a session named after the task
+    (runners/worker.py)."""
+    with unit_of_work(sessions) as s:
+        for position in range(2):
+            ingest_manifest(s, parse_manifest(builders.manifest(
+                position, [builders.result()], repo="kernels", trigger="pr", branch=None, pr_number=7,
+                environment=builders.environment(device_kind=device_kind), round={"session": task_id, "index": 0})))
+
+
 def test_a_pull_request_on_two_hardware_is_reported_when_both_have_run(sqlite_database: str,
                                                                          fake: FakeGitHub) -> None:
     """Measured on the CPU and the H200 queues: the CPU's runs alone completed the check run as a success while
@@ -181,34 +205,15 @@ def test_a_pull_request_on_two_hardware_is_reported_when_both_have_run(sqlite_da
     engine = make_engine(sqlite_database)
     try:
         sessions = make_session_factory(engine)
-        pull_request = pull("file:///tmp/kernels", builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
-        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
-                                 HookConfig(hardware=("cpu", "h200"), public_url="http://kw.test", rounds=1))
-        scheduled: list[Any] = []
-        delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", pr_event("opened", pull_request))
-        assert delivery is not None
-        hooks.handle_delivery(delivery, scheduled.extend)
+        hooks, _, scheduled, pr_id = opened_on_two_hardware(sessions, fake)
         assert [run.hardware for run in scheduled] == ["cpu", "h200"]
         assert len({run.task_id for run in scheduled}) == 2 and None not in {run.task_id for run in scheduled}
-        with sessions() as s:
-            pr = s.scalars(select(PullRequest)).one()
-
-        def land(task_id: str, device_kind: str) -> None:
-            """The task's runs as its runner uploads them: both commits, one round, a session named after the
-            task (runners/worker.py)."""
-            with unit_of_work(sessions) as s:
-                for position in range(2):
-                    ingest_manifest(s, parse_manifest(builders.manifest(
-                        position, [builders.result()], repo="kernels", trigger="pr", branch=None, pr_number=7,
-                        environment=builders.environment(device_kind=device_kind),
-                        round={"session": task_id, "index": 0})))
-
-        land(scheduled[0].task_id, "cpu")
-        assert hooks.report(pr.id) == "waiting for 1 of 2 hardware's runs"
+        land(sessions, scheduled[0].task_id, "cpu")
+        assert hooks.report(pr_id) == "waiting for 1 of 2 hardware's runs"
         [check] = fake.check_runs.values()
         assert check["status"] == "in_progress" and not fake.comments
-        land(scheduled[1].task_id, "h200-host")
-        assert hooks.report(pr.id) in ("success", "failure", "neutral")
+        land(sessions, scheduled[1].task_id, "h200-host")
+        assert hooks.report(pr_id) in ("success", "failure", "neutral")
         [check] = fake.check_runs.values()
         assert check["status"] == "completed" and len(fake.comments) == 1
     finally:
@@ -225,25 +230,12 @@ def test_a_hardware_whose_runs_failed_is_reported_beside_the_others_verdict(sqli
     engine = make_engine(sqlite_database)
     try:
         sessions = make_session_factory(engine)
-        clone_url = "file:///tmp/kernels"
-        pull_request = pull(clone_url, builders.sha_for("kernels-0"), builders.sha_for("kernels-1"))
-        hooks = PullRequestHooks(sessions, ClientFactory(fake.url, APP_ID, PRIVATE, timeout_s=5),
-                                 HookConfig(hardware=("cpu", "h200"), public_url="http://kw.test", rounds=1))
-        scheduled: list[Any] = []
-        delivery = record_delivery(sessions, str(uuid.uuid4()), "pull_request", pr_event("opened", pull_request))
-        assert delivery is not None
-        hooks.handle_delivery(delivery, scheduled.extend)
+        hooks, pull_request, scheduled, pr_id = opened_on_two_hardware(sessions, fake)
         cpu_task, h200_task = (run.task_id for run in scheduled)
-        with sessions() as s:
-            pr_id = s.scalars(select(PullRequest)).one().id
-        head = pull_request["head"]["sha"]
+        clone_url, head = pull_request["head"]["repo"]["clone_url"], pull_request["head"]["sha"]
 
         def land_cpu() -> str:
-            with unit_of_work(sessions) as s:
-                for position in range(2):
-                    ingest_manifest(s, parse_manifest(builders.manifest(
-                        position, [builders.result()], repo="kernels", trigger="pr", branch=None, pr_number=7,
-                        round={"session": cpu_task, "index": 0})))
+            land(sessions, cpu_task, "cpu")
             return hooks.report(pr_id)
 
         def fail_h200() -> str:
