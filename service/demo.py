@@ -223,11 +223,13 @@ def run_demo(ctx: Context, workdir: Path, samples: int, rounds: int = 3,
     for round_index in range(rounds):
         # A round's commits start in an order of its own, as `run`'s do (runners/local.py round_order): in one
         # fixed order the first and last commits were at an end of every round, where a host's settling shows.
-        for index in round_order(len(commits), round_index, round_session):
+        for started, index in enumerate(round_order(len(commits), round_index, round_session), start=1):
             sha, subject, _ = commits[index]
             if progress is not None and task is not None:
-                progress.update(task, description=f"round {round_index + 1}/{rounds} · commit "
-                                                  f"{index + 1}/{len(commits)} {sha[:8]} {subject[:40]}")
+                # The count of the round's runs, not the commit's place in history: in its shuffled order the
+                # round's last run read "commit 3/10" beside a bar at 30/30.
+                progress.update(task, description=f"round {round_index + 1}/{rounds} · run {started}/{len(commits)}"
+                                                  f" of the round: {sha[:8]} {subject[:40]}")
             # The first round captures (HLO, traces, object code: what the drill-down shows); later rounds only
             # time, which is what they are for, without the profiler's overhead on each run.
             request = RunRequest(repo=repo, rev=sha, samples=samples, suite=DEMO_SUITE, branch="main",

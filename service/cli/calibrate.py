@@ -38,7 +38,8 @@ def cmd_calibrate(measure: bool) -> int:
     for key, entry in sorted(calibration_cache.load(path).items(), key=lambda e: -float(e[1].get("kept_at", 0))):
         calibration = calibration_from_manifest(entry)
         if calibration is not None:
-            calibration = dataclasses.replace(calibration, measured_busy=entry.get(calibration_cache.PROVISIONAL) is True)
+            busy = entry.get(calibration_cache.PROVISIONAL) is True
+            calibration = dataclasses.replace(calibration, measured_busy=busy)
             kept.append((key, calibration, float(entry["kept_at"]) if "kept_at" in entry else None))
     sys.stdout.write(calibrations_text(str(path), kept))
     return EXIT_OK

@@ -103,7 +103,10 @@ def cmd_trace(settings: Settings, result_id: int, logdir: Path | None, port: int
         for trace in files:
             directory = root / "plugins" / "profile" / session_name(header.label, trace.sha256)
             directory.mkdir(parents=True, exist_ok=True)
-            (directory / f"result-{result_id}.xplane.pb").write_bytes(trace_bytes(ctx.artifacts, trace))
+            # Named after the result that captured it (another round's, where this one only timed), as the
+            # dashboard's download is.
+            (directory / f"result-{header.records_result_id}.xplane.pb").write_bytes(
+                trace_bytes(ctx.artifacts, trace))
     except TraceUnavailable as exc:
         raise InvalidInput(str(exc)) from None
     except OSError as exc:

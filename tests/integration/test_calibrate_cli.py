@@ -26,3 +26,15 @@ def test_the_kept_roofs_are_listed_and_measure_keeps_a_new_one(tmp_path: Path) -
         assert "L1 (" in measured.stdout
     listed = run_cli(["calibrate"], env)
     assert listed.stdout == measured.stdout  # listing reads what --measure kept, measuring nothing
+
+
+def test_a_calibration_measured_busy_is_listed_as_provisional(tmp_path: Path) -> None:
+    cache = tmp_path / "calibrations.json"
+    env = {**os.environ, calibration_cache.CACHE_SETTING: str(cache)}
+    figures = {"flops_per_s": 5e10, "bytes_per_s": 2e10, "dtype": "float32"}
+    assert calibration_cache.store(cache, "a" * 32, figures, provisional=True)
+    assert calibration_cache.store(cache, "b" * 32, figures)
+    listed = run_cli(["calibrate"], env).stdout
+    busy, quiet = listed.split("calibration " + "a" * 32)[1], listed.split("calibration " + "b" * 32)[1]
+    assert "provisional: measured while the host stayed busy" in busy.split("calibration ")[0]
+    assert "provisional" not in quiet.split("calibration ")[0]

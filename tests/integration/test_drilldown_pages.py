@@ -391,5 +391,5 @@ def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[di
                    {"KERNELWATCH_HOME": str(tmp_path), "KERNELWATCH_DATABASE_URL": sqlite_database,
                     "PATH": os.environ.get("PATH", "")})
     assert laid.returncode == 0, laid.stderr
-    assert list((tmp_path / "logs").rglob("*.xplane.pb"))
+    assert [p.name for p in (tmp_path / "logs").rglob("*.xplane.pb")] == [f"result-{captured_id}.xplane.pb"]
     assert f"captured by result {captured_id} of run {first['run_id']}" in laid.stderr, laid.stderr
