@@ -65,6 +65,28 @@ def op_timeline(profile: Any, max_spans: int = MAX_SPANS) -> Timeline:
     return Timeline(source, tracks, spans, len(events), max(s.start_ns + s.duration_ns for s in spans))
 
 
+# The stats XLA and JAX's profiler link a producer event to its consumers with (xprof's trace viewer draws them
+# as arrows: a host-side dispatch to the execution it started): the producer's id and type, the consumer's.
+_FLOW_STATS = (("_p", "_pt", "s"), ("_c", "_ct", "f"))
+
+
+def _flow_ends(stats: dict[str, Any], pid: int, tid: int, ts: float) -> list[dict[str, Any]]:
+    """The trace-event flow ends an event's producer/consumer stats make: a flow start at a producer, its finish
+    (bound to the enclosing slice) at each consumer of the same type and id, as Perfetto and chrome://tracing
+    draw them; none where the event has neither."""
+    ends: list[dict[str, Any]] = []
+    for id_stat, type_stat, phase in _FLOW_STATS:
+        flow = stats.get(id_stat)
+        if isinstance(flow, int) and not isinstance(flow, bool):
+            kind = stats.get(type_stat)
+            end: dict[str, Any] = {"ph": phase, "name": "flow", "cat": f"flow {kind}" if kind is not None else "flow",
+                                   "id": f"{kind}:{flow}", "pid": pid, "tid": tid, "ts": ts}
+            if phase == "f":
+                end["bp"] = "e"
+            ends.append(end)
+    return ends
+
+
 def _args(stats: dict[str, Any]) -> dict[str, Any]:
     """The stats a trace-event arg can hold as they are; ints past JSON's exact range as text (ids, flows)."""
     out: dict[str, Any] = {}
@@ -101,10 +123,12 @@ def trace_events(profile: Any, max_events: int = MAX_TRACE_EVENTS) -> dict[str, 
             item: dict[str, Any] = {"ph": "X", "name": str(event.name), "pid": pid, "tid": tid,
                                     "ts": round((float(event.start_ns) - t0) / 1e3, 3),
                                     "dur": round(max(float(event.duration_ns), 0.0) / 1e3, 3)}
-            args = _args(_stats(event))
+            stats = _stats(event)
+            args = _args(stats)
             if args:
                 item["args"] = args
             out.append(item)
+            out += _flow_ends(stats, pid, tid, item["ts"])
     metadata: dict[str, Any] = {"producer": "kernelwatch", "events": kept, "dropped_events": dropped}
     if dropped:
         metadata["note"] = f"the first {kept} of {kept + dropped} events: the trace is larger than a browser loads"

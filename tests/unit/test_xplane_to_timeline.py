@@ -79,6 +79,22 @@ def test_ids_past_json_exact_integers_become_text() -> None:
     assert (event["ts"], event["dur"]) == (0.0, 2.0)  # µs
 
 
+def test_producer_and_consumer_stats_become_flow_events() -> None:
+    """A dispatch that produced an execution (XLA's _p/_pt on one, _c/_ct on the other) is one flow, as xprof's
+    trace viewer draws it: the export dropped the link and Perfetto showed two unrelated slices."""
+    def event(name: str, start: int, stats: list[tuple[str, Any]]) -> SimpleNamespace:
+        return SimpleNamespace(name=name, start_ns=start, duration_ns=1_000, stats=stats)
+
+    profile = SimpleNamespace(planes=[SimpleNamespace(name="/host:CPU", lines=[
+        SimpleNamespace(name="python", events=[event("PjitFunction(f)", 0, [("_p", 7), ("_pt", 15)])]),
+        SimpleNamespace(name="xla", events=[event("ThunkExecute", 3_000, [("_c", 7), ("_ct", 15)]),
+                                            event("fusion.1", 4_000, [("_c", 8), ("_ct", 15)])])])])
+    flows = [e for e in trace_events(profile)["traceEvents"] if e["ph"] in ("s", "f")]
+    assert [(e["ph"], e["id"], e["tid"], e["ts"]) for e in flows] == [
+        ("s", "15:7", 1, 0.0), ("f", "15:7", 2, 3.0), ("f", "15:8", 2, 4.0)]
+    assert all(e.get("bp") == "e" for e in flows if e["ph"] == "f")
+
+
 def test_a_real_cpu_trace_matches_its_op_table_and_xprofs_trace_viewer(cpu_trace: Path,  # noqa: F811
                                                                         tmp_path: Path) -> None:
     from xprof.convert import raw_to_tool_data
@@ -91,6 +107,9 @@ def test_a_real_cpu_trace_matches_its_op_table_and_xprofs_trace_viewer(cpu_trace
         drawn[span.module, span.op] = drawn.get((span.module, span.op), 0) + 1
     assert drawn == {(s.module, s.op): s.occurrences for s in parse_xplane_file(cpu_trace)}
 
+    flows = [e for e in trace_events(profile)["traceEvents"] if e["ph"] in ("s", "f")]
+    starts = {e["id"] for e in flows if e["ph"] == "s"}
+    assert flows and {e["id"] for e in flows if e["ph"] == "f"} <= starts  # every consumer's producer is there
     copy = tmp_path / cpu_trace.name  # xprof writes caches beside the file it reads
     shutil.copy(cpu_trace, copy)
     reference = json.loads(raw_to_tool_data.xspace_to_tool_data([str(copy)], "trace_viewer", {})[0])
