@@ -266,16 +266,22 @@ def test_a_trace_whose_bytes_are_gone_is_said_so(app_and_result: tuple[Any, int]
 
 def assert_trace_event_json(document: dict[str, Any]) -> None:
     """What Perfetto's JSON importer needs (the Trace Event Format): a traceEvents list whose complete events
-    have a name, a pid and tid, and numeric ts and dur; metadata events name each process and thread used."""
+    have a name, a pid and tid, and numeric ts and dur; metadata events name each process and thread used; flow
+    events (XLA's producer/consumer links) have an id, a finish bound to its enclosing slice and a start."""
     events = document["traceEvents"]
     assert isinstance(events, list) and events and document["displayTimeUnit"] in ("ms", "ns")
     named = {(e["pid"], e.get("tid")) for e in events
              if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
     complete = [e for e in events if e["ph"] == "X"]
-    assert complete and all(e["ph"] in ("M", "X") for e in events)
+    assert complete and all(e["ph"] in ("M", "X", "s", "f") for e in events)
     for e in complete:
         assert isinstance(e["name"], str) and isinstance(e["ts"], int | float) and isinstance(e["dur"], int | float)
         assert e["ts"] >= 0 and e["dur"] >= 0 and (e["pid"], None) in named and (e["pid"], e["tid"]) in named
+    flows = [e for e in events if e["ph"] in ("s", "f")]
+    for e in flows:
+        assert isinstance(e["id"], str) and isinstance(e["ts"], int | float) and (e["pid"], e["tid"]) in named
+    assert all(e.get("bp") == "e" for e in flows if e["ph"] == "f")
+    assert {e["id"] for e in flows if e["ph"] == "f"} <= {e["id"] for e in flows if e["ph"] == "s"}
 
 
 def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
