@@ -388,6 +388,11 @@ def test_a_later_round_shows_the_records_its_session_captured(captured: tuple[di
     client = create_app(settings, context=ctx).test_client()
     page = client.get(f"/results/{timed_id}").get_data(as_text=True)
     assert f"result {captured_id}</a> of run" in page and first["run_id"] in page and "of the same run" not in page
+    # The run named as every other face names it (its id, whose prefix `compare` takes), not by a database row
+    # number ("run 7" here, "8b7f860e..." on the next line).
+    for path in (f"/results/{timed_id}", f"/results/{timed_id}/trace"):
+        shown = client.get(path).get_data(as_text=True)
+        assert f'run <span class="sha run-id" title="{later["run_id"]}">{later["run_id"][:12]}</span>' in shown, path
     # Its download is named after the result that captured it (it was named after this one, holding that one's).
     download = client.get(f"/results/{timed_id}/trace.xplane.pb")
     assert f"filename=kernelwatch-result-{captured_id}-" in download.headers["Content-Disposition"]
