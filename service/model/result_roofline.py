@@ -36,6 +36,11 @@ def above_roof(achieved_fraction: float | None) -> bool:
     return achieved_fraction is not None and achieved_fraction > 1.0 + ABOVE_ROOF_TOLERANCE
 
 
+def on_roof(achieved_fraction: float | None) -> bool:
+    """Past the roof by no more than its measurement noise: shown as on the roof, never as a figure over 100 %."""
+    return achieved_fraction is not None and 1.0 < achieved_fraction and not above_roof(achieved_fraction)
+
+
 def roof_fraction_text(achieved_fraction: float | None, decimals: int = 0, above: str = "above the roof",
                        sep: str = "") -> str:
     """An achieved fraction of a roof as every face shows it: a percentage up to 100 %; "on the roof" past it within
@@ -46,7 +51,7 @@ def roof_fraction_text(achieved_fraction: float | None, decimals: int = 0, above
         return "–"
     if above_roof(achieved_fraction):
         return above
-    if achieved_fraction > 1.0:
+    if on_roof(achieved_fraction):
         return "on the roof"
     percent = achieved_fraction * 100
     return f"{percent:.{decimals}f}{sep}%" if percent >= 0.995 else f"{percent:.2g}{sep}%"

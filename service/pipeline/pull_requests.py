@@ -550,7 +550,7 @@ class PullRequestHooks:
             if pr is None or pr.state != "running" or pr.head_sha != head_sha:
                 return "nothing to report: the pull request has moved on"
             expected = pr.sessions or []
-            others = len(expected) > 1 and task_session is not None and task_session in expected
+            others = len(expected) > 1 and task_session in expected
             if others and task_session is not None:
                 # Kept even when kept before: a retry of this job (the report below failed on GitHub's side) must
                 # still post, and the report knows what it posted.

@@ -72,9 +72,10 @@ def prediction_to_text(report: PredictionReport) -> str:
     p = report.prediction
     roofs = p.roofs
     source_bound, target_bound = report.bounds or (None, None)
-    memory = (f"memory by level (each shape's below), DRAM {si(roofs.peak_bytes_per_s, 'B/s')}" if report.bounds
-              and any(b.level for b in report.bounds) else si(roofs.peak_bytes_per_s, 'B/s'))
-    against = " against DRAM" if memory != si(roofs.peak_bytes_per_s, 'B/s') else ""
+    by_level = any(b.level for b in report.bounds or ())
+    dram = si(roofs.peak_bytes_per_s, 'B/s')
+    memory, against = ((f"memory by level (each shape's below), DRAM {dram}", " against DRAM") if by_level
+                       else (dram, ""))
     lines = [f"{report.benchmark} on {report.hardware}",
              f"  roofs: {si(roofs.peak_flops_per_s, 'FLOP/s')} ({report.dtype}), {memory}; ridge{against} "
              f"{roofs.ridge:.3g} FLOP/B; {report.measured_shapes} measured shape(s)"]

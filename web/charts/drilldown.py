@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from kernelwatch.hardware import hardware_for
 from service.model.compute_roof import DEFAULT_DTYPE, compute_roof
-from service.model.result_roofline import above_roof, roof_fraction_text
+from service.model.result_roofline import above_roof, on_roof, roof_fraction_text
 from service.store.drilldown import OpRow, StoredRoofline
 from web.charts.series import time_scale
 from web.units import class_colour, format_seconds, format_si
@@ -78,7 +78,7 @@ def stored_roof(stored: StoredRoofline) -> RoofChoice:
                     "that missed a cache level, another dtype's peak, or over-stated counts), and no fraction of it "
                     "is shown")
     elif stored.achieved_fraction is not None:
-        fraction = (", achieved: on the roof, within its measurement noise" if stored.achieved_fraction > 1
+        fraction = (", achieved: on the roof, within its measurement noise" if on_roof(stored.achieved_fraction)
                     else f", {roof_fraction_text(stored.achieved_fraction)} of it achieved")
     else:
         fraction = ""
@@ -130,10 +130,10 @@ def roofline_figure(point: RooflinePoint, peaks: RooflinePeaks | None, hardware:
         fig.update_yaxes(range=[math.log10(y_low), math.log10(y_high)], dtick=log_ticks(y_low, y_high))
         fig.update_xaxes(range=[math.log10(low), math.log10(high)], dtick=log_ticks(low, high))
         fraction = point.flops_per_s / attainable(peaks, point.intensity)
-        title = (f"Roofline · {hardware} · above the roof: it does not bound this result" if above_roof(fraction)
-                 else f"Roofline · {hardware} · on the roof at this intensity, within its measurement noise"
-                 if fraction > 1 else f"Roofline · {hardware} · {roof_fraction_text(fraction)} of the roof at this "
-                 "intensity")
+        where = ("above the roof: it does not bound this result" if above_roof(fraction)
+                 else "on the roof at this intensity, within its measurement noise" if on_roof(fraction)
+                 else f"{roof_fraction_text(fraction)} of the roof at this intensity")
+        title = f"Roofline · {hardware} · {where}"
     else:
         title = f"Roofline · {hardware} · peak figures unknown, no roof drawn"
     fig.add_trace(go.Scatter(
