@@ -220,6 +220,14 @@ def hardware_for(backend: str, device_kind: str) -> Hardware | None:
     return kinds.get(" ".join(device_kind.lower().split()))
 
 
+def hardware_label(backend: str, device_kind: str, device_count: int) -> str:
+    """The hardware a run measured, as the pages name it: "gpu · NVIDIA H200 ×8", "cpu". The device kind only where
+    it says more than the backend (JAX's CPU device kind is "cpu"), the count only past one device (a count of 1
+    beside a CPU read as one core)."""
+    label = backend if " ".join(device_kind.lower().split()) == backend.lower() else f"{backend} · {device_kind}"
+    return f"{label} ×{device_count}" if device_count > 1 else label
+
+
 @dataclass(frozen=True)
 class Calibration:
     """What the runner's calibration measured on its host (runners/calibrate.py): matmul FLOP/s per dtype, and

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernelwatch.errors import ConfigurationError, InvalidInput
+from kernelwatch.hardware import hardware_label
 from service.cli.common import EXIT_OK, Subparsers, at_least, cpu_isa, open_context, param_filter, run_progress
 from service.cli.measure import (
     Measuring,
@@ -268,7 +269,8 @@ def _store_runs(settings: Settings, options: RunOptions, documents: list[dict[st
         for r in failed:
             # The message is the benchmark's own exception text: the repository's words, escapes and all.
             print(terminal_text(f"FAILED {r.suite}/{r.name} {r.params_key()}: {r.message}"), file=sys.stderr)
-        print(f"{m.commit.sha[:10]} on {m.environment.device_count}x {m.environment.device_kind}: "
+        hardware = hardware_label(m.environment.backend, m.environment.device_kind, m.environment.device_count)
+        print(f"{m.commit.sha[:10]} on {hardware}: "
               f"{len(timed) - len(failed)} ok, {len(failed)} failed ({m.status})")
         print(_medians(timed), end="")
     if options.ingest and settings.uploads_over_http:

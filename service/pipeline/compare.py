@@ -18,6 +18,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from kernelwatch.errors import InvalidInput, NotComparable, NotFound
+from kernelwatch.hardware import hardware_label
 from kernelwatch.vocabulary import Polarity, Trigger
 from service.detect.compare import (
     VERDICTS,
@@ -312,7 +313,7 @@ def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide)
 
 
 def _environment_label(env: Environment) -> str:
-    return f"{env.backend} {env.device_count}x {env.device_kind} [{env.fingerprint[:10]}]"
+    return f"{hardware_label(env.backend, env.device_kind, env.device_count)} [{env.fingerprint[:10]}]"
 
 
 def _direction(value: str) -> Polarity:

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from kernelwatch.hardware import hardware_for
+from kernelwatch.hardware import hardware_for, hardware_label
 from runners.artifacts import ArtifactError, ArtifactMissing, ArtifactStore
 from runners.host_health import HEAVY_STEAL_FRACTION, heavy
 from service.model.collective_kinds import bus_factor_formula, collective_kind, collective_size_bytes
@@ -155,7 +155,7 @@ class ResultHeader:
 
     @property
     def hardware(self) -> str:
-        return f"{self.backend} · {self.device_kind} ×{self.device_count}"
+        return hardware_label(self.backend, self.device_kind, self.device_count)
 
     @property
     def heavy_steal(self) -> bool:

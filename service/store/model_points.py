@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from kernelwatch.hardware import hardware_label
 from service.store.models import Benchmark, Commit, Environment, Repository, Result, Run, Series
 from service.store.queries import COMMIT_ORDER
 
@@ -26,7 +27,7 @@ class HardwareChoice:
 
     @property
     def label(self) -> str:
-        return f"{self.backend} · {self.device_kind} (#{self.environment_id})"
+        return f"{hardware_label(self.backend, self.device_kind, 1)} (#{self.environment_id})"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, case, exists, func, select
 from sqlalchemy.orm import Session
 
+from kernelwatch.hardware import hardware_label
 from service.report.alert_views import change_word
 from service.store.chunks import chunks
 from service.store.models import (
@@ -352,7 +353,7 @@ def series_view(session: Session, series_id: int) -> SeriesView | None:
     return SeriesView(
         id=series.id, label=series_label(series.benchmark), repository=series.repository.name,
         metric=series.metric, unit=series.unit, direction=series.direction,
-        environment=f"{env.backend} · {env.device_kind} ×{env.device_count}",
+        environment=hardware_label(env.backend, env.device_kind, env.device_count),
         points=points, findings=_finding_views(session, Finding.series_id == series_id),
     )
 

@@ -24,6 +24,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from kernelwatch.hardware import hardware_label
 from service.detect.compare import median_estimate
 from service.store.models import Commit, Environment, KernelCode, Repository, Result, Run, Series
 from service.store.queries import SeriesView
@@ -245,7 +246,7 @@ def _siblings(session: Session, series: Series) -> list[SiblingSeries]:
         edited = [f"benchmark code {mine_code} → {that_code}"] if version != series.benchmark_version else []
         edited_back = [f"benchmark code {that_code} → {mine_code}"] if edited else []
         out.append(SiblingSeries(
-            id=sid, environment=f"{env.backend} · {env.device_kind} ×{env.device_count}",
+            id=sid, environment=hardware_label(env.backend, env.device_kind, env.device_count),
             differences=edited + environment_differences(mine.details, env.details),
             differences_back=edited_back + environment_differences(env.details, mine.details),
             same_hardware=(env.backend, env.device_kind, env.device_count)

@@ -15,7 +15,7 @@ BASE = SideLabel(ref="1a2b3c4d", repository="kernels", commit="1a2b3c4d" * 5, su
                  runs=("run-a", "run-b"))
 HEAD = SideLabel(ref="9f8e7d6c", repository="kernels", commit="9f8e7d6c" * 5, subject="softmax: online normaliser",
                  runs=("run-c",))
-CPU = "cpu 1x cpu [3f2a9c1d0e]"
+CPU = "cpu [3f2a9c1d0e]"
 
 
 def spread(level: float, n: int = 10, width: float = 0.01, phase: int = 0) -> tuple[float, ...]:

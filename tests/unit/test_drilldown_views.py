@@ -157,7 +157,7 @@ def test_the_roof_is_bandwidth_bound_below_the_ridge_and_compute_bound_above() -
     with_roof = roofline_figure(point, peaks, "tpu v5e")
     assert [t["name"] for t in with_roof["data"]] == ["roof", "this result"]
     assert "0.2% of the roof" in with_roof["layout"]["title"]["text"]  # 4 GFLOP/s of a 2 TFLOP/s roof at I=2
-    unknown = roofline_figure(point, None, "cpu · cpu ×1")
+    unknown = roofline_figure(point, None, "cpu")
     assert [t["name"] for t in unknown["data"]] == ["this result"]
     assert "peak figures unknown" in unknown["layout"]["title"]["text"]
     low, high = unknown["layout"]["xaxis"]["range"]

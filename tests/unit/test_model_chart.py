@@ -27,7 +27,7 @@ def test_the_roof_rises_to_the_ridge_then_stays_flat_and_every_benchmark_is_a_po
     points = [point("a", 1.0, 5e9), point("b", 100.0, 50e9, bound="compute")]
     peaks = suite_peaks(points)
     assert peaks == RooflinePeaks(100e9, 10e9) and peaks.ridge == pytest.approx(10.0)
-    fig = model_figure(points, peaks, "cpu · cpu")
+    fig = model_figure(points, peaks, "cpu")
     roof, *keys, dots = fig["data"]
     assert [k["name"] for k in keys] == ["compute-bound", "memory-bound"]  # what a red and a blue point are
     assert dots["showlegend"] is False and [m for m in dots["marker"]["color"]] == ["#4c78a8", "#d62728"]
@@ -61,7 +61,7 @@ def test_the_axes_span_the_points_and_every_level_has_a_roof_across_them() -> No
     the axes are the points' range, half a decade either side, and each roof is drawn across exactly that."""
     points = [point("softmax/rows [rows=256]", 0.5, 5e9), point("norms/rmsnorm", 2.0, 30e9)]
     roofs = [MemoryRoof("L1", 300e9, "96 KiB"), MemoryRoof("L2", 200e9, "2 MiB"), MemoryRoof("DRAM", 20e9)]
-    fig = model_figure(points, RooflinePeaks(1e15, 20e9), "cpu · cpu", roofs)
+    fig = model_figure(points, RooflinePeaks(1e15, 20e9), "cpu", roofs)
     lines = [t for t in fig["data"] if t["mode"] == "lines"]
     assert [t["name"] for t in lines] == ["L1 roof (300 GB/s, 96 KiB)", "L2 roof (200 GB/s, 2 MiB)",
                                           "DRAM roof (20 GB/s)"]
@@ -83,19 +83,28 @@ def test_shapes_of_one_benchmark_are_told_apart_and_not_printed_over_one_another
     labelled 60G, 70G, 80G, 90G and 100G on top of one another)."""
     points = [point("softmax/rows [cols=4096,rows=256]", 0.6, 2.2e9),
               point("softmax/rows [cols=4096,rows=1024]", 0.6, 2.5e9), point("norms/rmsnorm [hidden=8]", 2.0, 3e9)]
-    fig = model_figure(points, RooflinePeaks(300e9, 100e9), "cpu · cpu")
+    fig = model_figure(points, RooflinePeaks(300e9, 100e9), "cpu")
     dots = fig["data"][-1]
     assert list(dots["text"]) == ["softmax/rows rows=256", "softmax/rows rows=1024", "norms/rmsnorm"]
     assert list(dots["textposition"]) == ["bottom center", "top center", "top center"]
     assert fig["layout"]["yaxis"]["dtick"] == 1  # every decade: 2.2e9 / 3 .. 300e9 x 2 is three of them
-    narrow = model_figure([point("a", 1.0, 5e9), point("b", 1.5, 6e9)], None, "cpu · cpu")
+    narrow = model_figure([point("a", 1.0, 5e9), point("b", 1.5, 6e9)], None, "cpu")
     assert narrow["layout"]["yaxis"]["dtick"] == "D2"  # under two decades: 1, 2 and 5 of each
 
 
 def test_a_point_above_its_roof_is_a_cross_and_the_legend_says_what_a_cross_is() -> None:
     above = dataclasses.replace(point("softmax/rows [rows=256]", 0.5, 90e9), above=True, fraction=None)
-    fig = model_figure([above, point("norms/rmsnorm", 2.0, 3e9)], RooflinePeaks(100e9, 10e9), "cpu · cpu")
+    fig = model_figure([above, point("norms/rmsnorm", 2.0, 3e9)], RooflinePeaks(100e9, 10e9), "cpu")
     *_, dots = fig["data"]
     assert list(dots["marker"]["symbol"]) == ["x", "circle"]
     assert [t["name"] for t in fig["data"] if t["mode"] == "markers"] == ["memory-bound", ABOVE_ROOF_KEY]
     assert dots["customdata"][0][2] == "above the roof: none"  # its hover gives no fraction either
+
+
+def test_a_point_within_the_roofs_noise_hovers_on_its_roof_not_over_100_percent() -> None:
+    """The hover words a fraction as every face does (roof_fraction_text): 104 % is the roof's noise, read as on it."""
+    near = dataclasses.replace(point("softmax/rows [rows=256]", 0.5, 90e9), fraction=1.04)
+    below = dataclasses.replace(point("norms/rmsnorm", 2.0, 3e9), fraction=0.531)
+    *_, dots = model_figure([near, below], RooflinePeaks(100e9, 10e9), "cpu")["data"]
+    assert [row[2] for row in dots["customdata"]] == ["on its roof", "53.1 % of its roof"]
+    assert "of its roof" not in dots["hovertemplate"]  # the line is the point's own, not a suffix

@@ -18,7 +18,7 @@ from tests.golden import assert_golden
 
 BASE = SideLabel(ref="1a2b3c4d", repository="kernels", commit="1a2b3c4d" * 5, subject="softmax: fuse the max")
 HEAD = SideLabel(ref="9f8e7d6c", repository="kernels", commit="9f8e7d6c" * 5, subject="softmax: online | normaliser")
-CPU = "cpu 1x cpu [3f2a9c1d0e]"
+CPU = "cpu [3f2a9c1d0e]"
 CTX = CommentContext(BASE, HEAD, public_url="https://kw.example.com")
 
 

@@ -16,7 +16,7 @@ def test_an_h200_result_gets_a_roof() -> None:
     # A 4096³ bf16 matmul in 200 µs: 687 TFLOP/s at I ≈ 1365, where the roof is the 989.5 TFLOP/s peak.
     point = roofline_point(2 * 4096**3, 3 * 4096**2 * 2, 2e-4)
     assert point is not None
-    fig = roofline_figure(point, roof.peaks, "gpu · NVIDIA H200 ×1")
+    fig = roofline_figure(point, roof.peaks, "gpu · NVIDIA H200")
     assert [t["name"] for t in fig["data"]] == ["roof", "this result"]
     assert "69% of the roof" in fig["layout"]["title"]["text"]
     assert max(fig["data"][0]["y"]) == pytest.approx(989.5e12)
@@ -28,11 +28,11 @@ def test_the_y_axis_spans_the_point_and_the_roof_labelled_by_decade_or_1_2_5() -
     peaks = RooflinePeaks(167e9, 60.3e9)
     point = roofline_point(21e6, 33.6e6, 4.38e-3)  # the demo's softmax at 1024x4096: 4.8 GFLOP/s at 0.625 FLOP/B
     assert point is not None
-    yaxis = roofline_figure(point, peaks, "cpu · cpu ×1")["layout"]["yaxis"]
+    yaxis = roofline_figure(point, peaks, "cpu")["layout"]["yaxis"]
     low, high = (10 ** v for v in yaxis["range"])
     assert low < point.flops_per_s and high > peaks.flops_per_s
     assert yaxis["dtick"] in (1, "D2")
-    xaxis = roofline_figure(point, peaks, "cpu · cpu ×1")["layout"]["xaxis"]
+    xaxis = roofline_figure(point, peaks, "cpu")["layout"]["xaxis"]
     assert xaxis["dtick"] == 1  # 0.0625 .. 27.7 FLOP/B: by decade (plotly printed 7 8 9 0.1 2 3 ... over its span)
 
 
@@ -79,3 +79,12 @@ def test_a_fraction_past_the_roof_is_named_never_shown() -> None:
                             peak_flops_per_s=1e11, peak_bytes_per_s=1e10, peak_source="host (calibrated)", above=True)
     note = stored_roof(stored).note
     assert "does not bound it" in note and "236" not in note
+
+
+def test_the_hardware_label_names_the_kind_and_count_only_where_they_say_something() -> None:
+    from kernelwatch.hardware import hardware_label
+
+    assert hardware_label("cpu", "cpu", 1) == "cpu"  # not "cpu"
+    assert hardware_label("cpu", "cpu", 8) == "cpu ×8"  # eight host devices (collectives)
+    assert hardware_label("gpu", "NVIDIA H200", 1) == "gpu · NVIDIA H200"
+    assert hardware_label("tpu", "TPU v5 lite", 4) == "tpu · TPU v5 lite ×4"

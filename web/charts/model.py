@@ -10,6 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from service.model.result_roofline import roof_fraction_text
 from service.store.model_points import ModelPoint
 from web.charts.drilldown import RooflinePeaks, attainable, log_ticks
 from web.units import format_si
@@ -55,6 +56,15 @@ def _legend_keys(points: Sequence[ModelPoint]) -> list[go.Scatter]:
         keys.append(go.Scatter(x=[None], y=[None], mode="markers", name=ABOVE_ROOF_KEY, hoverinfo="skip",
                                marker={"color": "#6a737d", "size": 9, "symbol": "x"}))
     return keys
+
+
+def _roof_line(point: ModelPoint) -> str:
+    """A point's hover line about its roof, as every face words a fraction (roof_fraction_text): within the roof's
+    noise "on its roof", never a figure over 100 %; past it no fraction at all (the roof does not bound it)."""
+    if point.above:
+        return "above the roof: none"
+    text = roof_fraction_text(point.fraction, decimals=1, sep=" ")
+    return "on its roof" if text == "on the roof" else f"{text} of its roof"
 
 
 def _short(label: str) -> str:
@@ -131,9 +141,8 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
                 "symbol": ["x" if p.above else "circle" for p in points]},
         text=labels, textposition=positions, textfont={"size": 9},
         customdata=[[p.label, format_si(p.achieved_flops_per_s, "FLOP/s"),
-                     "above the roof: none" if p.above else f"{p.fraction:.1%}" if p.fraction is not None else "-",
-                     p.bound, p.peak_source or "no roof"] for p in points],
-        hovertemplate=("%{customdata[0]}<br>%{x:.3g} FLOP/B<br>%{customdata[1]}<br>%{customdata[2]} of its roof"
+                     _roof_line(p), p.bound, p.peak_source or "no roof"] for p in points],
+        hovertemplate=("%{customdata[0]}<br>%{x:.3g} FLOP/B<br>%{customdata[1]}<br>%{customdata[2]}"
                        "<br>%{customdata[3]}-bound<br>%{customdata[4]}<extra></extra>")))
     if points:
         y_low = min(achieved) / 3
