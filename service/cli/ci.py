@@ -217,9 +217,10 @@ def cmd_ci(settings: Settings, options: CiOptions) -> int:
 
 
 def _not_compared(reason: str, fail_on: str) -> int:
-    """Base and head ran in different environments (a pull request that pins another JAX, measured with
-    environment = "commit"): nothing to compare, which is no usage error (exit 2 failed such a pull request's job).
-    Said in the log and the job summary; a failure only under --fail-on any, which any change fails."""
+    """Base and head ran on different hardware or settings (runs read from a service whose runners differ; a
+    toolchain change alone is compared, service/pipeline/compare.py hardware_fingerprint): nothing to compare, which
+    is no usage error (exit 2 failed such a pull request's job). Said in the log and the job summary; a failure only
+    under --fail-on any, which any change fails."""
     failing = fail_on == "any"
     verdict = "failing" if failing else "not compared"
     print(f"kernelwatch: {verdict}: {reason}", file=sys.stderr)

@@ -50,7 +50,7 @@ from service.store.runs import (
     runs_of_commit,
     runs_with_prefix,
 )
-from service.store.series_companions import environment_differences
+from service.store.series_companions import TOOLCHAIN_DETAILS, environment_differences
 
 MIN_PREFIX = 4
 MAX_RUNS_NAMED = 64  # run ids one reference may list
@@ -289,27 +289,72 @@ def like_fingerprint(env: Environment) -> str:
     return environment_fingerprint({k: v for k, v in details.items() if k != "working_tree"})
 
 
-def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide) -> dict[int, str]:
-    """The environments compared, each with the fingerprint its results pair by: those both sides ran in, by
-    their own fingerprint; and where one side's runs are of a working copy and the other's are not (or of another
-    working copy), with no environment of that hardware and toolchain in common, those two by
-    :func:`like_fingerprint`. Never two environments of one side together: runs named by id may be a commit's and
-    its working copy's (stored under its sha), which are not the commit's code."""
+# What a pull request can change of an environment besides the code: the JAX it pins (a project measured with
+# environment = "commit" runs each commit in the environment its own pins declare, runners/envs.py), and with it
+# jaxlib, libtpu and the runtime; the XLA flags and the interpreter are the toolchain's too.
+TOOLCHAIN_KEYS = frozenset({*TOOLCHAIN_DETAILS, "python_version"})
+
+
+def hardware_fingerprint(env: Environment) -> str:
+    """The fingerprint of the hardware and settings alone: without the working copy's digest and the toolchain
+    (``TOOLCHAIN_KEYS``). Two environments that share it measured the same machine's kind under the same settings
+    with another toolchain: a pull request that moves its JAX pin, whose comparison with its base is exactly what
+    its author asks for (was refused as "different environments", and a `ci` gate passed it unmeasured)."""
+    details = env.details or {}
+    return environment_fingerprint({k: v for k, v in details.items()
+                                    if k != "working_tree" and k not in TOOLCHAIN_KEYS})
+
+
+@dataclass(frozen=True)
+class LikeEnvironments:
+    """The environments a comparison pairs although they differ (``_like_environments``): each one's pairing key,
+    and the (base, head) pairs of those paired across a toolchain change."""
+
+    keys: dict[int, str] = field(default_factory=dict)
+    across_toolchain: tuple[tuple[int, int], ...] = ()
+
+
+def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide) -> LikeEnvironments:
+    """The environments compared, each with the key its results pair by: those both sides ran in, by their own
+    fingerprint (left out of ``keys``); then, of those left with no environment in common, one on each side of
+    one key: first by :func:`like_fingerprint` (a working copy's runs and its commit's: the same hardware and
+    toolchain), then by :func:`hardware_fingerprint` (the same hardware and settings, another toolchain). Never two
+    environments of one side together: runs named by id may be a commit's and its working copy's (stored under its
+    sha), which are not the commit's code; nor two of one hardware on one side with one on the other (which of the
+    two toolchains is the base's would be a guess)."""
     exact = base.environment_ids & head.environment_ids
     if base.environment_ids == head.environment_ids:
-        return {}  # the usual case, no row to read: every environment by its own fingerprint (see _pools)
+        return LikeEnvironments()  # the usual case, no row to read: every environment by its own fingerprint
+    envs = [e for e in stored_comparisons.environments(session, base.environment_ids | head.environment_ids)
+            if e.id not in exact]
     paired: dict[int, str] = {}
-    envs = stored_comparisons.environments(session, base.environment_ids | head.environment_ids)
-    groups: dict[str, tuple[list[int], list[int]]] = {}
-    for env in envs:
-        sides = groups.setdefault(like_fingerprint(env), ([], []))
-        for index, side in enumerate((base, head)):
-            if env.id in side.environment_ids:
-                sides[index].append(env.id)
-    for like, (on_base, on_head) in groups.items():
-        if len(on_base) == 1 and len(on_head) == 1 and on_base[0] not in exact and on_head[0] not in exact:
-            paired[on_base[0]] = paired[on_head[0]] = like
-    return paired
+    across: list[tuple[int, int]] = []
+    for key_of in (like_fingerprint, hardware_fingerprint):
+        groups: dict[str, tuple[list[int], list[int]]] = {}
+        for env in envs:
+            if env.id in paired:
+                continue
+            sides = groups.setdefault(key_of(env), ([], []))
+            for index, side in enumerate((base, head)):
+                if env.id in side.environment_ids:
+                    sides[index].append(env.id)
+        for like, (on_base, on_head) in groups.items():
+            if len(on_base) == 1 and len(on_head) == 1:
+                paired[on_base[0]] = paired[on_head[0]] = like
+                if key_of is hardware_fingerprint:
+                    across.append((on_base[0], on_head[0]))
+    return LikeEnvironments(paired, tuple(across))
+
+
+def _toolchain_note(session: Session, across: Sequence[tuple[int, int]]) -> str:
+    """What a comparison across a toolchain change says of itself: what changed, and what its verdicts are of."""
+    envs = {e.id: e for e in stored_comparisons.environments(session, {i for pair in across for i in pair})}
+    changes = sorted({change for b, h in across
+                      for change in environment_differences(envs[b].details or {}, envs[h].details or {})
+                      if not change.startswith("working_tree ")})
+    return (f"base and head ran different toolchains on the same hardware ({', '.join(changes)}): each verdict is "
+            "of the code and the toolchain together; a series starts afresh at a toolchain change, so detection "
+            "does not compare across it")
 
 
 def _environment_label(env: Environment) -> str:
@@ -487,14 +532,15 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         found = stored_outcome(session, base, head, params)
         if found is not None:
             return found
-    like = _like_environments(session, base, head)
+    pairing = _like_environments(session, base, head)
+    like = pairing.keys
     common = set(base.environment_ids & head.environment_ids) | set(like)
     if not common:
         raise NotComparable(f"base and head ran in different environments (base: "
                            f"{_describe(session, set(base.environment_ids))}; head: "
                            f"{_describe(session, set(head.environment_ids))}"
-                           f"{_what_differs(session, base, head)}); only like is compared with like: a change of "
-                           "toolchain starts a new series (its page shows the two side by side)")
+                           f"{_what_differs(session, base, head)}); only runs of one hardware under the same "
+                           "settings are compared (a change of toolchain alone is compared, and said)")
     notes = [f"{name} also ran on {_describe(session, set(side.environment_ids - common))}, which the other side "
              f"did not: those results are not compared"
              for name, side in (("base", base), ("head", head)) if side.environment_ids - common]
@@ -502,7 +548,9 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
         # `compare X X`: not an A/A check (that needs runs of its own a side), the same numbers twice.
         notes.append("base and head are the same runs: each benchmark is compared with itself, which says nothing "
                      "of its code (an A/A check needs separate runs of one commit on each side)")
-    if like:  # paired by like_fingerprint: a working copy's runs
+    if pairing.across_toolchain:
+        notes.append(_toolchain_note(session, pairing.across_toolchain))
+    elif like:  # paired by like_fingerprint: a working copy's runs
         notes.append("runs of a working copy (uncommitted edits, `run --working-tree`) are compared with the other "
                      "side's made on the same hardware and toolchain")
     if base.label.repository != head.label.repository:  # a sha prefix can match in any stored repository

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelwatch.errors import NotFound
+from kernelwatch.errors import NotComparable, NotFound
 from service.contract.manifest import Manifest
 from service.pipeline.compare import compare_refs
 from service.pipeline.ingest import ingest_manifest
@@ -278,3 +278,37 @@ def test_a_pull_requests_rounds_are_counted_in_its_newest_session_per_environmen
     ingest(sessions, rounds("on-other-hardware", 2, other))  # another hardware's task, halfway
     with sessions() as session:
         assert _rounds_landed(run_origins(session, resolve(session, sha).run_ids)) == 2
+
+
+def test_a_toolchain_change_on_the_same_hardware_is_compared_and_said(sessions: sessionmaker[Session]) -> None:
+    """A pull request that moves its JAX pin (environment = "commit"): base and head share the hardware and settings,
+    not the toolchain. Compared (the question its author asks), with what changed named; refused as "different
+    environments" before, and a `ci` gate passed it unmeasured. Another CPU is still another machine: refused."""
+    rng = np.random.default_rng(11)
+
+    def runs(level: float, position: int, **environment: Any) -> list[dict[str, Any]]:
+        return [builders.manifest(position, [builders.result(samples=[float(level * (1 + 0.01 * v))
+                                                                      for v in rng.standard_normal(10)])],
+                                  environment=builders.environment(**environment))
+                for level in (level, level * 1.01, level * 0.99)]
+
+    old = runs(1e-3, 0)
+    new = runs(1.5e-3, 1, jax_version="0.10.3", jaxlib_version="0.10.3")
+    elsewhere = runs(1e-3, 2, cpu_model="Other CPU")
+    ingest(sessions, old + new + elsewhere)
+    with sessions() as session:
+        outcome = compare_refs(session, old[0]["commit"]["sha"], new[0]["commit"]["sha"])
+        [row] = outcome.report.rows
+        assert row.verdict == "regression" and 1.45 < (row.ratio or 0) < 1.55, row
+        [note] = [n for n in outcome.notes if "toolchain" in n]
+        assert "jax 0.10.2 → 0.10.3" in note and "jaxlib 0.10.2 → 0.10.3" in note, note
+        assert "of the code and the toolchain together" in note and "working" not in note
+        with pytest.raises(NotComparable, match="CPU Test CPU → Other CPU"):
+            compare_refs(session, old[0]["commit"]["sha"], elsewhere[0]["commit"]["sha"])
+    # Two toolchains at the head against one at the base: which is the base's counterpart would be a guess, so
+    # neither is paired (the head's runs of the base's own toolchain, where there are any, are compared instead).
+    both = runs(1e-3, 3, jax_version="0.10.4", jaxlib_version="0.10.4") + runs(1e-3, 3, jax_version="0.10.5",
+                                                                                 jaxlib_version="0.10.5")
+    ingest(sessions, both)
+    with sessions() as session, pytest.raises(NotComparable, match="different environments"):
+        compare_refs(session, old[0]["commit"]["sha"], both[0]["commit"]["sha"])
