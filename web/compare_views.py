@@ -18,9 +18,9 @@ from plotly.utils import PlotlyJSONEncoder
 from sqlalchemy.orm import Session
 
 from kernelwatch.digits import is_whole
-from kernelwatch.errors import InvalidInput
+from kernelwatch.errors import InvalidInput, NotComparable
 from service.detect.compare import VERDICTS, CompareParams, Comparison, SideResult
-from service.pipeline.compare import ResolvedSide, resolve
+from service.pipeline.compare import ResolvedSide, comparable_parent, resolve
 from service.pipeline.compare_page import DEFAULT_LIMIT, SORTS, compare_page_for, parse_verdicts
 from service.report.compare_table import (
     QUIET_CLAUSE,
@@ -37,7 +37,6 @@ from service.store.commit_compare import (
     commit_info,
     count_changes,
     kernel_counts,
-    measured_parent,
 )
 from web.charts.compare import ratio_figure, row_label
 from web.pages import add_filters, link_args
@@ -135,11 +134,15 @@ def commit_page(sha: str) -> str:
         head = resolve(session, sha, repository)
         info = commit_info(session, head.label.repository, head.label.commit)
         assert info is not None  # resolve found it
-        parent = measured_parent(session, info, sorted(head.environment_ids))
+        parent = comparable_parent(session, info, head)
         if parent is None:
             return render_template("commit.html", info=info, head=head.label, base=None, page=None)
         base = resolve(session, parent, head.label.repository)
-        context = _page_context(session, base, head, args)
+        try:
+            context = _page_context(session, base, head, args)
+        except NotComparable as exc:  # the parent ran this hardware under several toolchains, none the commit's
+            return render_template("commit.html", info=info, head=head.label, base=None, page=None,
+                                   not_compared=str(exc))
         static = _static_diff(session, base, head)
     outcome = context["page"].outcome  # the runs compared, as `compare` and the API count them
     return render_template("commit.html", info=info, head=head.label, base=outcome.base, static=static, **context)

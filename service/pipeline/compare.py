@@ -37,6 +37,7 @@ from service.pipeline.identity import environment_fingerprint
 from service.pipeline.result_roofline_rows import ROOFLINE_METRIC
 from service.report.compare_table import SideLabel, comparison_from_json, geomeans_from_json, params_from_json
 from service.store import comparisons as stored_comparisons
+from service.store.commit_compare import CommitInfo, measured_parent
 from service.store.commits import commit_of, commits_with_prefix, repository_named
 from service.store.models import Commit, Environment, Repository, Run, StoredComparison
 from service.store.run_health import heavy_steal_runs
@@ -303,6 +304,25 @@ def hardware_fingerprint(env: Environment) -> str:
     details = env.details or {}
     return environment_fingerprint({k: v for k, v in details.items()
                                     if k != "working_tree" and k not in TOOLCHAIN_KEYS})
+
+
+def same_hardware_environments(session: Session, environment_ids: Collection[int]) -> set[int]:
+    """The stored environments of the same hardware and settings as any of these (:func:`hardware_fingerprint`),
+    these included."""
+    wanted = {hardware_fingerprint(e) for e in stored_comparisons.environments(session, environment_ids)}
+    return {e.id for e in stored_comparisons.all_environments(session) if hardware_fingerprint(e) in wanted}
+
+
+def comparable_parent(session: Session, info: CommitInfo, head: ResolvedSide) -> str | None:
+    """The commit a commit is compared with on write and on its page: the one measured before it on its branch in
+    one of its environments; where there is none, in an environment of the same hardware (another toolchain: the
+    commit that moved its JAX pin is compared with the one before it, which ran the old toolchain, and its page
+    says what the upgrade did). None for the first one measured on that hardware."""
+    parent = measured_parent(session, info, sorted(head.environment_ids))
+    if parent is not None:
+        return parent
+    wider = same_hardware_environments(session, head.environment_ids) - set(head.environment_ids)
+    return measured_parent(session, info, sorted(wider)) if wider else None
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from kernelwatch.errors import NotFound
+from kernelwatch.errors import NotComparable, NotFound
 from service.detect.compare import CompareParams
-from service.pipeline.compare import compare_resolved, comparison_key, side_for_commit
+from service.pipeline.compare import comparable_parent, compare_resolved, comparison_key, side_for_commit
 from service.report.compare_table import to_json
 from service.store import comparisons as stored_comparisons
-from service.store.commit_compare import commit_info, measured_parent
+from service.store.commit_compare import commit_info
 from service.store.commits import commit_of
 from service.store.db import unit_of_work
 from service.store.models import Commit, Repository, Run, StoredComparison
@@ -54,7 +54,7 @@ def store_comparison_for_run(session: Session, run_id: int,
     # The parent the commit page shows (service/store/commit_compare.py), so that the page finds this one.
     info = commit_info(session, repository.name, commit.sha)
     assert info is not None
-    parent_sha = measured_parent(session, info, sorted(head.environment_ids))
+    parent_sha = comparable_parent(session, info, head)
     if parent_sha is None:
         return None
     base_commit = commit_of(session, repository.id, parent_sha)
@@ -67,7 +67,10 @@ def store_comparison_for_run(session: Session, run_id: int,
     existing = stored_comparisons.stored_comparison(session, key)
     if existing is not None:
         return existing
-    outcome = compare_resolved(session, base, head, params, stored=False)
+    try:
+        outcome = compare_resolved(session, base, head, params, stored=False)
+    except NotComparable:
+        return None  # the parent ran this hardware under several toolchains, none of them the commit's own
     document = to_json(outcome.report, outcome.base, outcome.head, outcome.notes)
     stored_comparisons.delete_comparisons_of(session, base_commit.id, commit.id)
     stored = StoredComparison(key=key, base_commit_id=base_commit.id, head_commit_id=commit.id,

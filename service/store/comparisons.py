@@ -38,6 +38,11 @@ def environments(session: Session, environment_ids: Collection[int]) -> Sequence
                            .order_by(Environment.fingerprint)).all()
 
 
+def all_environments(session: Session) -> Sequence[Environment]:
+    """Every stored environment (a host kind and toolchain each: a few rows, not one per run)."""
+    return session.scalars(select(Environment).order_by(Environment.id)).all()
+
+
 def stored_comparison(session: Session, key: str) -> StoredComparison | None:
     return session.scalars(select(StoredComparison).filter_by(key=key)).first()
 

@@ -8,12 +8,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from kernelwatch.errors import NotComparable, NotFound
 from service.contract.manifest import Manifest
 from service.pipeline.compare import compare_refs
 from service.pipeline.ingest import ingest_manifest
+from service.pipeline.stored_comparisons import store_comparison_for_run
+from service.store.db import unit_of_work
+from service.store.models import Run
 from tests import builders
 from tests.api_client import Api
 
@@ -280,7 +284,8 @@ def test_a_pull_requests_rounds_are_counted_in_its_newest_session_per_environmen
         assert _rounds_landed(run_origins(session, resolve(session, sha).run_ids)) == 2
 
 
-def test_a_toolchain_change_on_the_same_hardware_is_compared_and_said(sessions: sessionmaker[Session]) -> None:
+def test_a_toolchain_change_on_the_same_hardware_is_compared_and_said(sessions: sessionmaker[Session],
+                                                                      api: Api) -> None:
     """A pull request that moves its JAX pin (environment = "commit"): base and head share the hardware and settings,
     not the toolchain. Compared (the question its author asks), with what changed named; refused as "different
     environments" before, and a `ci` gate passed it unmeasured. Another CPU is still another machine: refused."""
@@ -312,3 +317,18 @@ def test_a_toolchain_change_on_the_same_hardware_is_compared_and_said(sessions: 
     ingest(sessions, both)
     with sessions() as session, pytest.raises(NotComparable, match="different environments"):
         compare_refs(session, old[0]["commit"]["sha"], both[0]["commit"]["sha"])
+
+    # On write and on the commit page, the commit that moved the pin is compared with the one before it (which ran
+    # the old toolchain), as its page said "the first commit measured" before; the ambiguous one says why not.
+    with sessions() as session:
+        run_ids = {doc["run_id"]: run.id for doc in new + both
+                   for run in session.scalars(select(Run).where(Run.run_uid == doc["run_id"]))}
+    with unit_of_work(sessions) as session:
+        stored = store_comparison_for_run(session, run_ids[new[0]["run_id"]])
+        assert stored is not None and "toolchain" in " ".join(stored.header["notes"]), stored
+        assert store_comparison_for_run(session, run_ids[both[0]["run_id"]]) is None
+    page = api.client.get(f"/commits/{new[0]['commit']['sha']}").get_data(as_text=True)
+    assert "Against its measured parent" in page and old[0]["commit"]["sha"][:10] in page
+    assert "jax 0.10.2 → 0.10.3" in page and "regression" in page
+    page = api.client.get(f"/commits/{both[0]['commit']['sha']}").get_data(as_text=True)
+    assert "Not compared with the commit before it: base and head ran in different environments" in page, page
