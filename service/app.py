@@ -31,6 +31,7 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     from web.drilldown import bp as drilldown_bp
     from web.model_page import bp as model_bp
     from web.session_auth import bp as auth_bp
+    from web.session_auth import require_reader
     from web.views import bp as web_bp
 
     app.register_blueprint(web_bp)
@@ -51,6 +52,8 @@ def create_app(settings: Settings | None = None, context: Context | None = None)
     # in a query or path, or an id past BIGINT, was a 500 from the driver. An unknown repository in a filter, a
     # state that is not one: the caller's fault, said on a page of any blueprint, never a 500.
     app.before_request(_refuse_unstorable_page_arguments)
+    # Where reads need a token (KERNELWATCH_READ_TOKEN_REQUIRED), the pages need a logged-in session.
+    app.before_request(require_reader)
     app.register_error_handler(KernelWatchError, _error_page)
 
     @app.get("/healthz")

@@ -8,6 +8,10 @@ thing the pages write.
 Every form carries the session's CSRF token in a hidden field; a POST without the right one is refused with 400
 before anything else is looked at. The cookie alone is not enough to write, so another site cannot post a triage
 in a logged-in user's name.
+
+With ``KERNELWATCH_READ_TOKEN_REQUIRED=1`` the pages are not public either (``require_reader``): a visitor with no
+session is sent to log in, and any valid token logs in to read (triage still needs its scope). The setting gated the
+HTTP API alone, while the pages beside it showed every result, trace, HLO and listing to anyone.
 """
 
 from __future__ import annotations
@@ -56,12 +60,13 @@ def check_csrf() -> None:
                    "page and send it again.")
 
 
-def current_user() -> User | None:
-    """The logged-in user, or None; a session whose token was revoked or lost its scope is ended here."""
-    cached = g.get("kw_user", _NO_USER)
+def current_reader() -> User | None:
+    """Whoever is logged in, with any scope, or None; a session whose token was revoked or is gone is ended here."""
+    cached = g.get("kw_reader", _NO_USER)
     if cached is not _NO_USER:
         return cached  # type: ignore[return-value]
-    user: User | None = None
+    reader: User | None = None
+    scopes: list[str] = []
     token_id = session.get(_TOKEN_ID)
     if isinstance(token_id, int):
         with current_app.extensions["kernelwatch"].sessions() as db:
@@ -69,17 +74,45 @@ def current_user() -> User | None:
                 view = get_token(db, token_id)
             except NotFound:
                 view = None
-        if view is not None and view.active and tokens.grants(view.scopes, REQUIRED_SCOPE):
-            user = User(token_id=view.id, name=view.name)
+        if view is not None and view.active:
+            reader, scopes = User(token_id=view.id, name=view.name), list(view.scopes)
         else:
             session.pop(_TOKEN_ID, None)
-    g.kw_user = user
-    return user
+    g.kw_reader, g.kw_scopes = reader, scopes
+    return reader
+
+
+def current_user() -> User | None:
+    """The logged-in user who may triage, or None (a reader whose token lacks the scope, or nobody)."""
+    reader = current_reader()
+    return reader if reader is not None and tokens.grants(g.kw_scopes, REQUIRED_SCOPE) else None
+
+
+def _reads_gated() -> bool:
+    return bool(current_app.extensions["kernelwatch"].settings.read_token_required)
+
+
+# The blueprints whose pages show stored data; the login pages, the API (which checks its own token), the webhook
+# (its signature) and the static assets (no data) are not gated here.
+GATED_BLUEPRINTS = frozenset({"web", "compare", "drilldown", "diff", "model"})
+
+
+def require_reader() -> Response | tuple[str, int] | None:
+    """Before every page, where reads need a token: nobody logged in is sent to log in (a GET, coming back after),
+    or refused (401) for anything else."""
+    if request.blueprint not in GATED_BLUEPRINTS or request.path.startswith("/static/") or not _reads_gated():
+        return None
+    if current_reader() is not None:
+        return None
+    if request.method in ("GET", "HEAD"):
+        return redirect(url_for("auth.login_form", next=request.full_path.rstrip("?")), 302)
+    return render_template("error.html", status=401, message="Log in first: this service's pages need a token."), 401
 
 
 @bp.app_context_processor
 def _template_globals() -> dict[str, object]:
-    return {"current_user": current_user, "csrf_token": csrf_token}
+    return {"current_user": current_user, "current_reader": current_reader, "csrf_token": csrf_token,
+            "reads_gated": _reads_gated}
 
 
 def _safe_next(raw: str | None) -> str:
@@ -108,7 +141,8 @@ def login() -> Response | tuple[str, int]:
         # Unknown, malformed, wrong secret or revoked: one message, as the API gives, so it reveals nothing.
         return render_template("login.html", next=target,
                                error="That token is not valid: unknown, malformed or revoked."), 401
-    if not tokens.grants(view.scopes, REQUIRED_SCOPE):
+    if not tokens.grants(view.scopes, REQUIRED_SCOPE) and not _reads_gated():
+        # Where the pages are public, logging in is for triage alone: a token that cannot triage gains nothing.
         return render_template("login.html", next=target,
                                error=f"Token {view.name!r} cannot triage (it has: {', '.join(view.scopes)}); "
                                      f"log in with a token that has the triage scope."), 403

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -102,6 +103,48 @@ def test_reads_need_a_token_when_the_setting_says_so(sessions: sessionmaker[Sess
         assert c.get("/api/v1/repositories", headers={"Authorization": "Bearer kw_nope"}).status_code == 401
         assert c.get("/api/v1/repositories", headers=api.auth("triage")).status_code == 200  # any valid token
         assert c.get("/api/v1/health").status_code == 200 and c.get("/api/v1/openapi.json").status_code == 200
+    finally:
+        api.ctx.close()
+
+
+def test_pages_need_a_logged_in_token_when_reads_do(sessions: sessionmaker[Session], database_url: str,
+                                                   tmp_path: Path) -> None:
+    """KERNELWATCH_READ_TOKEN_REQUIRED gated /api/v1 alone: the pages beside it showed every result, trace, HLO and
+    listing to anyone. Now nobody logged in is sent to log in (and back), any valid token logs in to read, triage
+    still needs its scope, and a revoked token's session reads nothing more."""
+    from service.pipeline.tokens import revoke_token
+    from service.store.db import unit_of_work
+
+    def log_in(token: str, next_path: str) -> Any:
+        page = api.client.get(f"/login?next={next_path}").get_data(as_text=True)
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
+        assert csrf is not None
+        return api.client.post("/login", data={"token": token, "csrf_token": csrf[1], "next": next_path})
+
+    api = make_api(database_url, tmp_path, KERNELWATCH_READ_TOKEN_REQUIRED="1")
+    try:
+        c = api.client
+        for path in ("/", "/commits", "/compare", "/model", "/results/1", "/series/1", "/results/1/trace.xplane.pb"):
+            answer = c.get(path)
+            assert answer.status_code == 302 and answer.headers["Location"].startswith("/login?next="), path
+        assert c.post("/alerts/1/triage", data={"state": "fixed"}).status_code == 401
+        assert c.get("/static/favicon.svg").status_code == 200 and c.get("/healthz").status_code == 200
+        login_page = c.get("/login").get_data(as_text=True)
+        assert 'id="reads-gated"' in login_page
+        # A token that may only submit logs in to read (where reads are public it is refused: nothing to gain).
+        reader = log_in(api.tokens["submit"], "/commits")
+        assert reader.status_code == 303 and reader.headers["Location"] == "/commits"  # back where it was going
+        page = c.get("/commits")
+        assert page.status_code == 200 and "submit-bot" in page.get_data(as_text=True)
+        assert c.get("/model").status_code == 200
+        # Reading is not triaging.
+        triage_page = c.get("/")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', triage_page.get_data(as_text=True))
+        assert csrf is not None
+        assert c.post("/alerts/1/triage", data={"state": "fixed", "csrf_token": csrf[1]}).status_code == 403
+        with unit_of_work(api.ctx.sessions) as s:
+            revoke_token(s, "submit-bot")
+        assert c.get("/commits").status_code == 302  # the revoked token's session ends at once
     finally:
         api.ctx.close()
 
