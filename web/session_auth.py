@@ -74,7 +74,8 @@ def current_reader() -> User | None:
                 view = get_token(db, token_id)
             except NotFound:
                 view = None
-        if view is not None and view.active:
+        # Where the pages are public a session is for triage alone: one whose token lost the scope ends, as before.
+        if view is not None and view.active and (_reads_gated() or tokens.grants(view.scopes, REQUIRED_SCOPE)):
             reader, scopes = User(token_id=view.id, name=view.name), list(view.scopes)
         else:
             session.pop(_TOKEN_ID, None)
@@ -92,15 +93,17 @@ def _reads_gated() -> bool:
     return bool(current_app.extensions["kernelwatch"].settings.read_token_required)
 
 
-# The blueprints whose pages show stored data; the login pages, the API (which checks its own token), the webhook
-# (its signature) and the static assets (no data) are not gated here.
-GATED_BLUEPRINTS = frozenset({"web", "compare", "drilldown", "diff", "model"})
+# What stays open where reads need a token: the login pages, the API (which checks its own token), the webhook (its
+# signature), the static assets and the health check (no data). Every other route is gated, a page added later too.
+UNGATED_BLUEPRINTS = frozenset({"auth", "api", "hooks"})
+UNGATED_ENDPOINTS = frozenset({"health"})
 
 
 def require_reader() -> Response | tuple[str, int] | None:
     """Before every page, where reads need a token: nobody logged in is sent to log in (a GET, coming back after),
-    or refused (401) for anything else."""
-    if request.blueprint not in GATED_BLUEPRINTS or request.path.startswith("/static/") or not _reads_gated():
+    or refused (401) for anything else. An unknown path (no endpoint) goes on to its 404."""
+    if (request.endpoint is None or request.endpoint in UNGATED_ENDPOINTS or request.blueprint in UNGATED_BLUEPRINTS
+            or request.path.startswith("/static/") or not _reads_gated()):
         return None
     if current_reader() is not None:
         return None
