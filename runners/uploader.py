@@ -128,6 +128,24 @@ class HttpUploader:
         if put.status not in (200, 201):
             raise _rejection(put, "the credentials check")
 
+    def enqueue(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """A suite run queued at the service for its runners (POST /runs/enqueue): its answer, ``task_id`` and
+        ``queue``. UploadRejected where the service refuses it, UploadUnavailable where it has no runner queue (the
+        embedded form answers 503) or cannot be reached."""
+        # One retry, not the upload's five: a service of the embedded form answers 503 (no runner queue) every
+        # time, and a person waiting at a prompt is told at once.
+        answer = self._request("POST", "/runs/enqueue", json.dumps(fields).encode(), "application/json", retries=1)
+        if answer.status != 202:
+            raise _rejection(answer, "the enqueue")
+        try:
+            queued = json.loads(answer.body)
+            if isinstance(queued, dict) and isinstance(queued.get("task_id"), str) and isinstance(
+                    queued.get("queue"), str):
+                return queued
+        except ValueError:
+            pass
+        raise UploadRejected(f"{self.api}/runs/enqueue answered no task id: this is no KernelWatch answer")
+
     def stored_first_commits(self, name: str) -> list[str]:
         """The root commits the service holds for the repository named ``name`` (none where it holds no such
         repository, or none recorded): read before a suite is measured, since a run of another project under
@@ -163,8 +181,10 @@ class HttpUploader:
         return True
 
     def _request(self, method: str, path: str, body: bytes | None = None,
-                 content_type: str | None = None) -> Answer:
-        """One request, tried again on transient failures only; any final HTTP answer is returned as is."""
+                 content_type: str | None = None, retries: int | None = None) -> Answer:
+        """One request, tried again on transient failures only (``retries`` times, the uploader's by default); any
+        final HTTP answer is returned as is."""
+        retries = self.retries if retries is None else retries
         url = f"{self.api}{path}"
         attempt = 0
         while True:
@@ -184,11 +204,11 @@ class HttpUploader:
                 if not isinstance(exc.reason, (ConnectionError, TimeoutError, OSError)):
                     raise UploadRejected(f"{method} {url}: {exc.reason}") from None
                 reason = f"{type(exc.reason).__name__}: {exc.reason}"
-            if attempt >= self.retries:
+            if attempt >= retries:
                 raise UploadUnavailable(f"{method} {url} failed {attempt + 1} time(s), last: {reason}; the service "
                                         "is unreachable or unavailable, try again later")
             delay = min(MAX_BACKOFF_S, self.backoff * 2 ** attempt)
-            log.warning("%s %s: %s; try %d of %d in %.1f s", method, url, reason, attempt + 2, self.retries + 1,
+            log.warning("%s %s: %s; try %d of %d in %.1f s", method, url, reason, attempt + 2, retries + 1,
                         delay)
             self._sleep(delay)
             attempt += 1

@@ -132,7 +132,8 @@ SCHEMAS: dict[str, Any] = {
         "repo": {"type": "string"}, "commit": {"type": "string"}, "hardware": {"type": "string", "default": "cpu"},
         "suite": {"type": "string", "default": "*"}, "params": {"type": "string"},
         "quick": {"type": "boolean", "default": False}, "samples": {"type": "integer", "default": 20},
-        "trigger": {"type": "string", "default": "manual"}, "branch": {"type": "string"}}},
+        "trigger": {"type": "string", "default": "manual"}, "branch": {"type": "string"},
+        "rounds": {"type": "integer", "default": 1}, "capture": {"type": "boolean", "default": True}}},
     "TriageRequest": {"type": "object", "required": ["state"], "properties": {
         "state": {"type": "string"}, "note": {"type": "string"}}},
     "TokenRequest": {"type": "object", "required": ["name", "scopes"], "properties": {

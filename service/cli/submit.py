@@ -1,5 +1,6 @@
-"""`kernelwatch submit`: a suite run at a commit, queued for a runner of the hardware named (with a broker), else
-run here and now through the code a runner would run."""
+"""`kernelwatch submit`: a suite run at a commit, queued for a runner of the hardware named: on the broker
+(KERNELWATCH_REDIS_URL), else at the service (KERNELWATCH_URL and KERNELWATCH_TOKEN: its enqueue API), else, with
+neither, run here and now through the code a runner would run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from kernelwatch.errors import InvalidInput
 from service.cli.common import EXIT_OK, Subparsers, at_least, open_context, param_filter
 from service.settings import Settings
 
@@ -73,15 +75,23 @@ def cmd_submit(settings: Settings, options: SubmitOptions) -> int:
                                                 ignore_result=True)
         print(f"queued {commit[:12]} on {runner_queue(hardware)} as task {result.id}")
         return EXIT_OK
-    # Embedded default: no broker, so the run happens here and now, through the same code a worker runs.
-    from runners.worker import SuiteTask, execute
-
     if settings.uploads_over_http:
+        # A service's address and token: its runners take the run (this host, a laptop, was never the h200 the
+        # user named: the run was made here and uploaded under this host's hardware). `kernelwatch run` measures
+        # here and uploads.
+        from runners.uploader import UploadError
         from service.context import http_uploader
 
-        run_ids = execute(SuiteTask.from_kwargs(task), str(uuid.uuid4()), settings.home, http_uploader(settings))
-        print(f"ran {commit[:12]} here, uploaded to {settings.service_url}: runs {', '.join(run_ids)}")
+        try:
+            queued = http_uploader(settings).enqueue({**fields, "capture": options.capture, "rounds": options.rounds})
+        except UploadError as exc:
+            raise InvalidInput(f"not queued at {settings.service_url}: {exc}") from None
+        print(f"queued {commit[:12]} on {queued['queue']} at {settings.service_url} as task {queued['task_id']}")
         return EXIT_OK
+    # Embedded default: no broker and no service, so the run happens here and now, through the same code a worker
+    # runs.
+    from runners.worker import SuiteTask, execute
+
     ctx = open_context(settings)
 
     def upload(manifest: dict[str, Any]) -> None:

@@ -16,7 +16,9 @@ REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]{0,254}$")  # never starts w
 TRIGGERS = ("push", "pr", "manual", "bisect", "confirm")
 MAX_SAMPLES = 10000
 MAX_SUITE = 200  # a glob over suite/name
-FIELDS = frozenset({"repo", "commit", "hardware", "suite", "params", "quick", "samples", "trigger", "branch"})
+MAX_ROUNDS = 64  # runs of the commit, each a fresh process
+FIELDS = frozenset({"repo", "commit", "hardware", "suite", "params", "quick", "samples", "trigger", "branch",
+                    "rounds", "capture"})
 
 
 def suite_task(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -61,5 +63,10 @@ def suite_task(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     branch = body.get("branch")
     if branch is not None and (not isinstance(branch, str) or not REVISION.match(branch)):
         raise InvalidInput("'branch' is a branch name")
+    rounds, capture = body.get("rounds", 1), body.get("capture", True)
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= MAX_ROUNDS:
+        raise InvalidInput(f"'rounds' is a whole number from 1 to {MAX_ROUNDS}")
+    if not isinstance(capture, bool):
+        raise InvalidInput("'capture' is true or false")
     return hardware, {"repo": repo, "commit": commit, "suite": suite, "params": params, "quick": quick,
-                      "samples": samples, "trigger": trigger, "branch": branch, "capture": True}
+                      "samples": samples, "trigger": trigger, "branch": branch, "capture": capture, "rounds": rounds}

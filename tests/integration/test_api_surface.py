@@ -168,9 +168,9 @@ def test_a_body_with_a_key_twice_or_a_field_the_route_does_not_take_is_400(api: 
     token = api.client.post("/api/v1/tokens", json={"name": "ci", "scopes": ["submit"], "expires": "never"},
                             headers=api.auth("admin"))
     assert token.status_code == 400 and "unknown field 'expires'" in error_of(token)["message"]
-    enqueue = api.client.post("/api/v1/runs/enqueue", json={"repo": "r", "commit": "a", "rounds": 4},
+    enqueue = api.client.post("/api/v1/runs/enqueue", json={"repo": "r", "commit": "a", "priority": 4},
                               headers=api.auth("submit"))
-    assert enqueue.status_code == 400 and "unknown field 'rounds'" in error_of(enqueue)["message"]
+    assert enqueue.status_code == 400 and "unknown field 'priority'" in error_of(enqueue)["message"]
 
 
 def test_enqueue_sends_a_run_to_the_hardware_queue(sessions: sessionmaker[Session], database_url: str,
@@ -180,7 +180,9 @@ def test_enqueue_sends_a_run_to_the_hardware_queue(sessions: sessionmaker[Sessio
     try:
         submit = api.auth("submit")
         for bad in ({"repo": "r", "commit": "--upload-pack=evil"}, {"repo": "r"}, {"repo": "r", "commit": "a",
-                    "hardware": "../x"}, {"repo": "r", "commit": "a", "samples": 0}):
+                    "hardware": "../x"}, {"repo": "r", "commit": "a", "samples": 0},
+                    {"repo": "r", "commit": "a", "rounds": 0}, {"repo": "r", "commit": "a", "rounds": True},
+                    {"repo": "r", "commit": "a", "capture": "yes"}):
             response = api.client.post("/api/v1/runs/enqueue", json=bad, headers=submit)
             assert response.status_code == 400, bad
         response = api.client.post("/api/v1/runs/enqueue", headers=submit, json={

@@ -4,6 +4,9 @@ then 20 uploaders at once submitting 50 manifests each, some of them the same ru
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 import subprocess
 import sys
 import threading
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -61,11 +65,11 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
     with serving(database_url, service_home) as root:
         # No database and no broker: the service's address and a token are all a runner host is given.
         runner_env = clean_env(runner_home, KERNELWATCH_URL=root, KERNELWATCH_TOKEN=token)
-        # The embedded `kernelwatch submit`: the same runners/worker.py code a run_suite task runs.
-        out = kernelwatch("submit", "--repo", str(repo), "--commit", shas[-1], "--samples", "3",
-                          "--trigger", "manual", env=runner_env)
-        assert f"uploaded to {root}" in out
-        run_id = out.strip().rsplit("runs ", 1)[-1].split(",")[0].strip()
+        # `kernelwatch run` measures here and sends its run, artifacts and all, to the service.
+        out = kernelwatch("run", "--repo", str(repo), "--commit", shas[-1], "--samples", "3", env=runner_env)
+        found = re.search(r"uploaded as run (\S+) to " + re.escape(f"{root}/api/v1"), out)
+        assert found, out
+        run_id = found[1]
 
         with sessions() as s:
             assert s.scalar(select(func.count()).select_from(Run).where(Run.run_uid == run_id)) == 1
@@ -90,6 +94,14 @@ def test_a_runner_with_url_and_token_uploads_its_run_and_artifacts(
         out = kernelwatch("run", "--repo", str(repo), "--commit", shas[0], "--samples", "2", "--no-capture",
                           env=runner_env)
         assert f"to {root}/api/v1" in out, out
+
+        # `kernelwatch submit` with the service's address asks the service's runners, not this host: this service
+        # has no runner queue (the embedded form), which is said at once, and nothing ran here.
+        asked = subprocess.run([sys.executable, "-m", "service.cli", "submit", "--repo", str(repo), "--commit",
+                                shas[0], "--hardware", "h200"], capture_output=True, text=True, env=runner_env,
+                               timeout=120)
+        assert asked.returncode == 2 and f"not queued at {root}" in asked.stderr, asked.stderr
+        assert "no runner queue in the embedded form" in asked.stderr and "[1/" not in asked.stderr
 
         # A token that cannot submit is found before the suite is measured, not after (which lost the run).
         reader = kernelwatch("token", "create", "reader", "--scope", "triage",
@@ -180,6 +192,20 @@ def test_twenty_uploaders_at_once_store_every_run_exactly_once(
         with ThreadPoolExecutor(max_workers=uploaders) as pool_exec:
             outcomes = [o for batch in pool_exec.map(run, work) for o in batch]
         elapsed = time.monotonic() - started
+
+        # A host given only the service's address and a token (a laptop, no broker): `kernelwatch submit` queues
+        # its run for the service's runners of the hardware it names, rounds and capture as asked. It was made
+        # on the laptop itself and uploaded under the laptop's hardware, whatever --hardware said.
+        laptop = clean_env(tmp_path / "laptop", KERNELWATCH_URL=root, KERNELWATCH_TOKEN=token)
+        out = kernelwatch("submit", "--repo", "https://example.com/kernels.git", "--commit", "a" * 40,
+                          "--hardware", "h200", "--rounds", "3", "--no-capture", "--samples", "7", env=laptop)
+        assert f"on runner.h200 at {root} as task" in out, out
+        broker = redis.Redis.from_url(UPLOAD_REDIS_URL)
+        [message] = [json.loads(m) for m in broker.lrange("runner.h200", 0, -1)]
+        kwargs = json.loads(base64.b64decode(message["body"]))[1]
+        assert message["headers"]["id"] == out.split("as task ")[1].strip()
+        assert (kwargs["rounds"], kwargs["capture"], kwargs["samples"], kwargs["commit"]) == (3, False, 7, "a" * 40)
+        assert not (tmp_path / "laptop" / "kernelwatch.db").exists()  # nothing was run or stored there
     fresh_redis(UPLOAD_REDIS_URL)
 
     assert len(outcomes) == uploaders * per_uploader  # every call a success: duplicates answered 200

@@ -31,6 +31,10 @@ GOOD = {"repo": "https://github.com/acme/kernels.git", "commit": "main"}
     ({"samples": True}, "'samples' is a whole number"),
     ({"trigger": "cron"}, "'trigger' is one of"),
     ({"branch": "-x"}, "'branch' is a branch name"),
+    ({"rounds": 0}, "'rounds' is a whole number from 1 to 64"),
+    ({"rounds": 65}, "'rounds' is a whole number"),
+    ({"rounds": "4"}, "'rounds' is a whole number"),
+    ({"capture": 1}, "'capture' is true or false"),
 ])
 def test_what_a_runner_could_not_act_on_is_refused(fields: dict[str, object], said: str) -> None:
     with pytest.raises(InvalidInput, match=said):
@@ -41,6 +45,9 @@ def test_a_good_request_is_the_task_a_runner_takes() -> None:
     hardware, task = suite_task({**GOOD, "hardware": "tpu-v5e-8", "params": "n=8", "samples": 5})
     assert hardware == "tpu-v5e-8"
     assert task == {"repo": GOOD["repo"], "commit": "main", "suite": "*", "params": "n=8", "quick": False,
-                    "samples": 5, "trigger": "manual", "branch": None, "capture": True}
+                    "samples": 5, "trigger": "manual", "branch": None, "capture": True, "rounds": 1}
+    # Rounds and capture as `kernelwatch submit --rounds 3 --no-capture` asks for them through the API.
+    asked = suite_task({**GOOD, "rounds": 3, "capture": False})[1]
+    assert (asked["rounds"], asked["capture"]) == (3, False)
     # An absolute path is the runner's to find on its own host.
     assert suite_task({**GOOD, "repo": "/srv/repos/kernels"})[1]["repo"] == "/srv/repos/kernels"
