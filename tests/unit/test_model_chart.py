@@ -108,3 +108,18 @@ def test_a_point_within_the_roofs_noise_hovers_on_its_roof_not_over_100_percent(
     *_, dots = model_figure([near, below], RooflinePeaks(100e9, 10e9), "cpu")["data"]
     assert [row[2] for row in dots["customdata"]] == ["on its roof", "53.1 % of its roof"]
     assert "of its roof" not in dots["hovertemplate"]  # the line is the point's own, not a suffix
+
+
+def test_on_a_measured_hierarchy_each_point_shows_its_own_roof_between_the_level_lines() -> None:
+    """A point is held to the bandwidth at its own working set, not to a level's line: a dash at that roof above
+    it, so where its ceiling lies is on the chart, not in its hover alone. Not drawn for a point above its roof
+    (no roof bounds it), nor with one roof (the line is its roof)."""
+    own = dataclasses.replace(point("norms/rmsnorm", 2.0, 30e9, peaks=(1e15, 150e9)))
+    above = dataclasses.replace(point("softmax/rows", 0.5, 90e9, peaks=(1e15, 100e9)), above=True, fraction=None)
+    roofs = [MemoryRoof("L1", 300e9, "96 KiB"), MemoryRoof("L2", 200e9, "2 MiB"), MemoryRoof("DRAM", 20e9)]
+    fig = model_figure([own, above], RooflinePeaks(1e15, 20e9), "cpu", roofs)
+    [marks] = [t for t in fig["data"] if t["name"] == "each point's own roof"]
+    assert list(marks["x"]) == [2.0] and list(marks["y"]) == pytest.approx([300e9])  # 150 GB/s x 2 FLOP/B
+    assert "300 GFLOP/s" in marks["customdata"][0][1] and fig["data"][-1]["name"] == "benchmarks"
+    single = model_figure([own], RooflinePeaks(1e15, 20e9), "cpu")
+    assert not [t for t in single["data"] if t["name"] == "each point's own roof"]

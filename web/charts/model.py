@@ -67,6 +67,26 @@ def _roof_line(point: ModelPoint) -> str:
     return "on its roof" if text == "on the roof" else f"{text} of its roof"
 
 
+OWN_ROOF_KEY = "each point's own roof"
+
+
+def _own_roofs(points: Sequence[ModelPoint]) -> go.Scatter | None:
+    """A dash above (or at) each point at the roof it is held to: on a host whose hierarchy was measured, a point's
+    memory roof is the bandwidth at its own working set, between the drawn level lines, so where its ceiling lies
+    was said in its hover alone. None where no point has its own peaks stored."""
+    held = [(p, attainable(RooflinePeaks(p.peak_flops_per_s, p.peak_bytes_per_s), p.intensity)) for p in points
+            if p.peak_flops_per_s and p.peak_bytes_per_s and not p.above]
+    if not held:
+        return None
+    return go.Scatter(
+        x=[p.intensity for p, _ in held], y=[roof for _, roof in held], mode="markers", name=OWN_ROOF_KEY,
+        marker={"symbol": "line-ew-open", "size": 16, "color": "#57606a", "line": {"width": 2}},
+        customdata=[[p.label, format_si(roof, "FLOP/s"), format_si(p.peak_bytes_per_s or 0, "B/s")]
+                    for p, roof in held],
+        hovertemplate=("%{customdata[0]}<br>its roof: %{customdata[1]}<br>memory %{customdata[2]} at its working "
+                       "set<extra></extra>"))
+
+
 def _short(label: str) -> str:
     """A point's label on the chart: suite/name, the parameters left to the hover and the table."""
     return label.split(" [", 1)[0]
@@ -132,6 +152,10 @@ def model_figure(points: Sequence[ModelPoint], peaks: RooflinePeaks | None, hard
     else:
         title = f"Roofline · {hardware} · {NO_PEAKS_NOTE}"
     labels, positions = _point_labels(points, achieved)
+    if memory_roofs:
+        own = _own_roofs(points)
+        if own is not None:
+            fig.add_trace(own)
     for key in _legend_keys(points):
         fig.add_trace(key)
     fig.add_trace(go.Scatter(
