@@ -331,7 +331,8 @@ class LikeEnvironments:
     and the (base, head) pairs of those paired across a toolchain change."""
 
     keys: dict[int, str] = field(default_factory=dict)
-    across_toolchain: tuple[tuple[int, int], ...] = ()
+    working_copies: tuple[tuple[int, int], ...] = ()  # paired by like_fingerprint
+    across_toolchain: tuple[tuple[int, int], ...] = ()  # paired by hardware_fingerprint
 
 
 def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide) -> LikeEnvironments:
@@ -348,7 +349,7 @@ def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide)
     envs = [e for e in stored_comparisons.environments(session, base.environment_ids | head.environment_ids)
             if e.id not in exact]
     paired: dict[int, str] = {}
-    across: list[tuple[int, int]] = []
+    found: dict[Callable[[Environment], str], list[tuple[int, int]]] = {}
     for key_of in (like_fingerprint, hardware_fingerprint):
         groups: dict[str, tuple[list[int], list[int]]] = {}
         for env in envs:
@@ -361,17 +362,19 @@ def _like_environments(session: Session, base: ResolvedSide, head: ResolvedSide)
         for like, (on_base, on_head) in groups.items():
             if len(on_base) == 1 and len(on_head) == 1:
                 paired[on_base[0]] = paired[on_head[0]] = like
-                if key_of is hardware_fingerprint:
-                    across.append((on_base[0], on_head[0]))
-    return LikeEnvironments(paired, tuple(across))
+                found.setdefault(key_of, []).append((on_base[0], on_head[0]))
+    return LikeEnvironments(paired, tuple(found.get(like_fingerprint, ())),
+                            tuple(found.get(hardware_fingerprint, ())))
 
 
 def _toolchain_note(session: Session, across: Sequence[tuple[int, int]]) -> str:
     """What a comparison across a toolchain change says of itself: what changed, and what its verdicts are of."""
     envs = {e.id: e for e in stored_comparisons.environments(session, {i for pair in across for i in pair})}
+    def toolchain(env: Environment) -> dict[str, Any]:
+        return {k: v for k, v in (env.details or {}).items() if k in TOOLCHAIN_KEYS}
+
     changes = sorted({change for b, h in across
-                      for change in environment_differences(envs[b].details or {}, envs[h].details or {})
-                      if not change.startswith("working_tree ")})
+                      for change in environment_differences(toolchain(envs[b]), toolchain(envs[h]))})
     return (f"base and head ran different toolchains on the same hardware ({', '.join(changes)}): each verdict is "
             "of the code and the toolchain together; a series starts afresh at a toolchain change, so detection "
             "does not compare across it")
@@ -570,7 +573,7 @@ def compare_resolved(session: Session, base: ResolvedSide, head: ResolvedSide, p
                      "of its code (an A/A check needs separate runs of one commit on each side)")
     if pairing.across_toolchain:
         notes.append(_toolchain_note(session, pairing.across_toolchain))
-    elif like:  # paired by like_fingerprint: a working copy's runs
+    if pairing.working_copies:
         notes.append("runs of a working copy (uncommitted edits, `run --working-tree`) are compared with the other "
                      "side's made on the same hardware and toolchain")
     if base.label.repository != head.label.repository:  # a sha prefix can match in any stored repository

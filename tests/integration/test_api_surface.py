@@ -7,7 +7,6 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -114,12 +113,7 @@ def test_pages_need_a_logged_in_token_when_reads_do(sessions: sessionmaker[Sessi
     still needs its scope, and a revoked token's session reads nothing more."""
     from service.pipeline.tokens import revoke_token
     from service.store.db import unit_of_work
-
-    def log_in(token: str, next_path: str) -> Any:
-        page = api.client.get(f"/login?next={next_path}").get_data(as_text=True)
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page)
-        assert csrf is not None
-        return api.client.post("/login", data={"token": token, "csrf_token": csrf[1], "next": next_path})
+    from tests.integration.test_dashboard_pages import csrf_of, log_in
 
     api = make_api(database_url, tmp_path, KERNELWATCH_READ_TOKEN_REQUIRED="1")
     try:
@@ -132,16 +126,14 @@ def test_pages_need_a_logged_in_token_when_reads_do(sessions: sessionmaker[Sessi
         login_page = c.get("/login").get_data(as_text=True)
         assert 'id="reads-gated"' in login_page
         # A token that may only submit logs in to read (where reads are public it is refused: nothing to gain).
-        reader = log_in(api.tokens["submit"], "/commits")
+        reader = log_in(c, api.tokens["submit"], "/commits")
         assert reader.status_code == 303 and reader.headers["Location"] == "/commits"  # back where it was going
         page = c.get("/commits")
         assert page.status_code == 200 and "submit-bot" in page.get_data(as_text=True)
         assert c.get("/model").status_code == 200
         # Reading is not triaging.
-        triage_page = c.get("/")
-        csrf = re.search(r'name="csrf_token" value="([^"]+)"', triage_page.get_data(as_text=True))
-        assert csrf is not None
-        assert c.post("/alerts/1/triage", data={"state": "fixed", "csrf_token": csrf[1]}).status_code == 403
+        csrf = csrf_of(c.get("/").get_data(as_text=True))
+        assert c.post("/alerts/1/triage", data={"state": "fixed", "csrf_token": csrf}).status_code == 403
         with unit_of_work(api.ctx.sessions) as s:
             revoke_token(s, "submit-bot")
         assert c.get("/commits").status_code == 302  # the revoked token's session ends at once

@@ -40,9 +40,9 @@ def csrf_of(html: str) -> str:
     return match.group(1)
 
 
-def log_in(client: FlaskClient, token: str) -> Any:
+def log_in(client: FlaskClient, token: str, next_path: str = "/") -> Any:
     csrf = csrf_of(client.get("/login").get_data(as_text=True))
-    return client.post("/login", data={"token": token, "csrf_token": csrf, "next": "/"})
+    return client.post("/login", data={"token": token, "csrf_token": csrf, "next": next_path})
 
 
 def only_alert_id(api: Api) -> int:

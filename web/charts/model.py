@@ -10,7 +10,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from service.model.result_roofline import roof_fraction_text
+from service.model.result_roofline import on_roof, roof_fraction_text
 from service.store.model_points import ModelPoint
 from web.charts.drilldown import RooflinePeaks, attainable, log_ticks
 from web.units import format_si
@@ -63,8 +63,9 @@ def _roof_line(point: ModelPoint) -> str:
     noise "on its roof", never a figure over 100 %; past it no fraction at all (the roof does not bound it)."""
     if point.above:
         return "above the roof: none"
-    text = roof_fraction_text(point.fraction, decimals=1, sep=" ")
-    return "on its roof" if text == "on the roof" else f"{text} of its roof"
+    if on_roof(point.fraction):
+        return "on its roof"
+    return f"{roof_fraction_text(point.fraction, decimals=1, sep=' ')} of its roof"
 
 
 OWN_ROOF_KEY = "each point's own roof"
