@@ -1,4 +1,5 @@
-"""`kernelwatch db`: the schema (migrations), and the roofline figures of results stored before they existed."""
+"""`kernelwatch db`: the schema (migrations), and what stored rows an older release computed differently: the
+roofline figures of results stored before they existed, the attributions of findings an older pairing rule made."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ def register(sub: Subparsers) -> None:
                                  "them (stored before migration 0011, or before their hardware had figures); `db "
                                  "upgrade` does it too")
     backfill.set_defaults(handler=_backfill)
+    reattribute = db_sub.add_parser("reattribute", help="attribute again the findings whose stored attribution an "
+                                    "older rule computed (fusions paired by an older rule); `db upgrade` does it too")
+    reattribute.set_defaults(handler=_reattribute)
 
 
 def _upgrade(args: argparse.Namespace, settings: Settings) -> int:
@@ -28,6 +32,10 @@ def _backfill(args: argparse.Namespace, settings: Settings) -> int:
     return cmd_db_backfill_roofline(settings)
 
 
+def _reattribute(args: argparse.Namespace, settings: Settings) -> int:
+    return cmd_db_reattribute(settings)
+
+
 def cmd_db_upgrade(settings: Settings, revision: str) -> int:
     from service.store.db import upgrade
 
@@ -36,8 +44,10 @@ def cmd_db_upgrade(settings: Settings, revision: str) -> int:
     print(f"database at revision {revision}")
     if revision == "head":
         # Results stored before the roofline columns existed get their figures now, so that every stored
-        # result a roof applies to has them (a no-op once done).
-        return cmd_db_backfill_roofline(settings)
+        # result a roof applies to has them; findings an older attribution rule attributed are attributed by
+        # today's (each a no-op once done).
+        cmd_db_backfill_roofline(settings)
+        return cmd_db_reattribute(settings)
     return EXIT_OK
 
 
@@ -53,4 +63,18 @@ def cmd_db_backfill_roofline(settings: Settings) -> int:
         ctx.close()
     print(f"roofline figures: {counts.filled} results filled, {counts.without_roof} without a roof "
           f"(no published figures and no calibration), {counts.without_counts} without FLOP/byte counts")
+    return EXIT_OK
+
+
+def cmd_db_reattribute(settings: Settings) -> int:
+    from service.pipeline.attribution import refresh_stale_attributions
+    from service.store.db import unit_of_work
+
+    ctx = open_context(settings)
+    try:
+        with unit_of_work(ctx.sessions) as session:
+            changed = refresh_stale_attributions(session, ctx.artifacts)
+    finally:
+        ctx.close()
+    print(f"attributions: {changed} findings attributed again by the current rule")
     return EXIT_OK

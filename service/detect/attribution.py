@@ -82,7 +82,12 @@ from kernelwatch.vocabulary import ChangeKind
 from service.detect.fusion_pairing import UNCHANGED, FusionPair, FusionPairing, join_ops
 from service.detect.static_diff import KernelInfo, StaticDiff, StaticRecords, diff_static
 
-ATTRIBUTION_SCHEMA = 2  # 2: fusions paired by structure, the op table reconciled
+# The rule a stored attribution was computed by: raised whenever what ``attribute`` returns for the same records
+# changes (the pairing above all), so that `kernelwatch db upgrade` recomputes what an older rule stored
+# (service/pipeline/attribution.py: refresh_stale_attributions); a finding whose series gets no new run is never
+# attributed again otherwise. 2: fusions paired by structure, the op table reconciled; 3: the program's other ops
+# paired, a renamed fusion whose computation and line both moved paired by kind, op and site (2026-12-03..07).
+ATTRIBUTION_SCHEMA = 3
 
 SideName = Literal["before", "after"]
 # (side, isa, kernel name) → that kernel's disassembly, one instruction a line; None where not available.

@@ -29,6 +29,7 @@ from service.detect.attribution import (
     attribute,
 )
 from service.pipeline.result_records import TIME_METRICS, CommitRecords, DisassemblyLoader, load_commit_records
+from service.store.findings import attributed_by_other_rule
 from service.store.models import Finding, Series
 
 
@@ -103,3 +104,18 @@ def attribute_findings(session: Session, finding_ids: Sequence[int], artifacts: 
     session.flush()
     return changed
 
+
+REFRESH_BATCH = 500  # findings read per round trip: a whole table is never held in memory
+
+
+def refresh_stale_attributions(session: Session, artifacts: ArtifactStore | None = None) -> int:
+    """Attribute again every finding whose stored attribution an older rule computed (its ``schema`` is not
+    ATTRIBUTION_SCHEMA, or it has none); returns how many changed. Idempotent (once done, one query that finds
+    nothing); the caller's unit of work commits. Detection re-attributes the findings of the series it runs
+    on, so only a finding whose series has had no run since the rule changed still shows the older pairing: a
+    renamed fusion read as one removed and another added, on the Diff page and in the summary alike."""
+    changed, last = 0, 0
+    while ids := attributed_by_other_rule(session, ATTRIBUTION_SCHEMA, last, REFRESH_BATCH):
+        last = ids[-1]
+        changed += attribute_findings(session, ids, artifacts)
+    return changed

@@ -54,3 +54,13 @@ def delete_findings_at(session: Session, series_id: int, detector: str, commit_i
 def delete_detector_findings(session: Session, series_ids: Sequence[int], detector: str) -> None:
     """Remove every finding of the detector on these series."""
     session.execute(delete(Finding).where(Finding.series_id.in_(series_ids), Finding.detector == detector))
+
+
+def attributed_by_other_rule(session: Session, schema: int, after_id: int, limit: int) -> list[int]:
+    """Ids (ascending, past ``after_id``, at most ``limit``) of the findings with a commit before them whose stored
+    attribution was computed by another rule than ``schema`` (its "schema" differs or is missing); reads no
+    attribution but that key."""
+    stored_schema = Finding.attribution["schema"].as_integer()
+    return list(session.scalars(select(Finding.id).where(
+        Finding.id > after_id, Finding.previous_commit_id.is_not(None),
+        or_(stored_schema.is_(None), stored_schema != schema)).order_by(Finding.id).limit(limit)))

@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from runners.artifacts import ArtifactStore
+from service.detect.attribution import ATTRIBUTION_SCHEMA
 from service.pipeline.attribution import attribute_findings
 from service.pipeline.detection import detect_many
 from service.pipeline.parse_artifacts import parse_results
@@ -22,6 +23,7 @@ from service.pipeline.submit import submit_manifest
 from service.store.db import unit_of_work
 from service.store.models import Artifact, Commit, Finding, Result, ResultArtifact, Run, Series
 from tests.diff_capture import CHANGED_FUSION, DEPTH, StepAtLatest, capture_two_commits
+from tests.processes import clean_env, kernelwatch
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +164,35 @@ def test_a_layer_not_parsed_yet_is_not_compared(sessions: sessionmaker[Session],
         assert diff["measure"] == "hlo_instructions" and static.direction == "regression"  # more tanh
         assert (static.value_before, static.value_after) == (diff["totals"]["size"]["before"],
                                                              diff["totals"]["size"]["after"])
+
+
+def test_db_reattribute_recomputes_what_an_older_rule_stored(
+        sessions: sessionmaker[Session], captured: tuple[list[dict[str, Any]], Path], database_url: str,
+        tmp_path: Path) -> None:
+    """A finding whose series gets no new run is never attributed again by detection: after a release changes
+    the pairing, `kernelwatch db upgrade` (and `db reattribute`) give it today's attribution."""
+    manifests, store_root = captured
+    store = ArtifactStore(store_root)
+    queue = ParseLaterQueue(sessions, store)
+    for manifest in manifests:
+        submit_manifest(sessions, queue, manifest, store)
+    with unit_of_work(sessions) as s:
+        parse_results(s, store, queue.pending)
+    with sessions() as s:
+        current = {f.id: f.attribution for f in s.scalars(select(Finding))}
+    assert len(current) >= 2 and all(a["schema"] == ATTRIBUTION_SCHEMA for a in current.values())
+    # What the older rule stored: its schema, and what pairing by name said of a renamed fusion.
+    with unit_of_work(sessions) as s:
+        for finding_id, attribution in current.items():
+            s.get(Finding, finding_id).attribution = {  # type: ignore[union-attr]
+                **attribution, "schema": ATTRIBUTION_SCHEMA - 1, "summary": f"{CHANGED_FUSION} vanished"}
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "artifacts").symlink_to(store_root)  # the runs' artifacts, where the command's settings look
+    env = clean_env(home, KERNELWATCH_DATABASE_URL=database_url)
+    out = kernelwatch("db", "reattribute", env=env)
+    assert f"attributions: {len(current)} findings attributed again by the current rule" in out
+    with sessions() as s:
+        assert {f.id: f.attribution for f in s.scalars(select(Finding))} == current
+    assert "attributions: 0 findings" in kernelwatch("db", "upgrade", env=env)  # done once, and upgrade does it
