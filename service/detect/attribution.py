@@ -86,8 +86,9 @@ from service.detect.static_diff import KernelInfo, StaticDiff, StaticRecords, di
 # changes (the pairing above all), so that `kernelwatch db upgrade` recomputes what an older rule stored
 # (service/pipeline/attribution.py: refresh_stale_attributions); a finding whose series gets no new run is never
 # attributed again otherwise. 2: fusions paired by structure, the op table reconciled; 3: the program's other ops
-# paired, a renamed fusion whose computation and line both moved paired by kind, op and site (2026-12-03..07).
-ATTRIBUTION_SCHEMA = 3
+# paired, a renamed fusion whose computation and line both moved paired by kind, op and site (2026-12-03..07);
+# 4: a kernel whose symbol moved between identical fusions (the same bytes) is no change.
+ATTRIBUTION_SCHEMA = 4
 
 SideName = Literal["before", "after"]
 # (side, isa, kernel name) → that kernel's disassembly, one instruction a line; None where not available.

@@ -14,13 +14,16 @@ Modules match by module name. Fusions are paired by structure (``service.detect.
 renumbers fusions (``fusion.3`` becomes ``fusion.7``) when the graph around them changes, and a renumbered fusion
 whose computation is the same is neither removed nor added nor changed (it is listed as ``renamed``). Kernels
 match by (isa, symbol), the base's symbol read through that pairing where it is a fusion's name (XLA CPU names a
-kernel after its fusion): a renumbered fusion's kernel is compared with its own kernel on the other side.
+kernel after its fusion): a renumbered fusion's kernel is compared with its own kernel on the other side. XLA CPU
+emits one kernel for identical fusions, named after one of them: a kernel removed and one added with the same code
+bytes (digests) are that kernel under a moved symbol, no change.
 
 A kernel changed only when what a finding reports of it changed: its instruction or bundle count, spills or mix.
 Where both sides have a digest of the code bytes (x86) and the digests are equal, the code is the same and it
 did not change, whatever the counts say (records parsed by two parser versions, or a parser that was not
 deterministic, may count the same bytes differently); a digest alone differing, with every count equal, is no
-finding either: there is no change to report.
+finding either: there is no change to report. So too a module whose fingerprint alone differs (the order XLA
+printed it in moved, every fusion the same computation): it is listed, and is no finding.
 
 A finding measures code size, not the time series it sits on: ``StaticDiff.metric`` and ``unit`` say what its
 before and after count (``kernel_instructions``/``instructions``, ``kernel_bundles``/``bundles``,
@@ -32,6 +35,7 @@ schema is documented there).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -139,6 +143,15 @@ class ModuleDiff:
     fusions_changed: Sequence[FusionChange]
     fusions_renamed: Sequence[tuple[str, str]] = ()  # (base name, head name): the same computation renumbered
 
+    @property
+    def counted(self) -> bool:
+        """Whether something a finding reports of it changed: it came or went, or its instruction count, opcodes
+        or fusions (added, removed, changed) moved. Its fingerprint alone differing is not: the canonical text
+        follows the order XLA prints computations and instructions in, and a reorder of the source that left
+        every fusion the same computation (renumbered) moved that order and nothing else."""
+        return (self.status != "changed" or self.instructions_before != self.instructions_after
+                or bool(self.opcodes or self.fusions_added or self.fusions_removed or self.fusions_changed))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "status": self.status,
@@ -225,12 +238,14 @@ class StaticDiff:
 
     @property
     def grew(self) -> bool:
-        """More code: the measured total grew, or (at equal size) spills or the HLO grew."""
+        """More code: the measured total grew, or (at equal size) spills or the HLO grew; also code that changed at
+        the same size everywhere (another instruction mix), which a person looks at: as an "improvement" its alert
+        was filed as one, untriaged by anyone, for a change no count says is smaller."""
         if self.value_after != self.value_before:
             return self.value_after > self.value_before
         if self.spills_after != self.spills_before:
             return self.spills_after > self.spills_before
-        return self.hlo_instructions_after > self.hlo_instructions_before
+        return self.hlo_instructions_after >= self.hlo_instructions_before
 
     @property
     def direction(self) -> ChangeKind:
@@ -431,7 +446,26 @@ def diff_kernels(before: Sequence[KernelInfo], after: Sequence[KernelInfo],
             continue
         if (b.instructions, b.bundles, b.spills) != (a.instructions, a.bundles, a.spills) or mix:
             out.append(KernelDiff(name, key[0], "changed", b, a, mix, True, base_name))
-    return out
+    return _without_moved_symbols(out)
+
+
+def _without_moved_symbols(diffs: list[KernelDiff]) -> list[KernelDiff]:
+    """``diffs`` without the removed and added kernels of one isa whose code bytes are the same (equal digests,
+    taken one for one): one kernel whose symbol moved, not a change. XLA CPU emits one kernel for identical
+    fusions and names it after one of them, and which one can swap when they are renumbered: a reorder that left
+    the program identical read as ``wrapped_convert`` removed (-93) and ``wrapped_convert.1`` added (+93), a
+    code finding of +0.0 %."""
+    added: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, d in enumerate(diffs):
+        if d.status == "added" and d.after is not None and d.after.digest is not None:
+            added[(d.isa, d.after.digest)].append(i)
+    dropped: set[int] = set()
+    for i, d in enumerate(diffs):
+        if d.status == "removed" and d.before is not None and d.before.digest is not None:
+            same = added.get((d.isa, d.before.digest))
+            if same:
+                dropped |= {i, same.pop(0)}
+    return [d for i, d in enumerate(diffs) if i not in dropped]
 
 
 def kernel_rename(pairing: FusionPairing | None) -> tuple[dict[str, str], set[str]]:
@@ -471,7 +505,8 @@ def diff_static(before: StaticRecords, after: StaticRecords) -> StaticDiff:
             measure, value_b, value_a = "kernel_instructions", float(ins_b), float(ins_a)
     if measure == "none" and compared_hlo:
         measure, value_b, value_a = "hlo_instructions", float(hlo_b), float(hlo_a)
-    return StaticDiff(changed=bool(modules or kernels), compared_hlo=compared_hlo, compared_kernels=compared_kernels,
+    return StaticDiff(changed=bool(kernels) or any(m.counted for m in modules), compared_hlo=compared_hlo,
+                      compared_kernels=compared_kernels,
                       modules=modules, kernels=kernels, measure=measure, value_before=value_b, value_after=value_a,
                       spills_before=spills_b, spills_after=spills_a, hlo_instructions_before=hlo_b,
                       hlo_instructions_after=hlo_a, pairing=pairing,

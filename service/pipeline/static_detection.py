@@ -29,7 +29,9 @@ from service.store.locks import lock_series
 from service.store.models import Finding, Series
 from service.store.series_lookups import benchmark_series, parsed_result_places, series_of_metrics
 
-STATIC_DETECTOR_VERSION = 2  # 2: equal code digests are no change; findings carry their metric and unit
+# 2: equal code digests are no change; findings carry their metric and unit; 3: nor is a kernel whose symbol moved
+# between identical fusions, nor a module whose fingerprint alone differs (service/detect/static_diff.py)
+STATIC_DETECTOR_VERSION = 3
 
 
 def detect_static_series(session: Session, series: Series,

@@ -130,7 +130,7 @@ def test_a_diff_names_the_metric_and_unit_it_measures() -> None:
 
 
 def test_kernels_added_and_removed_and_shrinking_code_is_an_improvement() -> None:
-    diff = diff_static(records(), records(kernels=(kernel(name="fusion.2", instructions=30),)))
+    diff = diff_static(records(), records(kernels=(kernel(name="fusion.2", instructions=30, digest="d2"),)))
     assert [(k.name, k.status) for k in diff.kernels] == [("fusion", "removed"), ("fusion.2", "added"),
                                                           ("reduce_fusion", "removed")]
     assert diff.direction == "improvement" and diff.magnitude < 0
@@ -146,7 +146,7 @@ def test_bundles_size_the_code_where_there_are_bundles() -> None:
 
 
 def test_an_unknown_layer_is_not_compared() -> None:
-    unparsed = StaticRecords(modules=(module(fingerprint="z" * 64),), kernels=None)
+    unparsed = StaticRecords(modules=(module(fingerprint="z" * 64, instructions=10),), kernels=None)
     diff = diff_static(records(), unparsed)
     assert not diff.compared_kernels and not diff.kernels  # not "every kernel removed"
     assert diff.compared_hlo and diff.changed and diff.measure == "hlo_instructions"
@@ -161,3 +161,34 @@ def test_spills_of_each_parser_spelling() -> None:
     assert spills_of({"spill_loads": 8, "spill_stores": 12}) == 20  # SASS
     assert spills_of({"spills": {"vector_spill_stores": 2, "scalar_spill_loads": 1}}) == 3  # LLO
     assert spills_of({"code_sha256": "x", "vector_width_bits": 256}) == 0  # x86
+
+
+def test_one_kernel_whose_symbol_moved_between_identical_fusions_is_no_change() -> None:
+    """XLA CPU emits one kernel for identical fusions and names it after one of them; a reorder that renumbered
+    them moved the symbol (the same bytes), and read as one kernel removed and another added, a +0.0 % finding."""
+    twins = (FusionInfo("wrapped_convert", "kLoop", 2, "c" * 64), FusionInfo("wrapped_convert.1", "kLoop", 2, "c" * 64))
+    convert = kernel(name="wrapped_convert", instructions=93, digest="same-bytes")
+    before = records(modules=(module(fusions=twins),), kernels=(kernel(), convert))
+    after = records(modules=(module(fusions=twins),), kernels=(kernel(), replace(convert, name="wrapped_convert.1")))
+    diff = diff_static(before, after)
+    assert not diff.changed and not diff.kernels and diff.magnitude == 0.0
+    # Other bytes under the moved symbol are a change still: removed and added, as before.
+    other = replace(convert, name="wrapped_convert.1", digest="other-bytes", instructions=95)
+    diff = diff_static(before, records(modules=(module(fusions=twins),), kernels=(kernel(), other)))
+    assert [(k.name, k.status) for k in diff.kernels] == [("wrapped_convert", "removed"),
+                                                          ("wrapped_convert.1", "added")]
+
+
+def test_code_that_changed_at_the_same_size_is_looked_at_not_filed_as_an_improvement() -> None:
+    same_size = kernel(mix={"vector_fma": 15, "load": 23, "store": 17, "other": 11}, digest="d3")
+    diff = diff_static(records(), records(kernels=(same_size, kernel(name="reduce_fusion"))))
+    assert diff.changed and diff.magnitude == 0.0 and diff.direction == "regression"
+
+
+def test_a_module_whose_fingerprint_alone_differs_is_listed_and_no_finding() -> None:
+    """A reorder of the source that left every fusion the same computation moved the order XLA printed the module
+    in: its canonical text, so its fingerprint, differs and nothing a finding reports does."""
+    diff = diff_static(records(), records(modules=(module(fingerprint="z" * 64),)))
+    assert [m.name for m in diff.modules] == ["jit_f"] and not diff.changed
+    diff = diff_static(records(), records(modules=(module(fingerprint="z" * 64, opcodes={"add": 2}),)))
+    assert diff.changed  # an opcode moved: a change
