@@ -81,17 +81,18 @@ class FindingFigures:
     magnitude: float  # relative change, after / before - 1 (signed as the series' unit reads)
     value_before: float
     value_after: float
-    unit: str
+    unit: str  # the finding's own where it counts something else than its series (code: instructions, bundles)
     # The fusion its attribution ranks first (the one /findings/N/diff opens the page at), and over how many runs'
     # op tables a side that ranking was made: with more than one, the page's own table (one run a side) can order
     # the ops otherwise, and the page says why it opened where it did.
     ranked_first: str | None = None
     pooled_runs: tuple[int, int] = (1, 1)
+    counts_code: bool = False  # a static finding: its values count the generated code, not a level of the series
 
 
 def finding_figures(session: Session, finding_id: int) -> FindingFigures | None:
     row = session.execute(select(Finding.magnitude, Finding.value_before, Finding.value_after, Series.unit,
-                                 Finding.attribution)
+                                 Finding.unit.label("finding_unit"), Finding.attribution)
                           .join(Series, Series.id == Finding.series_id).where(Finding.id == finding_id)).first()
     if row is None or row.value_before is None or row.value_after is None:
         return None
@@ -104,4 +105,5 @@ def finding_figures(session: Session, finding_id: int) -> FindingFigures | None:
         return len(results) if isinstance(results, list) and results else 1
 
     return FindingFigures(finding_id, float(row.magnitude), float(row.value_before), float(row.value_after),
-                          str(row.unit), _first_fusion(attribution)[0], (pooled("before"), pooled("after")))
+                          str(row.finding_unit or row.unit), _first_fusion(attribution)[0],
+                          (pooled("before"), pooled("after")), counts_code=row.finding_unit is not None)

@@ -180,3 +180,19 @@ def test_base_and_head_timelines_share_one_time_axis_with_the_kernel_highlighted
     assert min(starts["base ops"], starts[f"base {CHANGED_FUSION}"]) == 0  # each side from its own first op
     assert min(starts["head ops"], starts[f"head {CHANGED_FUSION}"]) == 0
     assert f'href="/results/{base_id}/trace"' in html and f'href="/results/{head_id}/trace"' in html
+
+
+def test_a_code_findings_figures_count_instructions(app: Flask) -> None:
+    """A static finding sits on a time series and counts code: its Diff page read "459 s → 828 s" for
+    instruction counts, and called them the series' level over all its runs."""
+    with app.extensions["kernelwatch"].sessions() as s:
+        static = s.scalars(select(Finding).where(Finding.kind == "static")).one()
+        finding_id, before, after = static.id, int(static.value_before), int(static.value_after)
+        assert static.unit == "instructions" and before != after
+    client = app.test_client()
+    redirect = client.get(f"/findings/{finding_id}/diff")
+    assert redirect.status_code == 302
+    figures = client.get(redirect.headers["Location"]).get_data(as_text=True).split('id="finding-figures"', 1)[1]
+    figures = figures.split("</p>", 1)[0]
+    assert f"({before} instructions → {after} instructions)" in figures and " s →" not in figures
+    assert "generated code's size" in figures and "over all its runs" not in figures
