@@ -172,7 +172,7 @@ def _op_pairing(base: HloView | None, head: HloView | None) -> FusionPairing | N
     def shapes(view: HloView) -> list[list[FusionShape] | None]:
         return [None if m.program_ops is None else
                 [FusionShape(m.name, o.name, o.fingerprint, o.opcode, None, o.op_name, source_text(o.source),
-                             source_function(o.source))
+                             source_function(o.source), o.shape)
                  for o in m.program_ops] for m in view.modules]
     return pair_program_ops(shapes(base), shapes(head))
 

@@ -47,7 +47,7 @@ def hlo_summary(data: bytes, source: str) -> Summary:
             "opcodes": dict(sorted(m.opcodes.items())),
             "fusion_list": [{"name": f.name, "kind": f.kind, "instructions": f.instruction_count,
                              "source": _location(f.source), "op_name": f.op_name, "fingerprint": f.fingerprint,
-                             "root": f.root}
+                             "root": f.root, "shape": f.shape}
                             for f in m.fusions],
             "op_list": [{"name": o.name, "opcode": o.opcode, "shape": o.shape, "source": _location(o.source),
                          "op_name": o.op_name, "fingerprint": o.fingerprint} for o in m.ops],

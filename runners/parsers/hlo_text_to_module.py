@@ -50,7 +50,8 @@ __all__ = [  # what callers import from here, wherever it now lives
 ]
 
 # 2: each fusion's structural fingerprint; 3: the program's other ops (ProgramOp), with theirs
-PARSER_VERSION = 5  # 4: operands that take a tuple element (%fusion#1, XLA 2026); 5: a fusion's root
+# 4: operands that take a tuple element (%fusion#1, XLA 2026); 5: a fusion's root; 6: a fusion's result shape
+PARSER_VERSION = 6
 DEFAULT_MAX_BYTES = 256 << 20
 
 # Attributes that change with where the code was written, not with what was compiled.
@@ -98,6 +99,7 @@ class Fusion:
     # The ROOT instruction of the computation it calls: a GPU kernel of a custom fusion is named after it (a
     # sort's kernels ``sort_1_1__2`` run ``%fusion`` whose computation's ROOT is ``%sort.1.1``; H200, 2026-12-04).
     root: str | None = None
+    shape: str | None = None  # its result shape, as the HLO writes it (``f32[512,256]{1,0}``)
 
 
 @dataclass(frozen=True)
@@ -208,7 +210,8 @@ class _ModuleBuilder:
         by_name = {c.name: c for c in computations}
         roots = {c.name: next((i.name for i in c.instructions if i.is_root), None) for c in computations}
         fusions = [Fusion(i.name, i.fusion_kind, i.called_computations[0], sizes[i.called_computations[0]],
-                          i.op_name, i.source, fusion_fingerprint(by_name, i), roots[i.called_computations[0]])
+                          i.op_name, i.source, fusion_fingerprint(by_name, i), roots[i.called_computations[0]],
+                          i.shape)
                    for c in computations for i in c.instructions if i.opcode == "fusion"]
         opcodes = Counter(i.opcode for c in computations for i in c.instructions)
         ops = []

@@ -19,7 +19,9 @@ The pairing, per module (modules by name), in this order, each step among what t
    renumbered and changed. Candidates are taken in name order.
 5. ``changed`` too: another name, a different fingerprint, the same kind, op, source file and function, on
    another line (an edit above it moved it: ``multiply_add_fusion`` became ``add_add_fusion`` one line down),
-   where that site is one fusion's on each side.
+   where that site is one fusion's on each side and the two produce the same result shape (where both records
+   name one): a layernorm's scale-and-shift ``f32[512,512]`` that fused away and a sum of three dots
+   ``f32[512,256]`` that appeared, both an ``add`` of one function, read as one fusion "renumbered".
 6. what is left is ``removed`` (base only) or ``added`` (head only).
 
 A fusion without a fingerprint (a record parsed before fingerprints were stored) pairs by name alone: ``same``
@@ -63,6 +65,7 @@ class FusionShape:
     op_name: str | None = None  # the metadata op_name, e.g. "jit(f)/reduce_sum"
     source: str | None = None  # "file:line", None where the metadata names none
     function: str | None = None  # the Python function the metadata names (``softmax.<locals>.step``)
+    shape: str | None = None  # its result shape (None: not known, records parsed before it was stored)
 
     @property
     def site(self) -> tuple[str, str, str, str] | None:
@@ -193,6 +196,11 @@ def _source_rank(b: FusionShape, h: FusionShape) -> int:
     return 0 if b.source == h.source else 2
 
 
+def _same_result(b: FusionShape, h: FusionShape) -> bool:
+    """The same result shape, or one side's not known (records parsed before shapes were stored)."""
+    return b.shape is None or h.shape is None or b.shape == h.shape
+
+
 def _same_op(b: FusionShape, h: FusionShape) -> bool:
     return b.kind == h.kind and (b.op_name is None or h.op_name is None or b.op_name == h.op_name)
 
@@ -248,7 +256,9 @@ def _pair_module(base: list[FusionShape], head: list[FusionShape]) -> list[Fusio
     for bn in sorted(left_b):
         site = left_b[bn].site
         if site is not None and sites_b[site] == 1 and sites_h[site] == 1:
-            take(left_b[bn], next(h for h in left_h.values() if h.site == site), "changed")
+            match = next(h for h in left_h.values() if h.site == site)
+            if _same_result(left_b[bn], match):
+                take(left_b[bn], match, "changed")
     # 6. the rest
     pairs.extend(FusionPair("removed", f, None) for f in left_b.values())
     pairs.extend(FusionPair("added", None, f) for f in left_h.values())
@@ -334,5 +344,5 @@ def shapes_from_records(module: str, fusions: Sequence[Mapping[str, Any]]) -> li
     return [FusionShape(module=module, name=str(f.get("name")), fingerprint=f.get("fingerprint") or None,
                         kind=f.get("kind"), instructions=int(f.get("instructions") or 0),
                         op_name=f.get("op_name"), source=source_text(f.get("source")),
-                        function=source_function(f.get("source")))
+                        function=source_function(f.get("source")), shape=f.get("shape"))
             for f in fusions]

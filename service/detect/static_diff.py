@@ -58,6 +58,7 @@ class FusionInfo:
     op_name: str | None = None
     source: str | None = None  # "file:line"
     function: str | None = None  # the Python function the metadata names
+    shape: str | None = None  # its result shape (None: parsed before it was stored)
 
 
 @dataclass(frozen=True)
@@ -331,7 +332,8 @@ def _size(k: KernelInfo | None) -> int:
 
 
 def fusion_shapes(modules: Sequence[HloModuleInfo]) -> list[FusionShape]:
-    return [FusionShape(m.name, f.name, f.fingerprint, f.kind, f.instructions, f.op_name, f.source, f.function)
+    return [FusionShape(m.name, f.name, f.fingerprint, f.kind, f.instructions, f.op_name, f.source, f.function,
+                        f.shape)
             for m in modules for f in m.fusions]
 
 
@@ -344,7 +346,7 @@ def pair_module_ops(before: Sequence[HloModuleInfo], after: Sequence[HloModuleIn
     """The program's other ops of two sides' modules paired by structure (``pair_program_ops``)."""
     def shapes(m: HloModuleInfo) -> list[FusionShape] | None:
         return None if m.ops is None else [FusionShape(m.name, o.name, o.fingerprint, o.kind, None, o.op_name,
-                                                       o.source, o.function) for o in m.ops]
+                                                       o.source, o.function, o.shape) for o in m.ops]
     return pair_program_ops([shapes(m) for m in before], [shapes(m) for m in after])
 
 

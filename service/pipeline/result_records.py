@@ -59,11 +59,11 @@ def kernel_info(row: KernelCode) -> KernelInfo:
 def module_info(row: HloModuleRecord) -> HloModuleInfo:
     fusions = tuple(FusionInfo(str(f.get("name")), f.get("kind"), int(f.get("instructions") or 0),
                                f.get("fingerprint") or None, f.get("op_name"), source_text(f.get("source")),
-                               source_function(f.get("source")))
+                               source_function(f.get("source")), f.get("shape"))
                     for f in row.fusions or ())
     ops = None if row.ops is None else tuple(
         FusionInfo(str(o.get("name")), o.get("opcode"), 0, o.get("fingerprint") or None, o.get("op_name"),
-                   source_text(o.get("source")), source_function(o.get("source"))) for o in row.ops)
+                   source_text(o.get("source")), source_function(o.get("source")), o.get("shape")) for o in row.ops)
     return HloModuleInfo(name=row.name, fingerprint=row.fingerprint, instructions=row.instructions,
                          opcodes=dict(row.opcodes or {}), fusions=fusions, ops=ops)
 

@@ -134,7 +134,7 @@ def fusion_shapes(modules: Mapping[str, Sequence[FusionLike]]) -> list[FusionSha
     records have them."""
     return [FusionShape(m, f.name, getattr(f, "fingerprint", None) or None, f.kind, f.instructions,
                         getattr(f, "op_name", None), source_text(getattr(f, "source", None)),
-                        source_function(getattr(f, "source", None)))
+                        source_function(getattr(f, "source", None)), getattr(f, "shape", None))
             for m, fusions in modules.items() for f in fusions]
 
 

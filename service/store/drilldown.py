@@ -211,6 +211,7 @@ class FusionRow:
     body: list[TextLine] = field(default_factory=list)
     fingerprint: str | None = None  # of what it computes, names aside (None: parsed before it was stored)
     op_name: str | None = None
+    shape: str | None = None  # its result shape (None: parsed before it was stored)
 
 
 @dataclass(frozen=True)
@@ -494,7 +495,8 @@ def hlo_view(session: Session, result_id: int, store: ArtifactStore | None = Non
                 occurrences=op.occurrences if op else None, share=op.share if op else None,
                 kernel_isas=sorted(kernels_by_name.get(name, [])),
                 computation=body.computation if body else None, call=body.call if body else None,
-                body=body.body if body else [], fingerprint=f.get("fingerprint") or None, op_name=f.get("op_name")))
+                body=body.body if body else [], fingerprint=f.get("fingerprint") or None, op_name=f.get("op_name"),
+                shape=f.get("shape")))
         fusions.sort(key=lambda f: (f.self_ns is None, -(f.self_ns or 0.0), f.name))
         modules.append(HloModuleView(name=m.name, fingerprint=m.fingerprint, instructions=m.instructions,
                                      opcodes=dict(m.opcodes or {}), fusions=fusions,

@@ -115,6 +115,15 @@ def test_a_renamed_and_changed_fusion_pairs_by_its_site_when_lines_above_it_move
     twice = [*head, FusionShape("m", "add_fusion.3", "c", "kLoop", 5, "jit(s)/while/body/add", "k.py:29", step)]
     got = {(p.base_name, p.head_name): p.status for p in pair_fusions(base, twice).pairs}
     assert got[("multiply_add_fusion", None)] == "removed" and got[(None, "add_add_fusion")] == "added"
+    # Another result shape at that site: another computation (a scale-and-shift that fused away, a sum of dots
+    # that appeared), not one renumbered; records that name no shape pair as before.
+    shaped_b = [FusionShape("m", "broadcast_add_fusion", "a", "kLoop", 8, "jit(f)/add", "k.py:20", "f",
+                            "f32[512,512]{1,0}")]
+    shaped_h = [FusionShape("m", "add_add_fusion", "b", "kLoop", 4, "jit(f)/add", "k.py:31", "f", "f32[512,256]{1,0}")]
+    assert {p.status for p in pair_fusions(shaped_b, shaped_h).pairs} == {"removed", "added"}
+    same_shape = [FusionShape("m", "add_add_fusion", "b", "kLoop", 4, "jit(f)/add", "k.py:31", "f",
+                              "f32[512,512]{1,0}")]
+    assert {p.status for p in pair_fusions(shaped_b, same_shape).pairs} == {"changed"}
     # Without a function (records that do not name one) nothing pairs on a moved line.
     bare = [FusionShape("m", "add_add_fusion", "b", "kLoop", 13, "jit(s)/while/body/add", "k.py:27")]
     assert {p.status for p in pair_fusions(base[:1], bare).pairs} == {"removed", "added"}

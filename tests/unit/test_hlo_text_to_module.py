@@ -158,6 +158,9 @@ def test_softmax_fusions_and_the_exp_line(modules: dict[str, HloModule]) -> None
     assert_source(exp, "softmax-exp", "softmax")
     assert exp.op_name == "jit(softmax)/exp"
     assert any(f.op_name == "jit(softmax)/exp" for f in module.fusions)
+    # Each fusion's result shape, as its instruction writes it (pairing reads it: service/detect/fusion_pairing.py)
+    calls = {i.name: i.shape for c in module.computations for i in c.instructions if i.opcode == "fusion"}
+    assert all(f.shape == calls[f.name] and "[" in f.shape for f in module.fusions)
 
 
 def test_layernorm_rsqrt_line(modules: dict[str, HloModule]) -> None:
