@@ -147,6 +147,24 @@ def p_text(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def tests_text(tests: int) -> str:
+    """The Benjamini-Hochberg family as the legends say it: "over 3 tests"; where no row had the runs to be tested
+    (one run a side and no stored spread) there was no family, and "over 0 tests" read as a defect."""
+    if tests == 0:
+        return "over the rows tested (none here: no row had runs enough)"
+    return f"over {tests} test{'s' if tests != 1 else ''}"
+
+
+def pq_text(row: Comparison) -> str:
+    """``p=0.049 q=0.098``: a tested row's p, and its Benjamini-Hochberg q where that reads otherwise: a p under
+    alpha beside "?" is explained by the q the verdict was decided on (p=0.049 of two rows is q=0.098)."""
+    assert row.p_value is not None
+    text = f"p{'' if row.p_value < 0.001 else '='}{p_text(row.p_value)}"
+    if row.q_value is not None and p_text(row.q_value) != p_text(row.p_value):
+        text += f" q{'' if row.q_value < 0.001 else '='}{p_text(row.q_value)}"
+    return text
+
+
 def runs_needed_text(row: Comparison) -> str | None:
     """``≈14 runs a side to decide``: an inconclusive row's estimate of the runs that would settle it
     (``compare.runs_needed``), as every face says it; None where it has none."""
@@ -167,8 +185,7 @@ def delta_cell(row: Comparison, alpha: float) -> str:
     assert row.base is not None and row.base.estimate is not None
     assert row.head is not None and row.head.estimate is not None
     needed = runs_needed_text(row)
-    detail = (f"(p{'' if row.p_value < 0.001 else '='}{p_text(row.p_value)} "
-              f"runs={row.base.estimate.runs}+{row.head.estimate.runs}"
+    detail = (f"({pq_text(row)} runs={row.base.estimate.runs}+{row.head.estimate.runs}"
               + (f"; {needed})" if needed else ")"))
     if row.verdict not in ("regression", "improvement") and not row.below_min_effect:
         # "~" is what the legend says it is, unchanged (the interval within the equivalence bound); an inconclusive
@@ -326,7 +343,7 @@ def significance_line(report: ComparisonReport) -> str:
     quiet = f"; {QUIET_CLAUSE}" if any_quiet(report) else ""
     return (f"runs are the replicates (t-test on log run medians{quiet}); significant: Benjamini-Hochberg q < "
             f"{p.alpha:g} "
-            f"over {report.tests} test{'s' if report.tests != 1 else ''} and |delta| >= {p.min_effect * 100:g}%; "
+            f"{tests_text(report.tests)} and |delta| >= {p.min_effect * 100:g}%; "
             f"~ unchanged: the {p.confidence * 100:g}% interval within ±{p.equivalence * 100:g}%"
             + (f" (or {_SMALL_EFFECT}: {SMALL_EFFECT_CLAUSE})"
                if any(row.below_min_effect for row in report.rows) else "") + "; ? inconclusive")

@@ -28,6 +28,7 @@ from service.report.compare_table import (
     has_fractions,
     markdown_cell,
     median_cell,
+    tests_text,
 )
 
 MARKER = "<!-- kernelwatch:pr-comment -->"
@@ -310,7 +311,7 @@ def _footer(report: ComparisonReport, ctx: CommentContext, in_place: bool) -> li
         lines += ["", "</details>", ""]
     quiet = f"; {QUIET_CLAUSE}" if any_quiet(report) else ""
     lines.append(f"<sub>Runs are the replicates (t-test on log run medians{quiet}). Significant: Benjamini-Hochberg "
-                 f"q < {p.alpha:g} over {report.tests} test{'s' if report.tests != 1 else ''} and \\|delta\\| ≥ "
+                 f"q < {p.alpha:g} {tests_text(report.tests)} and \\|delta\\| ≥ "
                  f"{p.min_effect * 100:g}%; `~` unchanged (interval within ±{p.equivalence * 100:g}%"
                  + (f", or {SMALL_EFFECT_CLAUSE}"
                     if any(r.below_min_effect for r in report.rows) else "") + "); "

@@ -116,3 +116,10 @@ def test_an_interval_wider_than_its_median_is_said_so_not_printed_as_a_percentag
     assert estimate_cell(narrow, "s") == "1ms ± 3%"
     just = SideResult("ok", None, MedianEstimate(n=10, median=1e-3, low=0.5e-3, high=2e-3, runs=4))
     assert estimate_cell(just, "s") == "1ms ± 100%"
+
+
+def test_the_significance_family_is_said_even_when_nothing_was_tested() -> None:
+    from service.report.compare_table import tests_text
+
+    assert tests_text(2) == "over 2 tests" and tests_text(1) == "over 1 test"
+    assert "0 tests" not in tests_text(0) and "no row had runs enough" in tests_text(0)
