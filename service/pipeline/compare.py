@@ -662,8 +662,8 @@ def _co_measured(base: ResolvedSide, head: ResolvedSide, paired: Mapping[tuple[A
         dropped.append(len(side.run_ids) - len(ordered))
         sides.append(dataclasses.replace(side, run_ids=ordered, label=dataclasses.replace(
             side.label, runs=tuple(uid[r] for r in ordered))))
-    why = ("made in sessions the other side was not measured in (a confirmation's or a re-run's rounds): runs made "
-           "apart carry the host's state of their own minutes")
+    why = ("made in sessions the other side was not measured in (a range run's session with a neighbouring commit, "
+           "a confirmation's or a re-run's rounds): runs made apart carry the host's state of their own minutes")
     if narrowed < len(paired):  # the sides' run counts are no row's: each row's runs=B+H says its own
         return sides[0], sides[1], [f"for {narrowed} of {len(paired)} benchmarks some runs were {why}, so only the "
                                     f"runs interleaved in the sessions both sides share are compared (each row's "
