@@ -28,7 +28,9 @@ def register(sub: Subparsers) -> None:
                                                           "(default: where the kernel has the most measured shapes)")
     predict.add_argument("--repo", default=None, help="only this repository's measurements (by name)")
     predict.add_argument("--suite-root", type=Path, default=None,
-                         help="checkout holding kernels_under_test/ (default: the suite beside this service)")
+                         help="a project's checkout: its project file's benchmarks directory (kernelwatch.toml "
+                              "or [tool.kernelwatch]), else its kernels_under_test/ (default: the suite beside "
+                              "this service)")
     predict.set_defaults(handler=_predict)
 
 
@@ -48,6 +50,7 @@ def _predict(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_predict(settings: Settings, options: PredictOptions) -> int:
+    from runners.project_file import ProjectFileError, read_project_settings
     from runners.suite import SuiteNotFound, discover
     from service.pipeline.predictions import default_suite_root, predict_reports
     from service.report.predict_text import predictions_to_text
@@ -56,7 +59,12 @@ def cmd_predict(settings: Settings, options: PredictOptions) -> int:
 
     root = options.suite_root or default_suite_root()
     try:
-        specs = discover(root)
+        # A project's checkout declares where its suite lives as `kernelwatch run` reads it; a new user's
+        # `--suite-root` at their library read "no kernels_under_test/__init__.py under" it.
+        suite_dir = read_project_settings(root).benchmarks if options.suite_root is not None else None
+        specs = discover(root, suite_dir)
+    except ProjectFileError as exc:
+        raise InvalidInput(str(exc)) from None
     except SuiteNotFound as exc:
         raise InvalidInput(str(exc)) from None
     except Exception as exc:  # noqa: BLE001  (the suite's own import-time code: whatever it raises is its answer)

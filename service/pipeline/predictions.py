@@ -221,7 +221,8 @@ def _benchmarks(specs: Iterable[Any], kernel: str) -> list[Any]:
     chosen = [s for s in specs if kernel in (s.suite, f"{s.suite}/{s.name}")]
     if not chosen:
         suites = sorted({s.suite for s in specs})
-        raise InvalidInput(f"unknown kernel {kernel!r}: give a suite ({', '.join(suites)}) or SUITE/NAME")
+        raise InvalidInput(f"unknown kernel {kernel!r}: give a suite ({', '.join(suites)}) or SUITE/NAME of the "
+                           "suite read (a project's: --suite-root at its checkout)")
     return chosen
 
 

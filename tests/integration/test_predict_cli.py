@@ -173,3 +173,27 @@ def test_a_suite_that_cannot_be_imported_is_one_line_and_exit_status_2(tmp_path:
     assert done.returncode == 2, done.stderr
     assert "cannot import the suite at" in done.stderr and "ModuleNotFoundError" in done.stderr, done.stderr
     assert "PYTHONPATH=src" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_projects_checkout_is_read_through_its_project_files_benchmarks_directory(tmp_path: Path) -> None:
+    """A library that declares its suite in pyproject.toml ([tool.kernelwatch] benchmarks), as `kernelwatch run`
+    reads it: --suite-root at its checkout read "no kernels_under_test/__init__.py under" it."""
+    checkout = tmp_path / "lib"
+    (checkout / "benchmarks").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text('[project]\nname = "mylib"\n\n[tool.kernelwatch]\n'
+                                             'benchmarks = "benchmarks"\n')
+    (checkout / "benchmarks" / "fused.py").write_text(
+        "from runners.suite import Case, benchmark, grid\n\n\n"
+        "def cost(rows: int) -> tuple[float, float]:\n    return 5.0 * rows * 4096, 8.0 * rows * 4096\n\n\n"
+        "@benchmark(suite='fused', params=grid(rows=[256, 1024]), cost=cost)\n"
+        "def norm_bench(rows: int) -> Case:\n    raise AssertionError('a cost model counts without building')\n")
+    try:
+        done = kernelwatch(["predict", "--kernel", "fused/norm_bench", "--from", "rows=256", "--to", "rows=512",
+                            "--suite-root", str(checkout), "--hardware", "h200"], tmp_path / "home")
+        unknown = kernelwatch(["predict", "--kernel", "fused/other", "--from", "rows=256", "--to", "rows=512",
+                               "--suite-root", str(checkout)], tmp_path / "home")
+    finally:  # this process's suite is the shipped one again, for the tests after this one
+        discover(REPO_ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "fused/norm_bench" in done.stdout and "rows=512" in done.stdout, done.stdout
+    assert unknown.returncode == 2 and "unknown kernel 'fused/other': give a suite (fused)" in unknown.stderr
