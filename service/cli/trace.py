@@ -1,5 +1,6 @@
-"""`kernelwatch trace RESULT_ID`: a result's captured profiler traces opened in a local xprof (the profiler's own
-viewer: trace viewer, op profile, roofline, HLO stats), and optionally written as a Perfetto trace.
+"""`kernelwatch trace RESULT_ID|RUN_ID`: a result's captured profiler traces (or every traced result's of a run, by
+the id `kernelwatch run` and `ci` print) opened in a local xprof (the profiler's own viewer: trace viewer, op
+profile, roofline, HLO stats), and optionally written as a Perfetto trace.
 
 The traces are laid out as xprof reads a log directory (``<logdir>/plugins/profile/<session>/<host>.xplane.pb``,
 what ``jax.profiler.start_trace`` writes), one session per trace, then ``xprof --logdir`` serves them until
@@ -17,21 +18,41 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelwatch.errors import InvalidInput, NotFound
 from service.cli.common import EXIT_OK, Subparsers, open_context, stored_id
 from service.settings import Settings
 
+if TYPE_CHECKING:  # the store's modules load with the command, not with every other command's start
+    from service.store.drilldown import ResultHeader
+    from service.store.traces import TraceFile
+
 DEFAULT_PORT = 8791  # xprof's own default
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
+# A run's id as runners store it: a task's hex id, "confirm_<job>_<round>", with "-c1", "-r2", "-d1" after it.
+_RUN_ID = re.compile(r"[A-Za-z0-9_]{4,64}(-[a-z]\d{1,6}){0,4}")
+
+
+def trace_target(text: str) -> int | str:
+    """argparse's type for what `trace` opens: a result's id (a whole number) or a run's id (or a unique prefix of
+    one). A commit's sha is neither, and is said to be none rather than looked up as a run."""
+    if text.isascii() and text.isdigit():
+        return stored_id(text)
+    if not _RUN_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is no result id (a whole number, as in a result page's URL "
+                                         "/results/N) nor a run id (as `kernelwatch run` and `ci` print it)")
+    return text
 
 
 def register(sub: Subparsers) -> None:
-    trace = sub.add_parser("trace", help="open a result's captured profiler traces in a local xprof")
-    trace.add_argument("result_id", type=stored_id, metavar="RESULT_ID", help="as in a result page's URL (/results/N)")
+    trace = sub.add_parser("trace", help="open a result's (or a run's) captured profiler traces in a local xprof")
+    trace.add_argument("target", type=trace_target, metavar="RESULT_ID|RUN_ID",
+                       help="a result's id, as in its page's URL (/results/N), or a run's id as `kernelwatch run` "
+                            "and `ci` print it (every traced benchmark of the run)")
     trace.add_argument("--logdir", type=Path,
-                       help="where to lay the traces out (default: KERNELWATCH_HOME/traces/result-N)")
+                       help="where to lay the traces out (default: KERNELWATCH_HOME/traces/result-N or run-ID)")
     trace.add_argument("--port", type=xprof_port, default=DEFAULT_PORT,
                        help=f"xprof's port, and its worker's the next one (default {DEFAULT_PORT})")
     trace.add_argument("--perfetto", type=Path, metavar="FILE",
@@ -42,7 +63,7 @@ def register(sub: Subparsers) -> None:
 
 
 def _trace(args: argparse.Namespace, settings: Settings) -> int:
-    return cmd_trace(settings, args.result_id, args.logdir, args.port, args.perfetto, serve=not args.no_serve)
+    return cmd_trace(settings, args.target, args.logdir, args.port, args.perfetto, serve=not args.no_serve)
 
 
 def xprof_port(text: str) -> int:
@@ -81,56 +102,96 @@ def session_name(label: str, sha256: str) -> str:
     return f"{_UNSAFE.sub('_', label)[:80]}-{sha256[:12]}"
 
 
-def cmd_trace(settings: Settings, result_id: int, logdir: Path | None, port: int, perfetto: Path | None, *,
-              serve: bool) -> int:
-    from runners.parsers.xplane_to_timeline import trace_events
+def _traced_results(settings: Settings, target: int | str) -> tuple[str, list[tuple[ResultHeader, list[TraceFile]]]]:
+    """What `trace` lays out: the name of its directory and, per result, its header and kept traces."""
     from service.store.drilldown import result_header
-    from service.store.traces import TraceUnavailable, trace_bytes, trace_files, trace_profile
+    from service.store.runs import results_of_run, run_named, runs_with_prefix
+    from service.store.traces import trace_files
 
     ctx = open_context(settings, reads=True)
-    with ctx.sessions() as session:
-        header = result_header(session, result_id)
-    if header is None:
-        raise NotFound(f"no result {result_id}")
-    files = trace_files(header)
-    if not files:
-        raise NotFound(f"result {result_id} has no stored profiler trace (the run did not capture one, or "
-                       "retention pruned it)")
-    root = logdir if logdir is not None else settings.home / "traces" / f"result-{result_id}"
+    try:
+        with ctx.sessions() as session:
+            if isinstance(target, int):
+                header = result_header(session, target)
+                if header is None:
+                    raise NotFound(f"no result {target}")
+                files = trace_files(header)
+                if not files:
+                    raise NotFound(f"result {target} has no stored profiler trace (the run did not capture one, or "
+                                   "retention pruned it)")
+                return f"result-{target}", [(header, files)]
+            run = run_named(session, target)
+            if run is None:
+                prefixed = runs_with_prefix(session, target, 2) if re.fullmatch(r"[0-9a-f]+", target) else []
+                if len(prefixed) > 1:
+                    raise InvalidInput(f"{target!r} is the start of several runs' ids: give more of it")
+                run = prefixed[0] if prefixed else None
+            if run is None:
+                raise NotFound(f"no run {target!r} (a result's id is a whole number, as in its page's URL "
+                               "/results/N; a run's id is what `kernelwatch run` and `ci` print)")
+            traced = []
+            for result_id, _, _ in sorted(results_of_run(session, run.id)):
+                header = result_header(session, result_id)
+                # A later round's results name the first round's traces: the run's own captures only, once each.
+                if header is not None and header.records_result_id == result_id and (files := trace_files(header)):
+                    traced.append((header, files))
+            if not traced:
+                raise NotFound(f"run {run.run_uid} has no stored profiler trace (it did not capture, or retention "
+                               "pruned them; a later round only times: its first round's run holds them)")
+            return f"run-{_UNSAFE.sub('_', run.run_uid)}", traced
+    finally:
+        ctx.close()
+
+
+def cmd_trace(settings: Settings, target: int | str, logdir: Path | None, port: int, perfetto: Path | None, *,
+              serve: bool) -> int:
+    from runners.artifacts import ArtifactStore
+    from runners.parsers.xplane_to_timeline import trace_events
+    from service.store.traces import TraceUnavailable, trace_bytes, trace_profile
+
+    name, traced = _traced_results(settings, target)
+    artifacts = ArtifactStore(settings.artifacts_dir)
+    root = logdir if logdir is not None else settings.home / "traces" / name
     if serve:
         _ports_free(port)
     try:
-        for trace in files:
-            directory = root / "plugins" / "profile" / session_name(header.label, trace.sha256)
-            directory.mkdir(parents=True, exist_ok=True)
-            # Named after the result that captured it (another round's, where this one only timed), as the
-            # dashboard's download is.
-            (directory / f"result-{header.records_result_id}.xplane.pb").write_bytes(
-                trace_bytes(ctx.artifacts, trace))
+        for header, files in traced:
+            for trace in files:
+                directory = root / "plugins" / "profile" / session_name(header.label, trace.sha256)
+                directory.mkdir(parents=True, exist_ok=True)
+                # Named after the result that captured it (another round's, where this one only timed), as the
+                # dashboard's download is.
+                (directory / f"result-{header.records_result_id}.xplane.pb").write_bytes(
+                    trace_bytes(artifacts, trace))
     except TraceUnavailable as exc:
         raise InvalidInput(str(exc)) from None
     except OSError as exc:
         raise InvalidInput(f"cannot write the traces under {root}: {exc.strerror or exc}") from None
+    first_header, first_files = traced[0]
     if perfetto is not None:
         try:
-            document = trace_events(trace_profile(ctx.artifacts, files[0]))
+            document = trace_events(trace_profile(artifacts, first_files[0]))
             perfetto.write_bytes(gzip.compress(json.dumps(document, separators=(",", ":")).encode()))
         except TraceUnavailable as exc:
             raise InvalidInput(str(exc)) from None
         except OSError as exc:
             raise InvalidInput(f"cannot write the Perfetto trace {perfetto}: {exc.strerror or exc}") from None
-        print(f"Perfetto trace written to {perfetto} (open it at ui.perfetto.dev, or in chrome://tracing)",
+        print(f"Perfetto trace written to {perfetto} (open it at ui.perfetto.dev, or in chrome://tracing)"
+              + (f", of {first_header.label} (the run's first traced benchmark)" if len(traced) > 1 else ""),
               file=sys.stderr)
     print(root)
-    if header.records_result_id != result_id:  # a later round's result: its commit's first round captured
-        print(f"the traces were captured by result {header.records_result_id} of run "
-              f"{header.records_run_uid or header.run_uid}, an earlier round of the same commit (later rounds only "
-              "time)",
+    if isinstance(target, int) and first_header.records_result_id != target:
+        # a later round's result: its commit's first round captured
+        print(f"the traces were captured by result {first_header.records_result_id} of run "
+              f"{first_header.records_run_uid or first_header.run_uid}, an earlier round of the same commit (later "
+              "rounds only time)",
               file=sys.stderr)
+    count = sum(len(files) for _, files in traced)
     if not serve:
-        print(f"{len(files)} trace(s) laid out for xprof: xprof --logdir {root} --port {port}", file=sys.stderr)
+        print(f"{count} trace(s) laid out for xprof: xprof --logdir {root} --port {port}", file=sys.stderr)
         return EXIT_OK
-    print(f"xprof serving {len(files)} trace(s) of result {result_id} at http://127.0.0.1:{port}/, on this host "
+    what = f"result {target}" if isinstance(target, int) else f"{len(traced)} benchmark(s) of run {target}"
+    print(f"xprof serving {count} trace(s) of {what} at http://127.0.0.1:{port}/, on this host "
           f"alone (its worker's port {port + 1} listens on every interface: xprof has no setting for it; "
           "Ctrl-C stops it)", file=sys.stderr)
     # xprof's gRPC worker needs a port of its own; next to the web port, so two `trace`s can run at once.

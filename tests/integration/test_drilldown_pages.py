@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -302,6 +303,20 @@ def test_kernelwatch_trace_lays_the_traces_out_for_xprof_and_serves_them(
     missing = subprocess.run([sys.executable, "-m", "service.cli", "trace", "424242", "--no-serve"], env=env,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "no result 424242" in missing.stderr
+    # By the run's id, as `kernelwatch run` and `ci` print it (they print no result ids): every traced benchmark of
+    # the run; a commit's sha, what a user tries next, is said to be no run.
+    with sqlite3.connect(sqlite_database.removeprefix("sqlite:///")) as db:
+        [(run_uid,)] = db.execute("select run.run_uid from result join run on run.id = result.run_id "
+                                  "where result.id = ?", (rid,)).fetchall()
+    by_run = subprocess.run([sys.executable, "-m", "service.cli", "trace", run_uid, "--no-serve"], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert by_run.returncode == 0, by_run.stderr
+    assert Path(by_run.stdout.strip()) == tmp_path / "traces" / f"run-{run_uid}"
+    assert xplane.parent.name in {p.parent.name for p in Path(by_run.stdout.strip()).glob("plugins/profile/*/*.pb")}
+    for wrong, said in (("68cbebe", "no run '68cbebe'"), ("HEAD~1", "is no result id (a whole number")):
+        refused = subprocess.run([sys.executable, "-m", "service.cli", "trace", wrong, "--no-serve"], env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
     nowhere = tmp_path / "no-such-dir" / "x.json.gz"
     unwritable = subprocess.run([sys.executable, "-m", "service.cli", "trace", str(rid), "--no-serve", "--perfetto",
                                  str(nowhere)], env=env, capture_output=True, text=True, timeout=120)
