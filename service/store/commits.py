@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from service.store.models import Commit, Repository, Run
@@ -49,3 +49,18 @@ def repositories_holding(session: Session, shas: Sequence[str]) -> list[tuple[st
     return [(sha, name) for sha, name in session.execute(
         select(Commit.sha, Repository.name).join(Repository, Repository.id == Commit.repository_id)
         .where(Commit.sha.in_(list(shas))))]
+
+
+def measured_commit_count(session: Session, repository: str) -> int:
+    """How many of the repository's commits have a run stored (0 where no repository has that name)."""
+    found = repository_named(session, repository)
+    if found is None:
+        return 0
+    return session.scalar(select(func.count(func.distinct(Run.commit_id))).join(Commit, Commit.id == Run.commit_id)
+                          .where(Commit.repository_id == found.id)) or 0
+
+
+def repository_of_run(session: Session, run_id: int) -> str | None:
+    """The name of the repository a stored run measured."""
+    return session.scalar(select(Repository.name).join(Commit, Commit.repository_id == Repository.id)
+                          .join(Run, Run.commit_id == Commit.id).where(Run.id == run_id))

@@ -102,6 +102,10 @@ def test_ingest_prints_the_alert_its_run_raised(tmp_path: Path) -> None:
         assert done.stdout.startswith(f"run {doc['run_id']} stored\n")  # the id compare takes, not a row number
         said.append(done.stdout)
     assert "found nothing new" in said[0]
+    # A history too short to report a change in time says so, and what tests two commits now (a first-day user's
+    # four commits hid a 3x slowdown with no word); one long enough says nothing of it.
+    assert "note: 1 commit(s) of" in said[0] and "at least 3 commits measured on each side" in said[0]
+    assert "kernelwatch compare BASE HEAD" in said[0] and "note:" not in said[-1]
     raised = [out for out in said if "found (kernelwatch alerts list has every alert):" in out]
     assert raised, said
     assert "regression" in raised[0] and "+100" in raised[0] and "softmax/softmax_rows" in raised[0], raised[0]
