@@ -87,7 +87,8 @@ from service.detect.static_diff import KernelInfo, StaticDiff, StaticRecords, di
 # (service/pipeline/attribution.py: refresh_stale_attributions); a finding whose series gets no new run is never
 # attributed again otherwise. 2: fusions paired by structure, the op table reconciled; 3: the program's other ops
 # paired, a renamed fusion whose computation and line both moved paired by kind, op and site (2026-12-03..07);
-# 4: a kernel whose symbol moved between identical fusions (the same bytes) is no change.
+# 4: a kernel whose symbol moved between identical fusions (the same bytes) is no change, and a fusion paired by
+# its site alone (pairing step 5) has the same result shape.
 ATTRIBUTION_SCHEMA = 4
 
 SideName = Literal["before", "after"]
