@@ -73,8 +73,21 @@ def _settings_env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+def _verb_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of a verb (``run``), whose --help lists what the verb takes."""
+    for action in parser._subparsers._group_actions if parser._subparsers is not None else ():
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return action.choices[command]
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Said by the verb's parser, as its other errors are: `run --iterations 5` was sent to `kernelwatch --help`,
+        # which lists verbs, not run's options.
+        _verb_parser(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     settings: Settings | None = None
     try:
         settings = load_settings(_settings_env(args))

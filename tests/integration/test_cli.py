@@ -180,7 +180,10 @@ def test_bad_numbers_are_refused_before_anything_runs(tmp_path: Path, suite_repo
                         "not a revision"),
                        (["submit", "--repo", "https://example.com/k.git", "--commit=--upload-pack=touch /tmp/x"],
                         "is not a revision (a sha, branch or tag)"),
-                       (["submit", "--repo", "a" * 5000, "--commit", "HEAD"], "at most 2000 characters")):
+                       (["submit", "--repo", "a" * 5000, "--commit", "HEAD"], "at most 2000 characters"),
+                       # an unknown option is the verb's to explain (it sent a user to `kernelwatch --help`)
+                       (["run", "--repo", str(suite_repo), "--iterations", "5"],
+                        "kernelwatch run: error: unrecognized arguments: --iterations 5 (see kernelwatch run --help)")):
         proc = kernelwatch(args, env)
         assert proc.returncode == 2 and said in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
         assert proc.stderr.count("\n") == 1 and "usage:" not in proc.stderr, proc.stderr  # one line, as README says
