@@ -35,8 +35,8 @@ def leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Itera
 
 def test_every_command_has_a_handler() -> None:
     found = dict(leaves(build_parser()))
-    assert len(found) == 25 and ("alerts", "triage") in found and ("calibrate",) in found
-    assert ("db", "backfill-roofline") in found
+    assert len(found) == 26 and ("alerts", "triage") in found and ("calibrate",) in found
+    assert ("db", "backfill-roofline") in found and ("db", "reattribute") in found
     assert [path for path, parser in found.items() if not callable(parser.get_default("handler"))] == []
 
 
