@@ -24,6 +24,7 @@ from service.store import comparisons as stored_comparisons
 from service.store.commit_compare import commit_info
 from service.store.commits import commit_of
 from service.store.db import unit_of_work
+from service.store.locks import lock_commit
 from service.store.models import Commit, Repository, Run, StoredComparison
 
 DEFAULT_PARAMS = CompareParams()
@@ -45,6 +46,7 @@ def store_comparison_for_run(session: Session, run_id: int,
         return None
     commit = session.get(Commit, run.commit_id)
     assert commit is not None
+    lock_commit(session, commit.id)  # one comparison of a commit stored at a time: read, then insert, as one
     repository = session.get(Repository, commit.repository_id)
     assert repository is not None
     try:

@@ -156,3 +156,37 @@ def test_a_stored_page_is_the_computed_page(sessions: sessionmaker[Session]) -> 
                     assert as_served(stored) == as_served(fresh), what
                     assert (stored.total, stored.next_offset) == (fresh.total, fresh.next_offset), what
                     assert stored.report.compared == fresh.report.compared == 12
+
+
+def test_runs_of_one_commit_compared_at_once_store_one_comparison(pg_database: str) -> None:
+    """The runs of one commit land as several uploads, each compared on write in a worker of its own: two that found
+    no stored comparison of the same runs both inserted it, and the second failed on its unique key (the soak's
+    worker log, 2026-12-07). Four at once on PostgreSQL, each in its own transaction, as the workers run them."""
+    import threading
+
+    from service.pipeline.stored_comparisons import store_comparisons
+    from service.store.db import make_engine, make_session_factory, upgrade
+
+    upgrade(pg_database)
+    engine = make_engine(pg_database)
+    try:
+        sessions = make_session_factory(engine)
+        ingest_rounds(sessions, doc(0))
+        runs = [ingest(sessions, m) for m in builders.replicated(doc(1, slower="b"))]
+        start, failures = threading.Barrier(4), []
+
+        def compare(run_id: int) -> None:
+            start.wait()
+            try:
+                store_comparisons(sessions, [run_id])
+            except Exception as exc:  # noqa: BLE001  (what a worker's task would have raised)
+                failures.append(exc)
+
+        threads = [threading.Thread(target=compare, args=(runs[i % len(runs)],)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert failures == [] and count(sessions) == 1
+    finally:
+        engine.dispose()
