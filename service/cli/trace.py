@@ -130,10 +130,15 @@ def _traced_results(settings: Settings, target: int | str) -> tuple[str, list[tu
                 raise NotFound(f"no run {target!r} (a result's id is a whole number, as in its page's URL "
                                "/results/N; a run's id is what `kernelwatch run` and `ci` print)")
             traced = []
+            seen: set[str] = set()
             for result_id, _, _ in sorted(results_of_run(session, run.id)):
                 header = result_header(session, result_id)
-                # A later round's results name the first round's traces: the run's own captures only, once each.
-                if header is not None and header.records_result_id == result_id and (files := trace_files(header)):
+                if header is None or header.records_result_id != result_id:
+                    continue  # a later round's result names the first round's traces: the run's own captures only
+                # once each: a benchmark's other metrics (device time beside wall time) share its trace
+                files = [f for f in trace_files(header) if f.sha256 not in seen]
+                seen.update(f.sha256 for f in files)
+                if files:
                     traced.append((header, files))
             if not traced:
                 raise NotFound(f"run {run.run_uid} has no stored profiler trace (it did not capture, or retention "

@@ -240,8 +240,8 @@ class StaticDiff:
     @property
     def grew(self) -> bool:
         """More code: the measured total grew, or (at equal size) spills or the HLO grew; also code that changed at
-        the same size everywhere (another instruction mix), which a person looks at: as an "improvement" its alert
-        was filed as one, untriaged by anyone, for a change no count says is smaller."""
+        the same size everywhere (another instruction mix), which a person looks at: read as an improvement, its
+        alert was filed away untriaged for a change no count says is smaller."""
         if self.value_after != self.value_before:
             return self.value_after > self.value_before
         if self.spills_after != self.spills_before:
