@@ -54,6 +54,18 @@ class ParseLaterQueue:
         pass  # comparisons are not what this test is about
 
 
+def stored_and_parsed(sessions: sessionmaker[Session], captured: tuple[list[dict[str, Any]], Path]) -> ArtifactStore:
+    """The two captured commits submitted and their artifacts parsed (detection and attribution done); their store."""
+    manifests, store_root = captured
+    store = ArtifactStore(store_root)
+    queue = ParseLaterQueue(sessions, store)
+    for manifest in manifests:
+        submit_manifest(sessions, queue, manifest, store)
+    with unit_of_work(sessions) as s:
+        parse_results(s, store, queue.pending)
+    return store
+
+
 def snapshot(session: Session) -> list[tuple[Any, ...]]:
     return [(f.id, f.series_id, f.commit_id, f.previous_commit_id, f.detector, f.detector_version, f.kind,
              f.direction, f.magnitude, f.confidence, f.value_before, f.value_after, f.attribution)
@@ -141,13 +153,8 @@ def test_attribution_names_the_changed_fusion_and_static_findings_mark_the_commi
 
 def test_a_layer_not_parsed_yet_is_not_compared(sessions: sessionmaker[Session],
                                                  captured: tuple[list[dict[str, Any]], Path]) -> None:
-    manifests, store_root = captured
-    store = ArtifactStore(store_root)
-    queue = ParseLaterQueue(sessions, store)
-    for manifest in manifests:
-        submit_manifest(sessions, queue, manifest, store)
+    store = stored_and_parsed(sessions, captured)
     with unit_of_work(sessions) as s:
-        parse_results(s, store, queue.pending)
         second = s.scalars(select(Commit).order_by(Commit.position.desc())).first()
         assert second is not None
         # The second commit's object file, as if its parse had not run yet: its kernels are unknown, not gone.
@@ -171,13 +178,8 @@ def test_db_reattribute_recomputes_what_an_older_rule_stored(
         tmp_path: Path) -> None:
     """A finding whose series gets no new run is never attributed again by detection: after a release changes
     the pairing, `kernelwatch db upgrade` (and `db reattribute`) give it today's attribution."""
-    manifests, store_root = captured
-    store = ArtifactStore(store_root)
-    queue = ParseLaterQueue(sessions, store)
-    for manifest in manifests:
-        submit_manifest(sessions, queue, manifest, store)
-    with unit_of_work(sessions) as s:
-        parse_results(s, store, queue.pending)
+    _, store_root = captured
+    stored_and_parsed(sessions, captured)
     with sessions() as s:
         current = {f.id: f.attribution for f in s.scalars(select(Finding))}
     assert len(current) >= 2 and all(a["schema"] == ATTRIBUTION_SCHEMA for a in current.values())
